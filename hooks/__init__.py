@@ -1,0 +1,4 @@
+"""Training-side instrumentation (imports torch, never Qt).
+
+Installed as ``tensorscope.hooks``; never import it as bare ``hooks``.
+"""

@@ -1,0 +1,4 @@
+"""``python -m tensorscope`` is the ``tensorscope`` command."""
+from tensorscope.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""The ``tensorscope`` command line.
+
+Each subcommand's implementation is imported only when it runs, so
+``tensorscope --help`` loads neither torch nor Qt.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Callable, Sequence
+
+# subcommand -> "module:function"; the function takes the parsed args, returns an exit code
+COMMANDS: dict[str, str] = {
+    "run": "tensorscope.runner:run_command",
+    "gui": "tensorscope.ui.app:gui_command",
+    "attach": "tensorscope.ui.app:attach_command",
+    "open": "tensorscope.ui.app:open_command",
+    "demo": "tensorscope.ui.app:demo_command",
+}
+
+MODES = ("shapes", "default", "full")
+
+
+def _add_capture_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("capture")
+    g.add_argument("--mode", choices=MODES, default="default",
+                   help="how much to capture: 'shapes' (metadata and graphs), "
+                        "'default' (plus finite checks and gradient norms every step, "
+                        "full statistics every --stats-every steps), 'full' "
+                        "(full statistics on every activation every step)")
+    g.add_argument("--stats-every", type=int, default=10, metavar="N",
+                   help="in default mode, take full activation statistics every N steps "
+                        "(default: 10)")
+    g.add_argument("--break-on", default="", metavar="LIST",
+                   help="comma-separated breakpoints armed from the start: "
+                        "non_finite, exception, finding")
+
+
+def _build_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="run a training script under TensorScope",
+        description="Run SCRIPT as `python SCRIPT ARGS...` would (same __main__, "
+                    "sys.argv, sys.path[0] and exit code), instrumenting every "
+                    "nn.Module it calls and every optimizer it steps. Without "
+                    "--headless or --listen it connects to a running `tensorscope "
+                    "gui`, or opens the GUI with the script as a child process.")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    p.add_argument("--headless", action="store_true",
+                   help="no GUI: run in this process and write --report at the end")
+    p.add_argument("--report", metavar="FILE.json",
+                   help="write the JSON report here when the script ends (even on "
+                        "an exception, sys.exit or Ctrl-C)")
+    p.add_argument("--record", metavar="FILE.tscope",
+                   help="record the whole session losslessly to a SQLite file")
+    p.add_argument("--listen", metavar="[HOST:]PORT",
+                   help="serve on this address so that `tensorscope attach` can "
+                        "connect at any time (loopback unless --allow-remote)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow --listen on a non-loopback address (the token is "
+                        "still required)")
+    p.add_argument("--wait", action="store_true",
+                   help="with --listen: block before the first step until a GUI attaches")
+    p.add_argument("--no-connect", action="store_true",
+                   help="do not look for a running `tensorscope gui`")
+    p.add_argument("--connect", metavar="HOST:PORT", help=argparse.SUPPRESS)
+    _add_capture_options(p)
+
+
+def _build_gui(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "gui", help="open the GUI and wait for training scripts",
+        description="Open an empty TensorScope window listening on 127.0.0.1. "
+                    "Scripts started with `tensorscope run` or "
+                    "`tensorscope.watch(...)` find it through a discovery file.")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default: any free port)")
+
+
+def _build_attach(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "attach", help="attach the GUI to a script started with --listen",
+        description="Connect a GUI to a training script that serves with "
+                    "`tensorscope run --listen` or `watch(..., listen=PORT)`, at any "
+                    "time during training.")
+    p.add_argument("address", metavar="HOST:PORT")
+    p.add_argument("--token", help="the token the script printed (default: "
+                                   "$TENSORSCOPE_TOKEN)")
+
+
+def _build_open(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "open", help="replay a recorded session",
+        description="Open a .tscope recording with a step timeline.")
+    p.add_argument("file", metavar="FILE.tscope")
+
+
+def _build_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo", help="train a small classifier live in the GUI",
+        description="Train an MLP 784-128-64-10 (CrossEntropyLoss, AdamW) on "
+                    "synthetic data generated in-process, live in the GUI.")
+    p.add_argument("--steps", type=int, default=200, help="training steps (default: 200)")
+    p.add_argument("--screenshot", metavar="PNG",
+                   help="save a PNG of the window after --steps steps and exit 0")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (used by ``main`` and by the help tests)."""
+    from tensorscope import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tensorscope",
+        description="TensorScope: a visual debugger for PyTorch training.")
+    parser.add_argument("--version", action="version", version=f"tensorscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for build in (_build_run, _build_gui, _build_attach, _build_open, _build_demo):
+        build(sub)
+    return parser
+
+
+def _resolve(spec: str) -> Callable[[argparse.Namespace], int]:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tensorscope`` console script."""
+    args = build_parser().parse_args(argv)
+    return int(_resolve(COMMANDS[args.command])(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

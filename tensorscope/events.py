@@ -1,0 +1,437 @@
+"""The TensorScope event model: every message that leaves the training process.
+
+One vocabulary serves the headless report, the recording, the wire protocol
+and the GUI. Messages are plain dataclasses whose fields are msgpack-native
+(str, int, float, bool, None, bytes, list, dict), so they encode without
+pickle and decode without ``eval``.
+
+Three kinds of message:
+
+* **events** travel from training to the GUI (``Hello``, ``StepSummary`` ...);
+* **requests** travel from the GUI to training (``Pause``, ``GetTensor`` ...);
+* **responses** answer a request, matched by the request's ``seq``.
+
+Every message has a ``TYPE`` string used on the wire. ``to_dict`` and
+``from_dict`` convert to and from the wire form; unknown fields in a received
+dict are ignored (forward compatible), missing fields take their defaults.
+
+Conventions used by the fields:
+
+* ``root`` is the integer id of a root module (the order roots were first
+  seen, from 0); ``path`` is PyTorch's dotted name inside that root, ``""``
+  for the root itself.
+* tensor metadata is a ``TensorMeta`` dict (see ``tensor_meta``).
+* statistics are a dict with any of ``min max mean std norm nan inf
+  zero_fraction`` (integer and bool tensors carry the subset that applies).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+PROTOCOL_VERSION = 1
+
+SEVERITIES = ("info", "warning", "error")
+PHASES = ("input", "forward", "loss", "backward", "optimizer")
+STAT_KEYS = ("min", "max", "mean", "std", "norm", "nan", "inf", "zero_fraction")
+
+
+def tensor_meta(
+    path: str,
+    *,
+    shape: list[int] | None = None,
+    dtype: str = "",
+    device: str = "",
+    requires_grad: bool = False,
+    contiguous: bool = True,
+    numel: int = 0,
+    nbytes: int = 0,
+    kind: str = "tensor",
+) -> dict[str, Any]:
+    """Build a TensorMeta dict.
+
+    ``kind`` is ``"tensor"`` for tensors; for non-tensors it is ``"none"`` or
+    ``"object"`` and ``dtype`` holds the Python type name (``"int"``,
+    ``"str"``), with ``shape`` None.
+    """
+    return {
+        "path": path, "kind": kind, "shape": shape, "dtype": dtype,
+        "device": device, "requires_grad": requires_grad,
+        "contiguous": contiguous, "numel": numel, "bytes": nbytes,
+    }
+
+
+@dataclass
+class Message:
+    """Base class: a numbered, typed message."""
+
+    TYPE: ClassVar[str] = ""
+    KIND: ClassVar[str] = "event"  # "event" | "request" | "response"
+    seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The msgpack-ready body of this message (without type and seq)."""
+        body = dataclasses.asdict(self)
+        body.pop("seq", None)
+        return body
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any], seq: int = 0) -> "Message":
+        """Build from a received body; unknown keys are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"seq"}
+        kwargs = {k: v for k, v in body.items() if k in names}
+        msg = cls(**kwargs)
+        msg.seq = seq
+        return msg
+
+
+MESSAGE_TYPES: dict[str, type[Message]] = {}
+
+
+def _register(cls: type[Message]) -> type[Message]:
+    MESSAGE_TYPES[cls.TYPE] = cls
+    return cls
+
+
+# ---------------------------------------------------------------- events ---
+
+@_register
+@dataclass
+class Hello(Message):
+    """First event of a session: who is training, where."""
+
+    TYPE: ClassVar[str] = "hello"
+    script: str = ""
+    argv: list[str] = field(default_factory=list)
+    pid: int = 0
+    torch: str = ""
+    devices: list[str] = field(default_factory=list)
+    rank: int = 0
+    protocol: int = PROTOCOL_VERSION
+    mode: str = "default"
+    started_at: float = 0.0
+
+
+@_register
+@dataclass
+class ModuleTree(Message):
+    """The hierarchy of every root module seen so far (sent when it grows).
+
+    ``roots`` is a list of dicts::
+
+        {"root": 0, "name": "Classifier", "type": "Classifier", "params": 109386,
+         "modules": [{"path": "network.0", "type": "Linear", "params": 100480,
+                      "trainable": 100480, "config": "Linear(784→128)",
+                      "training": True, "children": []}, ...]}
+
+    ``modules`` includes the root itself with path ``""``; ``children`` holds
+    the direct children's paths.
+    """
+
+    TYPE: ClassVar[str] = "module_tree"
+    roots: list[dict[str, Any]] = field(default_factory=list)
+
+
+@_register
+@dataclass
+class StepBegin(Message):
+    """A new step starts (emitted lazily, at its first module call)."""
+
+    TYPE: ClassVar[str] = "step_begin"
+    step: int = 0
+    rank: int = 0
+
+
+@_register
+@dataclass
+class CallDigest(Message):
+    """One module call, complete: sent at the end of its step.
+
+    ``index`` is the call's index within the step (a shared module called
+    twice gives two digests). ``stats`` are the activation statistics of the
+    primary output (first floating output tensor), or None when not taken this
+    step. ``grad_norm`` is the L2 norm of the gradient that flowed into the
+    call's outputs (None if no gradient arrived). ``finite`` is False when any
+    output held NaN/Inf. ``mem_delta`` is the CUDA allocated-memory change
+    across the call in bytes (None on CPU).
+    """
+
+    TYPE: ClassVar[str] = "call_digest"
+    step: int = 0
+    rank: int = 0
+    index: int = 0
+    root: int = 0
+    path: str = ""
+    type: str = ""
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, float] | None = None
+    grad_norm: float | None = None
+    finite: bool = True
+    grad_finite: bool = True
+    mem_delta: int | None = None
+    training: bool = True
+    grad_enabled: bool = True
+
+
+@_register
+@dataclass
+class StepSummary(Message):
+    """End of a step: loss, timing, per-parameter numbers.
+
+    ``kind`` is ``"train"`` (ended by an optimizer step or ``Watch.step()``)
+    or ``"inference"`` (a root forward with no optimizer). ``params`` holds
+    dicts ``{"name", "root", "module", "shape", "grad_norm", "norm",
+    "update_ratio", "in_optimizer", "requires_grad"}``. ``dropped`` counts
+    events the live stream dropped since the previous summary.
+    """
+
+    TYPE: ClassVar[str] = "step_summary"
+    step: int = 0
+    rank: int = 0
+    kind: str = "train"
+    loss: float | None = None
+    duration: float = 0.0
+    calls: int = 0
+    grad_norm: float | None = None
+    params: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+    memory: int | None = None
+    time: float = 0.0
+
+
+@_register
+@dataclass
+class GraphStructure(Message):
+    """A graph of a step, sent only when its structure hash changes.
+
+    ``kind`` is ``"module"`` (dataflow between module calls) or
+    ``"autograd"``. Nodes are dicts with at least ``id`` and ``label``:
+
+    * module graph: ``{"id": "c3", "kind": "call"|"input"|"output",
+      "label": "Linear", "root": 0, "path": "network.0", "call": 3,
+      "shape": [64, 128], "dtype": "float32", "device": "cpu"}``
+    * autograd graph: ``{"id": "a17", "kind": "op"|"param"|"leaf",
+      "label": "AddmmBackward0", "root": 0, "module": "network.0",
+      "call": 3, "param": "network.0.weight" or None}``
+
+    Edges are ``[src_id, dst_id, label]`` with the tensor shape as label in
+    the module graph (data flows src → dst).
+    """
+
+    TYPE: ClassVar[str] = "graph_structure"
+    step: int = 0
+    rank: int = 0
+    kind: str = "module"
+    hash: str = ""
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    edges: list[list[Any]] = field(default_factory=list)
+
+
+@_register
+@dataclass
+class Finding(Message):
+    """A diagnostic: once per (kind, root, module), ``count`` grows after."""
+
+    TYPE: ClassVar[str] = "finding"
+    kind: str = ""
+    severity: str = "warning"
+    step: int = 0
+    rank: int = 0
+    phase: str = "forward"
+    root: int = 0
+    module: str = ""
+    message: str = ""
+    count: int = 1
+
+
+@_register
+@dataclass
+class ExceptionRaised(Message):
+    """An exception escaped the script (or a module): type, message, where."""
+
+    TYPE: ClassVar[str] = "exception"
+    step: int = 0
+    rank: int = 0
+    root: int | None = None
+    module: str | None = None
+    type: str = ""
+    message: str = ""
+    traceback: str = ""
+
+
+@_register
+@dataclass
+class PausedAt(Message):
+    """Training is paused and serving requests.
+
+    ``where`` is ``"step"`` (before a step's first forward), ``"forward_pre"``,
+    ``"forward"`` (after a module's forward), ``"backward"`` (a module's output
+    gradient arrived) or ``"exception"`` (post-mortem). ``reason`` says why
+    (``"pause"``, ``"step_batch"``, ``"step_module"``, ``"run_to_step"``,
+    ``"breakpoint"``, ``"non_finite"``, ``"finding"``, ``"exception"``,
+    ``"condition"``, ``"wait"``). ``tensors`` lists the refs a ``GetTensor``
+    may name now, with their TensorMeta.
+    """
+
+    TYPE: ClassVar[str] = "paused_at"
+    step: int = 0
+    rank: int = 0
+    where: str = "step"
+    reason: str = "pause"
+    root: int | None = None
+    path: str | None = None
+    call: int | None = None
+    detail: str = ""
+    tensors: list[dict[str, Any]] = field(default_factory=list)
+
+
+@_register
+@dataclass
+class Resumed(Message):
+    """Training left a pause."""
+
+    TYPE: ClassVar[str] = "resumed"
+    step: int = 0
+    rank: int = 0
+
+
+@_register
+@dataclass
+class Dropped(Message):
+    """The live stream dropped ``count`` digests (the GUI fell behind)."""
+
+    TYPE: ClassVar[str] = "dropped"
+    count: int = 0
+
+
+@_register
+@dataclass
+class Bye(Message):
+    """Last event: the script ended."""
+
+    TYPE: ClassVar[str] = "bye"
+    exit_code: int = 0
+    steps: int = 0
+
+
+# -------------------------------------------------------------- requests ---
+
+@dataclass
+class Request(Message):
+    """Base class of GUI → training requests."""
+
+    KIND: ClassVar[str] = "request"
+
+
+@_register
+@dataclass
+class Pause(Request):
+    """Pause at the next pause point (module or step boundary)."""
+
+    TYPE: ClassVar[str] = "pause"
+
+
+@_register
+@dataclass
+class Continue(Request):
+    """Leave a pause and run freely."""
+
+    TYPE: ClassVar[str] = "continue"
+
+
+@_register
+@dataclass
+class StepBatch(Request):
+    """Run to the next step boundary and pause there."""
+
+    TYPE: ClassVar[str] = "step_batch"
+
+
+@_register
+@dataclass
+class StepModule(Request):
+    """Run to the next module boundary (forward or gradient) and pause."""
+
+    TYPE: ClassVar[str] = "step_module"
+
+
+@_register
+@dataclass
+class RunToStep(Request):
+    """Run until the boundary before step ``step`` and pause there."""
+
+    TYPE: ClassVar[str] = "run_to_step"
+    step: int = 0
+
+
+@_register
+@dataclass
+class SetBreakpoints(Request):
+    """Replace the breakpoint set.
+
+    Each breakpoint is a dict, one of::
+
+        {"kind": "module", "root": 0, "path": "features.6", "on": "forward"|"backward"}
+        {"kind": "non_finite"}
+        {"kind": "finding"}            # any finding
+        {"kind": "exception"}          # post-mortem at the failing module
+        {"kind": "condition", "root": 0, "path": "fc", "expr": "grad_norm > 100"}
+    """
+
+    TYPE: ClassVar[str] = "set_breakpoints"
+    breakpoints: list[dict[str, Any]] = field(default_factory=list)
+
+
+@_register
+@dataclass
+class GetTensor(Request):
+    """Fetch a slice of a tensor available at the current pause.
+
+    ``ref`` is one of the refs listed by ``PausedAt.tensors`` (e.g.
+    ``"0:network.0#3/out"``, ``"…/in[0]"``, ``"…/grad"``); ``slice`` is numpy
+    syntax (``"0, :, 3:10"``); at most ``max_elements`` values are sent.
+    """
+
+    TYPE: ClassVar[str] = "get_tensor"
+    ref: str = ""
+    slice: str = ""
+    max_elements: int = 1_000_000
+
+
+@_register
+@dataclass
+class PinModules(Request):
+    """Keep these modules' last-step tensors for inspection at step pauses."""
+
+    TYPE: ClassVar[str] = "pin_modules"
+    modules: list[dict[str, Any]] = field(default_factory=list)  # {"root", "path"}
+
+
+# ------------------------------------------------------------- responses ---
+
+@_register
+@dataclass
+class Response(Message):
+    """The answer to request ``request_seq``. ``body`` depends on the request.
+
+    For ``GetTensor`` the body is a tensor slice::
+
+        {"ref": str, "slice": str, "dtype": "float32" (transport dtype),
+         "original_dtype": "bfloat16", "shape": [..] (of the slice),
+         "full_shape": [..], "data": bytes (little-endian, C order),
+         "stats": {...} (of the whole tensor), "truncated": False}
+    """
+
+    TYPE: ClassVar[str] = "response"
+    KIND: ClassVar[str] = "response"
+    request_seq: int = 0
+    ok: bool = True
+    error: str = ""
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def message_type(name: str) -> type[Message] | None:
+    """The message class for a wire type name, or None if unknown."""
+    return MESSAGE_TYPES.get(name)
