@@ -149,7 +149,9 @@ class CallDigest(Message):
     """One module call, complete: sent at the end of its step.
 
     ``index`` is the call's index within the step (a shared module called
-    twice gives two digests). ``stats`` are the activation statistics of the
+    twice gives two digests). ``finite``/``inputs_finite``/``grad_finite``
+    say whether the outputs, the tensor inputs and the output gradients were
+    free of NaN/Inf (checked on device every step). ``stats`` are the activation statistics of the
     primary output (first floating output tensor), or None when not taken this
     step. ``grad_norm`` is the L2 norm of the gradient that flowed into the
     call's outputs (None if no gradient arrived). ``finite`` is False when any
@@ -169,6 +171,7 @@ class CallDigest(Message):
     stats: dict[str, float] | None = None
     grad_norm: float | None = None
     finite: bool = True
+    inputs_finite: bool = True
     grad_finite: bool = True
     mem_delta: int | None = None
     training: bool = True
