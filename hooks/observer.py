@@ -1,0 +1,147 @@
+"""The plug-in point for diagnostics: observers see every call and step.
+
+An ``Observer`` is attached to a ``Watch`` (``watch.add_observer(obs)``) and
+is told, on the training thread, about every module call, every output
+gradient, every optimizer step and every step end. The base class does
+nothing, so a diagnostic overrides only what it needs.
+
+Observers must stay cheap (they run inside hooks) and must not keep tensors
+beyond the step: ``CallRecord.inputs``/``outputs`` are emptied when the step
+ends. To read a device value without a host sync, hand it to
+``WatchContext.defer`` and read the Python number in ``on_step_end``.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from torch import nn
+
+    from tensorscope.events import CallDigest, StepSummary
+
+
+class CallRecord:
+    """One module call within a step (training thread).
+
+    ``inputs``/``outputs`` are flattened ``(path, value)`` pairs such as
+    ``("in[0]", tensor)`` or ``('out["logits"]', tensor)``; they hold the
+    user's tensors only until the step ends. ``parent`` is the enclosing
+    call (None for a root call).
+    """
+
+    __slots__ = (
+        "step", "index", "root", "path", "module", "type", "inputs", "outputs",
+        "grad_enabled", "training", "parent", "is_root", "slot", "in_meta",
+        "out_meta", "mem_before", "mem_delta", "finished", "raised", "extra",
+    )
+
+    def __init__(self, step: int, index: int, root: int, path: str, module: "nn.Module",
+                 parent: "CallRecord | None", grad_enabled: bool) -> None:
+        self.step = step
+        self.index = index
+        self.root = root
+        self.path = path
+        self.module = module
+        self.type: str = type(module).__name__
+        self.inputs: list[tuple[str, Any]] = []
+        self.outputs: list[tuple[str, Any]] = []
+        self.grad_enabled = grad_enabled
+        self.training: bool = module.training
+        self.parent = parent
+        self.is_root: bool = parent is None
+        self.slot: Any = None          # capture's per-call statistics slot
+        self.in_meta: list[dict[str, Any]] = []
+        self.out_meta: list[dict[str, Any]] = []
+        self.mem_before: int | None = None
+        self.mem_delta: int | None = None
+        self.finished = False
+        self.raised = False
+        self.extra: dict[str, Any] = {}  # free space for observers (no tensors)
+
+    def drop_tensors(self) -> None:
+        """Forget the user's objects (called at step end); metadata stays."""
+        self.inputs = []
+        self.outputs = []
+        self.slot = None
+
+    def __repr__(self) -> str:
+        return f"CallRecord(step={self.step}, index={self.index}, root={self.root}, path={self.path!r}, type={self.type})"
+
+
+class StepRecord:
+    """A finished step as observers see it in ``on_step_end``.
+
+    ``digests`` hold host values (stats, grad norms, finite flags);
+    ``deferred`` maps each ``WatchContext.defer`` handle to a dict of Python
+    numbers; ``calls`` keep metadata only (their tensors are dropped).
+    """
+
+    __slots__ = ("step", "kind", "digests", "summary", "calls", "deferred")
+
+    def __init__(self, step: int, kind: str, digests: "list[CallDigest]",
+                 summary: "StepSummary", calls: list[CallRecord],
+                 deferred: dict[int, dict[str, Any]]) -> None:
+        self.step = step
+        self.kind = kind
+        self.digests = digests
+        self.summary = summary
+        self.calls = calls
+        self.deferred = deferred
+
+
+class WatchContext(Protocol):
+    """What a ``Watch`` offers its observers (given in ``on_attach``)."""
+
+    roots: "list[nn.Module]"
+    root_names: list[str]
+    optimizers: list[Any]
+    step_index: int
+    mode: str
+
+    def emit_finding(self, kind: str, severity: str, phase: str, root: int,
+                     module: str, message: str) -> None:
+        """Report a finding; deduplicated per (kind, root, module): the first
+        time a ``Finding`` event is emitted (and the gate told), later times
+        only its ``count`` grows."""
+
+    def module_path(self, module: "nn.Module") -> tuple[int, str] | None:
+        """``(root, path)`` of a module, or None if it is not under a root."""
+
+    def param_name(self, param: "torch.Tensor") -> tuple[int, str, str] | None:
+        """``(root, module path, parameter name)`` of a parameter, or None."""
+
+    def defer(self, tensors: "dict[str, torch.Tensor]") -> int:
+        """Add device scalars to this step's single host transfer; returns a
+        handle whose values appear in ``StepRecord.deferred[handle]``."""
+
+
+class Observer:
+    """Base class; every method is a no-op. Runs on the training thread."""
+
+    def on_attach(self, ctx: WatchContext) -> None:
+        """The observer was added to a watch."""
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """A module call starts; ``call.inputs`` are filled."""
+
+    def on_forward(self, call: CallRecord) -> None:
+        """A module call returned; ``call.outputs`` are filled."""
+
+    def on_exception(self, call: CallRecord, exc: BaseException) -> None:
+        """A module's forward raised ``exc`` (re-raised afterwards)."""
+
+    def on_output_grad(self, call: CallRecord, grad_path: str, grad: "torch.Tensor") -> None:
+        """The gradient of output ``grad_path`` of ``call`` arrived."""
+
+    def on_optimizer_step_pre(self, optimizer: Any) -> None:
+        """An optimizer is about to step."""
+
+    def on_optimizer_step(self, optimizer: Any) -> None:
+        """An optimizer stepped (the step ends right after)."""
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """The step ended, after its one host transfer."""
+
+    def on_detach(self) -> None:
+        """The watch is closing."""
