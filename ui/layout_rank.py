@@ -1,0 +1,176 @@
+"""Ranking for the layered layout: cycle removal, layering and long-edge splitting.
+
+Internal to :mod:`tensorscope.ui.layout`. Nodes are the integers ``0..n-1`` and
+every function is plain Python (no Qt, no numpy), deterministic for a given
+input order.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+
+def break_cycles(n: int, edges: list[tuple[int, int]]) -> list[bool]:
+    """Return, per edge, whether to reverse it so that the graph becomes acyclic.
+
+    A depth-first search that starts from the sources (then from any node not yet
+    reached, in index order) reverses exactly its back edges. Self-loops must
+    have been removed by the caller.
+    """
+    out: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for i, (u, v) in enumerate(edges):
+        out[u].append((v, i))
+        indeg[v] += 1
+    reverse = [False] * len(edges)
+    state = [0] * n                      # 0 unseen, 1 on the stack, 2 done
+    starts = [v for v in range(n) if indeg[v] == 0] + list(range(n))
+    for root in starts:
+        if state[root]:
+            continue
+        state[root] = 1
+        stack = [(root, iter(out[root]))]
+        while stack:
+            node, it = stack[-1]
+            for v, i in it:
+                if state[v] == 1:
+                    reverse[i] = True
+                elif state[v] == 0:
+                    state[v] = 1
+                    stack.append((v, iter(out[v])))
+                    break
+            else:
+                state[node] = 2
+                stack.pop()
+    return reverse
+
+
+def topological_order(n: int, succ: list[list[int]], pred: list[list[int]]) -> list[int]:
+    """Kahn's algorithm, taking ready nodes first-in first-out (deterministic)."""
+    indeg = [len(p) for p in pred]
+    ready = deque(v for v in range(n) if indeg[v] == 0)
+    order: list[int] = []
+    while ready:
+        u = ready.popleft()
+        order.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    if len(order) != n:
+        raise ValueError("layout: the graph still has a cycle after cycle removal")
+    return order
+
+
+def assign_layers(n: int, succ: list[list[int]], pred: list[list[int]]) -> list[int]:
+    """Longest-path layering, then shorten edges by moving unbalanced nodes.
+
+    A node with more outgoing than incoming edges moves down next to its
+    highest successor (and the reverse), which pulls sources such as
+    parameters right above their consumer. Each move strictly shortens the
+    total edge length, so the passes terminate.
+    """
+    order = topological_order(n, succ, pred)
+    layer = [0] * n
+    for v in order:
+        for u in pred[v]:
+            if layer[u] + 1 > layer[v]:
+                layer[v] = layer[u] + 1
+    for _ in range(8):
+        changed = False
+        for v in reversed(order):
+            s = succ[v]
+            if s and len(s) > len(pred[v]):
+                target = min(layer[w] for w in s) - 1
+                if target > layer[v]:
+                    layer[v] = target
+                    changed = True
+        for v in order:
+            p = pred[v]
+            if p and len(p) > len(succ[v]):
+                target = max(layer[w] for w in p) + 1
+                if target < layer[v]:
+                    layer[v] = target
+                    changed = True
+        if not changed:
+            break
+    return layer
+
+
+def components(n: int, edges: list[tuple[int, int]]) -> list[int]:
+    """Weakly connected component id per node, numbered by first node."""
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    for u, v in edges:
+        ru, rv = find(u), find(v)
+        if ru != rv:
+            if ru < rv:
+                parent[rv] = ru
+            else:
+                parent[ru] = rv
+    ids: dict[int, int] = {}
+    return [ids.setdefault(find(v), len(ids)) for v in range(n)]
+
+
+def compact_layers(layer: list[int], comp: list[int]) -> list[int]:
+    """Renumber each component's layers to 0, 1, 2... without empty layers."""
+    used: dict[int, set[int]] = {}
+    for v, r in enumerate(layer):
+        used.setdefault(comp[v], set()).add(r)
+    remap = {c: {r: i for i, r in enumerate(sorted(rs))} for c, rs in used.items()}
+    return [remap[comp[v]][r] for v, r in enumerate(layer)]
+
+
+@dataclass
+class LayeredGraph:
+    """A proper layered graph: real nodes ``0..n_real-1``, then dummy nodes.
+
+    ``up[v]``/``down[v]`` list neighbours one layer above/below (with
+    repeats for parallel edges); ``chains[e]`` lists the nodes edge ``e`` passes
+    through, top to bottom.
+    """
+
+    n_real: int
+    layer: list[int]
+    comp: list[int]
+    up: list[list[int]] = field(default_factory=list)
+    down: list[list[int]] = field(default_factory=list)
+    chains: list[list[int]] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        """Number of nodes, dummies included."""
+        return len(self.layer)
+
+
+def split_long_edges(n: int, edges: list[tuple[int, int]], layer: list[int],
+                     comp: list[int]) -> LayeredGraph:
+    """Insert a dummy node on every layer that an edge crosses."""
+    g = LayeredGraph(n, list(layer), list(comp),
+                     [[] for _ in range(n)], [[] for _ in range(n)], [])
+    lay, cmp_, up, down = g.layer, g.comp, g.up, g.down
+    for u, v in edges:
+        chain = [u]
+        prev = u
+        for r in range(layer[u] + 1, layer[v]):
+            d = len(lay)
+            lay.append(r)
+            cmp_.append(comp[u])
+            up.append([prev])
+            down.append([])
+            down[prev].append(d)
+            chain.append(d)
+            prev = d
+        down[prev].append(v)
+        up[v].append(prev)
+        chain.append(v)
+        g.chains.append(chain)
+    return g
