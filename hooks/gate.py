@@ -1,0 +1,402 @@
+"""The step debugger on the training side: pause points, stepping, breakpoints.
+
+The hooks call the ``at_*`` methods only while ``armed`` is True, so a gate
+with nothing to do costs one attribute read per hook. When a pause point
+matches, the training thread emits ``PausedAt`` and blocks on a
+``threading.Condition`` (short timed waits, so Ctrl-C still stops the
+script) until a request resumes it. While paused it serves the ``GetTensor``
+jobs that ``handle_request`` (transport thread) hands it, so tensors are only
+ever touched by the thread that owns them.
+
+Breakpoints set with ``set_breakpoints`` (from ``--break-on``) are the base
+set; a GUI's ``SetBreakpoints`` replaces the set, and ``release`` (the last
+GUI went away) restores the base set, forgets stepping and resumes.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, Callable
+
+from tensorscope.conditions import ConditionError, digest_values, parse_condition
+from tensorscope.events import (CallDigest, Continue, Finding, GetTensor, Pause,
+                                PausedAt, PinModules, Request, Response, Resumed, RunToStep,
+                                SetBreakpoints, StepBatch, StepModule, StepSummary)
+from tensorscope.hooks.gate_state import Breakpoints, BreakpointError, describe_tensors
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from tensorscope.session import Session
+
+log = logging.getLogger("tensorscope.gate")
+
+PIN_BUDGET = 256 * 1024 * 1024
+JOB_TIMEOUT = 60.0
+
+
+def tensor_ref(root: int, path: str, call: int, name: str) -> str:
+    """The ref a GetTensor names: ``"0:network.0#3/out"``."""
+    return f"{root}:{path}#{call}/{name}"
+
+
+class _Job:
+    """Work done on the training thread while paused."""
+
+    def __init__(self, fn: Callable[[], Response]) -> None:
+        self.fn = fn
+        self.done = threading.Event()
+        self.result: Response | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn()
+        except Exception as exc:  # reported to the GUI, training goes on
+            self.result = Response(ok=False, error=f"{type(exc).__name__}: {exc}")
+        self.done.set()
+
+    def fail(self, why: str) -> None:
+        self.result = Response(ok=False, error=why)
+        self.done.set()
+
+
+class Gate:
+    """Pause points, stepping and breakpoints for one training process."""
+
+    def __init__(self, session: "Session", rank: int = 0, *, pin_budget: int = PIN_BUDGET) -> None:
+        self.session = session
+        self.rank = rank
+        self.armed = False
+        self.check_non_finite = False
+        #: True while someone can resume a pause (a GUI is attached or may attach).
+        self.interactive = False
+        self.pin_budget = pin_budget
+        self._cond = threading.Condition()
+        self._pause_requested = False
+        self._mode = "run"  # "run" | "step_batch" | "step_module" | "run_to_step"
+        self._target: int | None = None
+        self._waiting = False
+        self._base = Breakpoints()
+        self._bps = Breakpoints()
+        self._pending: tuple[str, str] | None = None
+        self._pins: set[tuple[int, str]] = set()
+        self._pinned_prev: dict[str, Any] = {}
+        self._pinned_cur: dict[str, Any] = {}
+        self._pinned_bytes = 0
+        self._pin_warned = False
+        self._paused: PausedAt | None = None
+        self._tensors: dict[str, Any] = {}
+        self._jobs: collections.deque[_Job] = collections.deque()
+        self._closed = False
+
+    # ------------------------------------------------------------ state ---
+    def _update_armed(self) -> None:
+        """Recompute ``armed`` (call with the lock held)."""
+        can_stop = (self._pause_requested or self._mode != "run" or self._waiting
+                    or bool(self._bps) or bool(self._pins) or self._pending is not None)
+        self.armed = bool(can_stop and self.interactive and not self._closed)
+        self.check_non_finite = self.armed and self._bps.non_finite
+
+    def set_interactive(self, value: bool) -> None:
+        """Say whether a GUI can resume pauses (set by the live links)."""
+        with self._cond:
+            self.interactive = value
+            self._update_armed()
+
+    def wait_for_client(self) -> None:
+        """Pause before the first step until a GUI resumes (``--wait``)."""
+        with self._cond:
+            self._waiting = True
+            self._update_armed()
+
+    @property
+    def paused(self) -> PausedAt | None:
+        """The current pause, or None while running."""
+        return self._paused
+
+    def set_breakpoints(self, breakpoints: list[dict]) -> None:
+        """Set the base breakpoints (``--break-on``); raises ``BreakpointError``."""
+        bps = Breakpoints.parse(breakpoints)
+        with self._cond:
+            self._base = bps
+            self._bps = bps
+            self._update_armed()
+
+    # -------------------------------------------- training thread (armed) ---
+    def _step_reason(self, step: int) -> str | None:
+        if self._pending is not None:
+            return self._pending[0]
+        if self._waiting:
+            return "wait"
+        if self._pause_requested:
+            return "pause"
+        if self._mode in ("step_batch", "step_module"):
+            return self._mode
+        if self._mode == "run_to_step" and self._target is not None and step >= self._target:
+            return "run_to_step"
+        return None
+
+    def at_step_boundary(self, step: int) -> None:
+        """Before step ``step``'s first forward (training thread)."""
+        with self._cond:
+            self._pinned_prev, self._pinned_cur = self._pinned_cur, {}
+            reason = self._step_reason(step)
+            detail = self._pending[1] if self._pending else ""
+            tensors = dict(self._pinned_prev)
+        if reason is not None:
+            self._pause(PausedAt(step=step, rank=self.rank, where="step", reason=reason,
+                                 detail=detail, tensors=describe_tensors(tensors)), tensors)
+        with self._cond:
+            self._pinned_prev = {}  # pinned tensors live until the next step starts
+            self._pinned_bytes = sum(_nbytes(t) for t in self._pinned_cur.values())
+
+    def at_module(self, where: str, *, step: int, root: int, path: str, call: int, type: str,
+                  tensors: dict[str, "torch.Tensor"], non_finite: bool = False) -> None:
+        """At a module boundary: ``forward_pre``, ``forward`` or ``backward``."""
+        with self._cond:
+            reason = self._module_reason(where, root, path, non_finite)
+            detail = self._pending[1] if self._pending and reason == self._pending[0] else ""
+        if reason is None:
+            return
+        if reason == "non_finite":
+            detail = f"non-finite values at {path or '<root>'} ({type}, {where})"
+        refs = {tensor_ref(root, path, call, k): v for k, v in tensors.items()}
+        with self._cond:
+            refs.update(self._pinned_cur)
+        self._pause(PausedAt(step=step, rank=self.rank, where=where, reason=reason, root=root,
+                             path=path, call=call, detail=detail,
+                             tensors=describe_tensors(refs)), refs)
+
+    def _module_reason(self, where: str, root: int, path: str, non_finite: bool) -> str | None:
+        if self._pending is not None:
+            return self._pending[0]
+        if self._pause_requested:
+            return "pause"
+        if self._mode == "step_module":
+            return "step_module"
+        if self._bps.hits_module(root, path, where):
+            return "breakpoint"
+        if non_finite and self._bps.non_finite:
+            return "non_finite"
+        return None
+
+    def at_exception(self, *, step: int, root: int, path: str, call: int, type: str,
+                     tensors: dict[str, "torch.Tensor"], exc: BaseException) -> None:
+        """Post-mortem: an exception is leaving module ``path``; pause if asked to."""
+        if not self._bps.exception or isinstance(exc, KeyboardInterrupt):
+            return
+        refs = {tensor_ref(root, path, call, k): v for k, v in tensors.items()}
+        self._pause(PausedAt(step=step, rank=self.rank, where="exception", reason="exception",
+                             root=root, path=path, call=call,
+                             detail=f"{_exc_name(exc)} in {path or '<root>'} ({type}): {exc}",
+                             tensors=describe_tensors(refs)), refs)
+
+    def on_finding(self, finding: Finding) -> None:
+        """A finding was first emitted: with a finding breakpoint, pause at the next point."""
+        with self._cond:
+            if self._bps.finding and self._pending is None:
+                self._pending = ("finding", f"{finding.kind} at {finding.module or '<root>'}: "
+                                            f"{finding.message}")
+                self._update_armed()
+
+    def on_step_end(self, step: int, digests: list[CallDigest], summary: StepSummary) -> None:
+        """Evaluate condition breakpoints on this step's digests."""
+        with self._cond:
+            conditions = list(self._bps.conditions)
+        for root, path, cond in conditions:
+            for d in digests:
+                if (root is None or d.root == root) and (path is None or d.path == path):
+                    if cond.evaluate(digest_values(d)):
+                        with self._cond:
+                            self._pending = ("condition", f"{d.path or '<root>'}: {cond.text} "
+                                                          f"held at step {step}")
+                            self._update_armed()
+                        return
+
+    # --------------------------------------------------------------- pins ---
+    def is_pinned(self, root: int, path: str) -> bool:
+        """True if the GUI asked to keep this module's tensors."""
+        return (root, path) in self._pins
+
+    def keep_pinned(self, root: int, path: str, call: int,
+                    tensors: dict[str, "torch.Tensor"]) -> None:
+        """Keep copies of a pinned call's tensors until the next step (within the budget)."""
+        for name, t in tensors.items():
+            size = _nbytes(t)
+            with self._cond:
+                if self._pinned_bytes + size > self.pin_budget:
+                    if not self._pin_warned:
+                        self._pin_warned = True
+                        print(f"tensorscope: pinned tensors exceed the {self.pin_budget >> 20} MiB "
+                              f"budget; some are not kept", file=sys.stderr)
+                    continue
+                self._pinned_bytes += size
+            copy = t.detach().clone()
+            with self._cond:
+                self._pinned_cur[tensor_ref(root, path, call, name)] = copy
+
+    # ---------------------------------------------------------------- pause ---
+    def _pause(self, info: PausedAt, tensors: dict[str, Any]) -> None:
+        with self._cond:
+            if self._closed or not self.interactive:
+                return
+            self._paused = info
+            self._tensors = tensors
+            self._pause_requested = False
+            self._waiting = False
+            self._pending = None
+            self._mode, self._target = "run", None
+            self._update_armed()
+        self.session.emit(info)
+        try:
+            self._serve_while_paused()
+        finally:
+            with self._cond:
+                self._paused = None
+                self._tensors = {}
+                while self._jobs:
+                    self._jobs.popleft().fail("training resumed")
+            self.session.emit(Resumed(step=info.step, rank=self.rank))
+
+    def _serve_while_paused(self) -> None:
+        while True:
+            with self._cond:
+                if self._paused is None or self._closed:
+                    return
+                if not self._jobs:
+                    self._cond.wait(0.1)  # short waits: Ctrl-C stays deliverable
+                job = self._jobs.popleft() if self._jobs else None
+            if job is not None:
+                job.run()
+
+    def _resume_locked(self) -> None:
+        self._paused = None
+        self._update_armed()
+        self._cond.notify_all()
+
+    # ---------------------------------------------------- requests (any thread) ---
+    def handle_request(self, req: Request) -> Response:
+        """Serve one request from a GUI (transport thread); never raises."""
+        handler = getattr(self, f"{req.TYPE}_request", None)
+        try:
+            if handler is None:
+                resp = Response(ok=False, error=f"unsupported request {req.TYPE!r}")
+            else:
+                resp = handler(req)
+        except (BreakpointError, ConditionError, ValueError) as exc:
+            resp = Response(ok=False, error=str(exc))
+        resp.request_seq = req.seq
+        return resp
+
+    def pause_request(self, req: Pause) -> Response:
+        """Pause at the next pause point."""
+        with self._cond:
+            self._pause_requested = True
+            self._update_armed()
+        return Response()
+
+    def _go(self, mode: str, target: int | None = None) -> Response:
+        with self._cond:
+            self._mode, self._target = mode, target
+            self._pause_requested = False
+            self._waiting = False
+            self._resume_locked()
+        return Response()
+
+    def continue_request(self, req: Continue) -> Response:
+        """Run freely."""
+        return self._go("run")
+
+    def step_batch_request(self, req: StepBatch) -> Response:
+        """Run to the next step boundary."""
+        return self._go("step_batch")
+
+    def step_module_request(self, req: StepModule) -> Response:
+        """Run to the next module boundary."""
+        return self._go("step_module")
+
+    def run_to_step_request(self, req: RunToStep) -> Response:
+        """Run to the boundary before step ``req.step``."""
+        return self._go("run_to_step", int(req.step))
+
+    def set_breakpoints_request(self, req: SetBreakpoints) -> Response:
+        """Replace the breakpoint set (all or nothing)."""
+        bps = Breakpoints.parse(req.breakpoints)
+        with self._cond:
+            self._bps = bps
+            self._update_armed()
+        return Response(body={"count": len(req.breakpoints)})
+
+    def pin_modules_request(self, req: PinModules) -> Response:
+        """Keep these modules' tensors from now on (replaces the pinned set)."""
+        pins = set()
+        for m in req.modules:
+            if not isinstance(m, dict) or not isinstance(m.get("path"), str):
+                raise ValueError(f"bad module {m!r}: expected {{'root': int, 'path': str}}")
+            pins.add((int(m.get("root", 0)), m["path"]))
+        with self._cond:
+            self._pins = pins
+            self._update_armed()
+        return Response(body={"count": len(pins)})
+
+    def get_tensor_request(self, req: GetTensor) -> Response:
+        """Slice a tensor of the current pause (done on the training thread)."""
+        with self._cond:
+            if self._paused is None:
+                return Response(ok=False, error="training is not paused: tensor values are "
+                                                "available only at a pause")
+            if req.ref not in self._tensors:
+                return Response(ok=False, error=f"no tensor {req.ref!r} at this pause")
+            job = _Job(lambda: self._slice(req))
+            self._jobs.append(job)
+            self._cond.notify_all()
+        if not job.done.wait(JOB_TIMEOUT):
+            return Response(ok=False, error="timed out waiting for the training thread")
+        assert job.result is not None
+        return job.result
+
+    def _slice(self, req: GetTensor) -> Response:
+        from tensorscope.slicing import SliceError, encode_slice
+
+        try:
+            body = encode_slice(self._tensors[req.ref], req.slice, ref=req.ref,
+                                max_elements=req.max_elements)
+        except (SliceError, IndexError) as exc:
+            return Response(ok=False, error=f"bad slice {req.slice!r}: {exc}")
+        return Response(body=body)
+
+    # ------------------------------------------------------------ lifecycle ---
+    def release(self) -> None:
+        """The GUI went away: resume, forget stepping, pins and its breakpoints."""
+        with self._cond:
+            self._pause_requested = False
+            self._waiting = False
+            self._pending = None
+            self._mode, self._target = "run", None
+            self._bps = self._base
+            self._pins = set()
+            self._resume_locked()
+
+    def close(self) -> None:
+        """Resume for good; nothing pauses any more."""
+        with self._cond:
+            self._closed = True
+            self._pinned_cur = {}
+            self._pinned_prev = {}
+            self._resume_locked()
+
+
+def _nbytes(t: Any) -> int:
+    try:
+        return int(t.numel() * t.element_size())
+    except Exception:  # not a tensor: costs nothing to keep
+        return 0
+
+
+def _exc_name(exc: BaseException) -> str:
+    return type(exc).__name__
+
+
+__all__ = ["Gate", "tensor_ref", "BreakpointError"]

@@ -1,0 +1,102 @@
+"""Breakpoint sets and tensor descriptions for the gate (no torch import)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensorscope.conditions import Condition, ConditionError, parse_condition
+from tensorscope.events import tensor_meta
+
+FLAG_KINDS = ("non_finite", "finding", "exception")
+MODULE_ON = ("forward_pre", "forward", "backward")
+
+
+class BreakpointError(ValueError):
+    """A breakpoint dict is invalid (the message says which and why)."""
+
+
+@dataclass
+class Breakpoints:
+    """A parsed breakpoint set (see ``SetBreakpoints``)."""
+
+    modules: set[tuple[int, str, str]] = field(default_factory=set)
+    non_finite: bool = False
+    finding: bool = False
+    exception: bool = False
+    conditions: list[tuple[int | None, str | None, Condition]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.modules or self.non_finite or self.finding or self.exception
+                    or self.conditions)
+
+    def hits_module(self, root: int, path: str, where: str) -> bool:
+        """True if a module breakpoint matches this boundary."""
+        return bool(self.modules) and (root, path, where) in self.modules
+
+    @classmethod
+    def parse(cls, items: list[dict[str, Any]]) -> "Breakpoints":
+        """Validate and parse breakpoint dicts; raises ``BreakpointError``."""
+        if not isinstance(items, list):
+            raise BreakpointError("breakpoints must be a list of dicts")
+        bps = cls()
+        for i, bp in enumerate(items):
+            if not isinstance(bp, dict):
+                raise BreakpointError(f"breakpoint {i} is not a dict: {bp!r}")
+            kind = bp.get("kind")
+            if kind in FLAG_KINDS:
+                setattr(bps, kind, True)
+            elif kind == "module":
+                bps.modules.add(_module_bp(i, bp))
+            elif kind == "condition":
+                bps.conditions.append(_condition_bp(i, bp))
+            else:
+                raise BreakpointError(
+                    f"breakpoint {i}: unknown kind {kind!r}; use one of module, "
+                    f"condition, {', '.join(FLAG_KINDS)}")
+        return bps
+
+
+def _where(i: int, bp: dict[str, Any]) -> tuple[int, str]:
+    root, path = bp.get("root", 0), bp.get("path")
+    if not isinstance(root, int) or not isinstance(path, str):
+        raise BreakpointError(f"breakpoint {i}: needs an integer 'root' and a string 'path'")
+    return root, path
+
+
+def _module_bp(i: int, bp: dict[str, Any]) -> tuple[int, str, str]:
+    root, path = _where(i, bp)
+    on = bp.get("on", "forward")
+    if on not in MODULE_ON:
+        raise BreakpointError(f"breakpoint {i}: 'on' must be one of {', '.join(MODULE_ON)}")
+    return root, path, on
+
+
+def _condition_bp(i: int, bp: dict[str, Any]) -> tuple[int | None, str | None, Condition]:
+    expr = bp.get("expr")
+    if not isinstance(expr, str):
+        raise BreakpointError(f"breakpoint {i}: a condition needs an 'expr' string")
+    try:
+        cond = parse_condition(expr)
+    except ConditionError as exc:
+        raise BreakpointError(f"breakpoint {i}: bad condition {expr!r}: {exc}") from None
+    if bp.get("path") is None:
+        return None, None, cond  # any module
+    root, path = _where(i, bp)
+    return root, path, cond
+
+
+def describe_tensors(tensors: dict[str, Any]) -> list[dict[str, Any]]:
+    """TensorMeta dicts (plus ``ref``) for the tensors available at a pause."""
+    out = []
+    for ref, t in tensors.items():
+        try:
+            meta = tensor_meta(ref.rsplit("/", 1)[-1], shape=list(t.shape),
+                               dtype=str(t.dtype).replace("torch.", ""), device=str(t.device),
+                               requires_grad=bool(t.requires_grad),
+                               contiguous=bool(t.is_contiguous()), numel=int(t.numel()),
+                               nbytes=int(t.numel() * t.element_size()))
+        except (AttributeError, RuntimeError):
+            continue  # not a tensor
+        meta["ref"] = ref
+        out.append(meta)
+    return out
