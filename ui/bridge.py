@@ -1,0 +1,125 @@
+"""The one thread bridge: transport and worker callbacks → GUI-thread signals.
+
+Connection reader threads and layout workers call the ``post_*`` methods;
+they append to a queue and wake the GUI thread with one queued signal (only
+when the queue was empty, so a flood of messages costs one wake-up, not one
+per message). On the GUI thread ``_drain`` hands out batches within a time
+budget and re-queues itself, so painting and input keep running during a
+flood. No other object touches Qt from another thread.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, Qt, Signal, Slot
+
+from tensorscope.events import Message, Response
+
+DRAIN_BUDGET_S = 0.03
+
+
+class Bridge(QObject):
+    """Queues cross-thread callbacks; emits them as signals on the GUI thread."""
+
+    messages_arrived = Signal(int, list)        # connection id, [Message, ...]
+    response_arrived = Signal(object, object)   # handler(Response) -> None, Response
+    connection_closed = Signal(int, str)        # connection id, reason
+    layout_finished = Signal(object, object)    # token, result (or Exception)
+    _wake = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._queue: deque[tuple[str, Any, Any]] = deque()
+        self._lock = threading.Lock()
+        self._pending = False
+        self.max_queue = 0
+        self._wake.connect(self._drain, Qt.ConnectionType.QueuedConnection)
+
+    # ------------------------------------------------- any thread (posters) ---
+    def _post(self, item: tuple[str, Any, Any]) -> None:
+        with self._lock:
+            self._queue.append(item)
+            self.max_queue = max(self.max_queue, len(self._queue))
+            if self._pending:
+                return
+            self._pending = True
+        self._wake.emit()
+
+    def post_message(self, conn_id: int, msg: Message) -> None:
+        """A message arrived on connection ``conn_id`` (reader thread)."""
+        self._post(("msg", conn_id, msg))
+
+    def post_response(self, handler: Callable[[Response], None], resp: Response) -> None:
+        """A request's response arrived; ``handler`` runs on the GUI thread."""
+        self._post(("resp", handler, resp))
+
+    def post_closed(self, conn_id: int, reason: str) -> None:
+        """Connection ``conn_id`` closed (reader thread)."""
+        self._post(("closed", conn_id, reason))
+
+    def post_layout(self, token: Any, result: Any) -> None:
+        """A layout worker finished (worker thread)."""
+        self._post(("layout", token, result))
+
+    def message_poster(self, conn_id: int) -> Callable[[Message], None]:
+        """``on_message`` callback for ``Connection.start``."""
+        return lambda msg: self.post_message(conn_id, msg)
+
+    def closed_poster(self, conn_id: int) -> Callable[[str], None]:
+        """``on_closed`` callback for ``Connection.start``."""
+        return lambda reason: self.post_closed(conn_id, reason)
+
+    # ------------------------------------------------------- GUI thread ---
+    @Slot()
+    def _drain(self) -> None:
+        deadline = time.monotonic() + DRAIN_BUDGET_S
+        while True:
+            batch = self._take(512)
+            if not batch:
+                return
+            self._dispatch(batch)
+            if time.monotonic() > deadline:
+                with self._lock:
+                    if self._queue:
+                        self._pending = True
+                        self._wake.emit()  # let paint/input events run first
+                        return
+                    self._pending = False
+                return
+
+    def _take(self, n: int) -> list[tuple[str, Any, Any]]:
+        with self._lock:
+            batch = [self._queue.popleft() for _ in range(min(n, len(self._queue)))]
+            if not batch:
+                self._pending = False
+            return batch
+
+    def _dispatch(self, batch: list[tuple[str, Any, Any]]) -> None:
+        run: list[Message] = []
+        run_conn = None
+        for kind, a, b in batch:
+            if kind == "msg" and (run_conn is None or a == run_conn):
+                run_conn = a
+                run.append(b)
+                continue
+            if run:
+                self.messages_arrived.emit(run_conn, run)
+                run, run_conn = [], None
+            if kind == "msg":
+                run_conn, run = a, [b]
+            elif kind == "resp":
+                self.response_arrived.emit(a, b)
+            elif kind == "closed":
+                self.connection_closed.emit(a, b)
+            elif kind == "layout":
+                self.layout_finished.emit(a, b)
+        if run:
+            self.messages_arrived.emit(run_conn, run)
+
+    def pending(self) -> int:
+        """Items waiting for the GUI thread (any thread)."""
+        with self._lock:
+            return len(self._queue)

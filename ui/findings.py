@@ -1,0 +1,60 @@
+"""The findings panel: one row per diagnostic; clicking navigates to it."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush
+from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
+
+from tensorscope.ui.session_model import SessionModel
+from tensorscope.ui.theme import Theme, make_theme
+
+COLUMNS = ("Severity", "Kind", "Module", "Step", "Count", "Message")
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+class FindingsPanel(QTreeWidget):
+    """Findings and exceptions; emits ``finding_activated(root, path, step)``."""
+
+    finding_activated = Signal(int, str, int)
+
+    def __init__(self, parent: QWidget | None = None, theme: Theme | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme or make_theme()
+        self.setColumnCount(len(COLUMNS))
+        self.setHeaderLabels(list(COLUMNS))
+        self.setRootIsDecorated(False)
+        self.setAlternatingRowColors(True)
+        self.setSortingEnabled(True)
+        self.setWordWrap(True)
+        self.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.header().setStretchLastSection(True)
+        self.itemClicked.connect(self._clicked)
+        self._rev = -1
+
+    def refresh(self, model: SessionModel) -> None:
+        """Rebuild when findings changed (GUI thread)."""
+        if model.findings_rev == self._rev:
+            return
+        self._rev = model.findings_rev
+        self.clear()
+        colours = {"error": self.theme.non_finite, "warning": self.theme.precision_change,
+                   "info": self.theme.subtle}
+        for f in model.findings.values():
+            self._add(f.severity, f.kind, f.root, f.module, f.step, f.count, f.message, colours)
+        for e in model.exceptions:
+            self._add("error", f"exception: {e.type}", e.root or 0, e.module or "", e.step, 1,
+                      e.message, colours)
+        self.sortItems(0, Qt.SortOrder.AscendingOrder)
+
+    def _add(self, severity, kind, root, module, step, count, message, colours) -> None:
+        item = QTreeWidgetItem([severity, kind, module or "(root)", str(step), str(count),
+                                message])
+        item.setData(0, Qt.ItemDataRole.UserRole, [int(root), str(module), int(step)])
+        item.setForeground(0, QBrush(colours.get(severity, self.theme.subtle)))
+        item.setToolTip(5, message)
+        self.addTopLevelItem(item)
+
+    def _clicked(self, item: QTreeWidgetItem, _column: int) -> None:
+        data = item.data(0, Qt.ItemDataRole.UserRole)
+        if data:
+            self.finding_activated.emit(int(data[0]), str(data[1]), int(data[2]))

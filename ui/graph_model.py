@@ -1,0 +1,256 @@
+"""The module dataflow / autograd graph with collapsible containers (no Qt).
+
+A ``GraphModel`` holds the full graph of one ``GraphStructure`` as a networkx
+DiGraph and a set of collapsed containers. A container is a module path
+prefix (``encoder.layers.3``); collapsing it folds every node inside into one
+group node. ``visible_graph`` computes what the view draws: nodes mapped to
+their shallowest collapsed container, edges remapped, self-loops dropped and
+parallel edges merged (their count kept).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable
+
+import networkx as nx
+
+from tensorscope.events import GraphStructure
+
+GroupKey = tuple[int, str]
+DEFAULT_BUDGET = 40
+
+
+@dataclass(frozen=True)
+class VisibleChange:
+    """What a collapse/expand changed: the group node and its member nodes."""
+
+    group: str
+    members: tuple[str, ...]
+
+
+def group_id(key: GroupKey) -> str:
+    """The visible node id of a collapsed container."""
+    return f"group:{key[0]}:{key[1]}"
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+class GraphModel:
+    """One graph (``kind`` "module" or "autograd") and its collapse state.
+
+    ``type_of(root, path)`` names a container's class for group labels.
+    """
+
+    def __init__(self, kind: str = "module",
+                 type_of: Callable[[int, str], str] | None = None) -> None:
+        self.kind = kind
+        self.full = nx.DiGraph()
+        self.collapsed: set[GroupKey] = set()
+        self.hash = ""
+        self.step = -1
+        self._type_of = type_of or (lambda root, path: "")
+        self._groups: dict[GroupKey, list[str]] = {}
+        self._node_groups: dict[str, list[GroupKey]] = {}
+        self._visible: nx.DiGraph | None = None
+        self._owner: dict[str, str] = {}
+
+    # --------------------------------------------------------- structure ---
+    def set_structure(self, gs: GraphStructure, budget: int | None = DEFAULT_BUDGET) -> None:
+        """Replace the graph; re-apply the default collapse when ``budget`` is set."""
+        g = nx.DiGraph()
+        for node in gs.nodes:
+            g.add_node(str(node["id"]), **node)
+        for edge in gs.edges:
+            src, dst = str(edge[0]), str(edge[1])
+            label = edge[2] if len(edge) > 2 else ""
+            if src in g and dst in g:
+                g.add_edge(src, dst, label=_label_text(label))
+        self.full, self.hash, self.step = g, gs.hash, gs.step
+        self._index_groups()
+        kept = {k for k in self.collapsed if k in self._groups}
+        self.collapsed = kept
+        if budget is not None:
+            self.collapse_to_budget(budget)
+        self._visible = None
+
+    def _path_of(self, attrs: dict[str, Any]) -> str | None:
+        if self.kind == "autograd":
+            return attrs.get("module") or None
+        if attrs.get("kind", "call") != "call":
+            return None
+        return attrs.get("path")
+
+    def _index_groups(self) -> None:
+        groups: dict[GroupKey, list[str]] = {}
+        node_groups: dict[str, list[GroupKey]] = {}
+        for nid, attrs in self.full.nodes(data=True):
+            path = self._path_of(attrs)
+            if path is None:
+                continue
+            prefixes = _prefixes(path)
+            if self.kind == "module":
+                prefixes = prefixes[:-1]  # a call node is its own module
+            root = int(attrs.get("root", 0) or 0)
+            keys = [(root, p) for p in prefixes]
+            node_groups[nid] = keys
+            for key in keys:
+                groups.setdefault(key, []).append(nid)
+        # a container holding a single node folds nothing: not a group
+        self._groups = {k: v for k, v in groups.items() if len(v) > 1}
+        self._node_groups = {n: [k for k in ks if k in self._groups]
+                             for n, ks in node_groups.items()}
+
+    @property
+    def groups(self) -> dict[GroupKey, list[str]]:
+        """Every collapsible container and its member node ids."""
+        return self._groups
+
+    # ---------------------------------------------------------- collapse ---
+    def collapse(self, key: GroupKey) -> None:
+        """Fold container ``key`` into one node."""
+        if key in self._groups and key not in self.collapsed:
+            self.collapsed.add(key)
+            self._visible = None
+
+    def expand(self, key: GroupKey) -> None:
+        """Unfold container ``key``; its sub-containers keep their state."""
+        if key in self.collapsed:
+            self.collapsed.discard(key)
+            self._visible = None
+
+    def toggle(self, key: GroupKey) -> None:
+        """Collapse if expanded, else expand."""
+        (self.expand if key in self.collapsed else self.collapse)(key)
+
+    def expand_all(self) -> None:
+        """Show every node."""
+        self.collapsed.clear()
+        self._visible = None
+
+    def collapse_to_budget(self, budget: int = DEFAULT_BUDGET) -> None:
+        """Collapse containers deeper than the largest depth that fits ``budget``.
+
+        Depth d keeps containers with fewer than d path components open; a
+        12-layer transformer ends with one card per layer.
+        """
+        max_depth = max((len(k[1].split(".")) for k in self._groups), default=0)
+        chosen = 1
+        for depth in range(1, max_depth + 2):
+            self._collapse_at(depth)
+            if self.visible_count() > budget:
+                break
+            chosen = depth
+        self._collapse_at(chosen)
+
+    def _collapse_at(self, depth: int) -> None:
+        self.collapsed = {k for k in self._groups if len(k[1].split(".")) >= depth}
+        self._visible = None
+
+    # ----------------------------------------------------------- visible ---
+    def owner(self, nid: str) -> str:
+        """The visible node standing for full node ``nid``."""
+        for key in self._node_groups.get(nid, ()):
+            if key in self.collapsed:
+                return group_id(key)
+        return nid
+
+    def visible_count(self) -> int:
+        """How many nodes the view would draw."""
+        return len({self.owner(n) for n in self.full.nodes})
+
+    def visible_graph(self) -> nx.DiGraph:
+        """The graph as drawn (cached until the structure or collapse changes)."""
+        if self._visible is None:
+            self._visible = self._compute_visible()
+        return self._visible
+
+    def _compute_visible(self) -> nx.DiGraph:
+        vis = nx.DiGraph()
+        owner = {n: self.owner(n) for n in self.full.nodes}
+        self._owner = owner
+        for nid, attrs in self.full.nodes(data=True):
+            o = owner[nid]
+            if o == nid:
+                vis.add_node(nid, **attrs, members=1, group=None)
+            elif o not in vis:
+                _, root, path = o.split(":", 2)
+                key = (int(root), path)
+                vis.add_node(o, id=o, kind="group", root=key[0], path=path,
+                             label=self._type_of(*key) or path.rsplit(".", 1)[-1],
+                             members=len(self._groups[key]), group=key)
+        for src, dst, attrs in self.full.edges(data=True):
+            a, b = owner[src], owner[dst]
+            if a == b:
+                continue
+            if vis.has_edge(a, b):
+                vis.edges[a, b]["count"] += 1
+            else:
+                vis.add_edge(a, b, label=attrs.get("label", ""), count=1)
+        self._fill_group_io(vis)
+        return vis
+
+    def _fill_group_io(self, vis: nx.DiGraph) -> None:
+        """Give group nodes the output shape/dtype/device of what leaves them."""
+        for nid, attrs in vis.nodes(data=True):
+            if attrs.get("kind") != "group":
+                continue
+            members = self._groups[attrs["group"]]
+            exits = [m for m in members
+                     if any(self._owner.get(s) != nid for s in self.full.successors(m))]
+            src = exits[-1] if exits else members[-1]
+            m = self.full.nodes[src]
+            attrs.update(shape=m.get("shape"), dtype=m.get("dtype", ""),
+                         device=m.get("device", ""))
+            dtypes = {self.full.nodes[x].get("dtype") for x in members} - {None, ""}
+            devices = {self.full.nodes[x].get("device") for x in members} - {None, ""}
+            attrs["mixed_dtype"] = len(dtypes) > 1
+            attrs["mixed_device"] = len(devices) > 1
+
+    def visible_for_module(self, root: int, path: str) -> str | None:
+        """The visible node showing module ``(root, path)`` (or containing it)."""
+        vis = self.visible_graph()
+        for key in [(root, p) for p in _prefixes(path)]:
+            if key in self.collapsed:
+                return group_id(key)
+        for nid, attrs in self.full.nodes(data=True):
+            if int(attrs.get("root", 0) or 0) == root and self._path_of(attrs) == path:
+                return self.owner(nid) if self.owner(nid) in vis else None
+        return group_id((root, path)) if group_id((root, path)) in vis else None
+
+    def nodes_for_module(self, root: int, path: str) -> list[str]:
+        """Visible nodes belonging to module ``(root, path)`` or its children."""
+        vis = self.visible_graph()
+        out = []
+        for nid, attrs in vis.nodes(data=True):
+            p = attrs.get("path") if attrs.get("kind") == "group" else self._path_of(attrs)
+            if p is None or int(attrs.get("root", 0) or 0) != root:
+                continue
+            if p == path or p.startswith(path + ".") or (path and path.startswith(p + ".")
+                                                         and attrs.get("kind") == "group"):
+                out.append(nid)
+        return out
+
+    def module_of(self, nid: Hashable) -> GroupKey | None:
+        """The ``(root, path)`` a visible node stands for (None for inputs/outputs)."""
+        vis = self.visible_graph()
+        if nid not in vis:
+            return None
+        attrs = vis.nodes[nid]
+        if attrs.get("kind") == "group":
+            return attrs["group"]
+        path = self._path_of(attrs)
+        return None if path is None else (int(attrs.get("root", 0) or 0), path)
+
+    def group_of(self, nid: str) -> GroupKey | None:
+        """The innermost container of visible node ``nid`` (to collapse it)."""
+        keys = self._node_groups.get(nid, [])
+        return keys[-1] if keys else None
+
+
+def _label_text(label: Any) -> str:
+    if isinstance(label, (list, tuple)):
+        return "×".join(str(x) for x in label)
+    return "" if label is None else str(label)

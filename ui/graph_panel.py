@@ -1,0 +1,254 @@
+"""The centre of the window: module and autograd graph views with a toggle.
+
+``GraphPanel`` owns one ``GraphModel``, ``GraphView`` and ``LayoutRunner``
+per graph kind. It re-lays out only when a graph's structure or collapse
+state changes (off the GUI thread), and recolours on the repaint timer.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
+
+from tensorscope.ui.bridge import Bridge
+from tensorscope.ui.graph_model import GraphModel
+from tensorscope.ui.graph_view import GraphView, build_cards, card_sizes
+from tensorscope.ui.layout_runner import LayoutRunner
+from tensorscope.ui.session_model import ModuleKey, SessionModel
+from tensorscope.ui.theme import Theme
+
+log = logging.getLogger("tensorscope.ui")
+KINDS = ("module", "autograd")
+
+
+class GraphPanel(QWidget):
+    """Two graph views in a stack; emits ``module_selected(root, path)``."""
+
+    module_selected = Signal(int, str)
+    layout_applied = Signal(str)          # kind
+
+    def __init__(self, bridge: Bridge, model: SessionModel, theme: Theme,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model, self.theme = model, theme
+        self.graphs = {k: GraphModel(k, type_of=self._type_of) for k in KINDS}
+        self.views = {k: GraphView(self, theme) for k in KINDS}
+        self.runners = {k: LayoutRunner(bridge) for k in KINDS}
+        self._pending: dict[int, tuple[str, object, dict, bool]] = {}
+        self._laid_out = {k: False for k in KINDS}
+        self._hash = {k: None for k in KINDS}
+        self._data_rev = -1
+        self.colour_metric = "grad_norm"
+        self.selected: ModuleKey | None = None
+        self.compare: dict[ModuleKey, float] | None = None
+        self.stack = QStackedWidget(self)
+        for kind in KINDS:
+            view = self.views[kind]
+            self.stack.addWidget(view)
+            view.node_clicked.connect(lambda nid, k=kind: self._clicked(k, nid))
+            view.node_double_clicked.connect(lambda nid, k=kind: self._double_clicked(k, nid))
+        self.views["autograd"].set_empty_text(
+            "No autograd graph yet: it appears after the first backward pass.")
+        bridge.layout_finished.connect(self._layout_finished)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.stack)
+
+    def _type_of(self, root: int, path: str) -> str:
+        state = self.model.module(root, path)
+        return state.type if state is not None else ""
+
+    @property
+    def kind(self) -> str:
+        """The graph kind on screen."""
+        return KINDS[self.stack.currentIndex()]
+
+    @property
+    def view(self) -> GraphView:
+        """The graph view on screen."""
+        return self.views[self.kind]
+
+    def show_kind(self, kind: str) -> None:
+        """Switch between the module and the autograd graph."""
+        self.stack.setCurrentIndex(KINDS.index(kind))
+        self._data_rev = -1
+        self.recolour()
+
+    def clear(self) -> None:
+        """Forget both graphs (a new session starts)."""
+        import networkx as nx
+        from tensorscope.ui.layout import Layout
+        empty = Layout(positions={}, edge_points={}, layers={}, width=0.0, height=0.0)
+        for kind in KINDS:
+            self.graphs[kind] = GraphModel(kind, type_of=self._type_of)
+            self.views[kind].apply_layout(nx.DiGraph(), {}, empty, fit=False)
+            self.runners[kind].previous = None
+            self.runners[kind].latest = 0
+            self._hash[kind] = None
+            self._laid_out[kind] = False
+        self._pending.clear()
+        self.selected = None
+        self._data_rev = -1
+
+    # ------------------------------------------------------------ layout ---
+    def refresh(self) -> None:
+        """Pick up new structures and new numbers (repaint timer)."""
+        for kind in KINDS:
+            gs = self.model.graphs.get(kind)
+            if gs is not None and (gs.hash or id(gs)) != self._hash[kind]:
+                self._hash[kind] = gs.hash or id(gs)
+                self.graphs[kind].set_structure(gs)
+                self.relayout(kind, incremental=False)
+        if self.model.data_rev != self._data_rev:
+            self._data_rev = self.model.data_rev
+            self.recolour()
+
+    def relayout(self, kind: str, incremental: bool = True) -> int:
+        """Lay out the visible graph of ``kind`` on a worker; returns the token."""
+        vis = self.graphs[kind].visible_graph()
+        cards = build_cards(vis, self._describe)
+        token = self.runners[kind].submit(vis, card_sizes(cards), incremental=incremental)
+        self._pending[token] = (kind, vis, cards, not incremental)
+        return token
+
+    def _describe(self, attrs: dict) -> tuple[str, str]:
+        root, path = int(attrs.get("root", 0) or 0), str(attrs.get("path") or "")
+        state = self.model.module(root, path)
+        title = str(attrs.get("label") or (state.type if state else "") or path)
+        if state is not None and state.config and attrs.get("kind") == "call":
+            inner = state.config.partition("(")[2].rstrip(")")
+            if inner and len(inner) <= 18:
+                title = f"{title}({inner})"
+        return title, path or self.model.root_names.get(root, "")
+
+    def _layout_finished(self, token: int, result: object) -> None:
+        entry = self._pending.pop(token, None)
+        if entry is None:
+            return
+        kind, vis, cards, fit = entry
+        if not self.runners[kind].is_current(token):
+            return
+        view = self.views[kind]
+        if isinstance(result, Exception):
+            log.error("layout of the %s graph failed: %s", kind, result)
+            view.set_empty_text(f"Could not lay out the {kind} graph: {result}")
+            return
+        self.runners[kind].previous = result
+        view.apply_layout(vis, cards, result, fit=fit or not self._laid_out[kind])
+        self._laid_out[kind] = True
+        self._data_rev = -1
+        self.recolour()
+        if self.selected is not None:
+            self.select_module(*self.selected, centre=False)
+        self.layout_applied.emit(kind)
+
+    def pending_layouts(self) -> int:
+        """Layouts still running."""
+        return len(self._pending)
+
+    # ------------------------------------------------------------ colour ---
+    def set_metric(self, metric: str) -> None:
+        """Colour nodes by ``metric``."""
+        self.colour_metric = metric
+        self.recolour()
+
+    def node_values(self, kind: str, metric: str) -> dict[str, float | None]:
+        """Metric value of every visible node of ``kind``."""
+        graph, out = self.graphs[kind], {}
+        for nid in self.views[kind].nodes.by_id:
+            key = graph.module_of(nid)
+            state = self.model.module(*key) if key is not None else None
+            out[nid] = state.metric(metric) if state is not None else None
+        return out
+
+    def recolour(self) -> None:
+        """Recolour the visible view from the model (or from a comparison)."""
+        kind, view = self.kind, self.view
+        if self.compare is not None:
+            diffs = {nid: self.compare.get(self.graphs[kind].module_of(nid) or (-1, ""))
+                     for nid in view.nodes.by_id}
+            view.set_difference_values(diffs, self.colour_metric)
+        else:
+            view.set_metric_values(self.node_values(kind, self.colour_metric), self.colour_metric)
+
+    def set_comparison(self, diffs: dict[ModuleKey, float] | None) -> None:
+        """Colour by per-module differences (None: back to live values)."""
+        self.compare = diffs
+        self.recolour()
+
+    # --------------------------------------------------------- selection ---
+    def _clicked(self, kind: str, nid: str) -> None:
+        key = self.graphs[kind].module_of(nid)
+        if key is not None:
+            self.select_module(*key, centre=False, clicked=(kind, nid))
+            self.module_selected.emit(*key)
+
+    def _double_clicked(self, kind: str, nid: str) -> None:
+        graph = self.graphs[kind]
+        attrs = graph.visible_graph().nodes.get(nid, {})
+        if attrs.get("kind") == "group":
+            graph.expand(attrs["group"])
+        else:
+            key = graph.group_of(nid)
+            if key is None:
+                return
+            graph.collapse(key)
+        self.relayout(kind, incremental=True)
+
+    def select_module(self, root: int, path: str, centre: bool = True,
+                      clicked: tuple[str, str] | None = None) -> None:
+        """Select a module in both views; related nodes are highlighted."""
+        self.selected = (root, path)
+        for kind, view in self.views.items():
+            graph = self.graphs[kind]
+            related = set(graph.nodes_for_module(root, path))
+            main = graph.visible_for_module(root, path)
+            if clicked is not None and clicked[0] == kind:
+                main = clicked[1]
+            ids = [main] if main else sorted(related)[:1]
+            view.select_nodes(ids, centre=centre and kind == self.kind)
+            view.set_related(related - set(ids))
+
+    def find(self, text: str) -> bool:
+        """Search the current view; select and centre the first match."""
+        ids = self.view.find(text)
+        if not ids:
+            return False
+        key = self.graphs[self.kind].module_of(ids[0])
+        self.view.select_nodes(ids[:1], centre=True)
+        if key is not None:
+            self.select_module(*key, centre=True)
+            self.module_selected.emit(*key)
+        return True
+
+    def set_executing(self, root: int | None, path: str | None) -> None:
+        """Outline the paused-at module (None: nothing)."""
+        for kind, view in self.views.items():
+            nid = (self.graphs[kind].visible_for_module(root, path)
+                   if root is not None and path is not None else None)
+            view.set_executing(nid)
+
+    def set_breakpoints(self, keys: set[ModuleKey]) -> None:
+        """Show breakpoint dots on these modules' nodes."""
+        for kind, view in self.views.items():
+            ids = {self.graphs[kind].visible_for_module(r, p) for r, p in keys}
+            view.set_breakpoints({i for i in ids if i})
+
+    def expand_all(self) -> None:
+        """Expand every container of the current graph."""
+        self.graphs[self.kind].expand_all()
+        self.relayout(self.kind, incremental=True)
+
+    def collapse_default(self) -> None:
+        """Back to the default collapse depth."""
+        self.graphs[self.kind].collapse_to_budget()
+        self.relayout(self.kind, incremental=False)
+
+
+def relative_change(a: float | None, b: float | None) -> float | None:
+    """(b - a) / |a| with guards (None when either is missing)."""
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+        return None if a is None or b is None else float("nan")
+    return (b - a) / max(abs(a), 1e-12)

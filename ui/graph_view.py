@@ -1,0 +1,333 @@
+"""The graph canvas: cards, shape-labelled edges, live colour, minimap, export.
+
+``GraphView`` draws a laid-out visible graph (from ``GraphModel``) with the
+batched items of ``graph_items``. It never computes a layout itself: the
+window builds cards (``build_cards``), hands their sizes to a layout worker
+and calls ``apply_layout`` with the result.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import networkx as nx
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QPainter, QPen, QWheelEvent
+from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
+
+from tensorscope.ui.graph_items import (Card, EdgeLabel, EdgeLayer, NodeLayer, card_size,
+                                        shape_text, short_dtype)
+from tensorscope.ui.legend import MetricLegend
+from tensorscope.ui.theme import Theme, make_theme, mono_font, normalise
+from PySide6.QtGui import QFontMetricsF
+
+LOG_METRICS = ("activation_norm", "grad_norm", "update_ratio")
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+def build_cards(vis: nx.DiGraph, describe: Callable[[dict], tuple[str, str]] | None = None
+                ) -> dict[str, Card]:
+    """Cards (without positions) for every visible node. GUI thread.
+
+    ``describe(attrs)`` may return a nicer ``(title, path)`` for call/group nodes.
+    """
+    cards = {}
+    for nid, a in vis.nodes(data=True):
+        kind = a.get("kind", "call")
+        title, path = str(a.get("label", nid)), str(a.get("path") or a.get("module") or "")
+        if describe is not None and kind in ("call", "group"):
+            title, path = describe(a)
+        if kind == "op":
+            title = title.removesuffix("Backward0").removesuffix("Backward1") or title
+        if kind == "param":
+            title = str(a.get("param") or title).rsplit(".", 1)[-1]
+        cards[nid] = Card(id=nid, kind=kind, title=title, path=path,
+                          shape=shape_text(a.get("shape")), dtype=str(a.get("dtype") or ""),
+                          device=str(a.get("device") or ""), members=int(a.get("members", 1)))
+        if kind == "group" and a.get("mixed_dtype"):
+            cards[nid].dtype = "mixed"
+    return cards
+
+
+def card_sizes(cards: Mapping[str, Card]) -> dict[str, tuple[float, float]]:
+    """The size each card needs (input to the layout)."""
+    return {nid: card_size(c) for nid, c in cards.items()}
+
+
+def edge_style(vis: nx.DiGraph, u: str, v: str) -> str:
+    """``device``/``precision`` where a tensor changes device or float precision."""
+    a, b = vis.nodes[u], vis.nodes[v]
+    if a.get("kind") in ("call", "group") and b.get("kind") in ("call", "group"):
+        if a.get("device") and b.get("device") and a["device"] != b["device"]:
+            return "device"
+        if a.get("dtype") in FLOATS and b.get("dtype") in FLOATS and a["dtype"] != b["dtype"]:
+            return "precision"
+    return "normal"
+
+
+class GraphView(QGraphicsView):
+    """Zoomable, pannable view of one graph; emits what the user picks."""
+
+    node_clicked = Signal(str)
+    node_double_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None, theme: Theme | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme or make_theme()
+        self._scene = QGraphicsScene(self)  # parented: kept alive with the view
+        self.setScene(self._scene)
+        self.edges = EdgeLayer(self.theme)
+        self.nodes = NodeLayer(self.theme)
+        self._scene.addItem(self.edges)
+        self._scene.addItem(self.nodes)
+        self.graph = nx.DiGraph()
+        self.colour_metric = "grad_norm"
+        self.compare_mode = False
+        self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
+        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
+        self.setBackgroundBrush(self.theme.background)
+        self.legend = MetricLegend(self.viewport(), self.theme)
+        from tensorscope.ui.minimap import Minimap
+        self.minimap = Minimap(self, self._scene, self.theme)
+        self._empty_text = "Waiting for a training script…"
+
+    # ------------------------------------------------------------ content ---
+    def set_empty_text(self, text: str) -> None:
+        """What an empty canvas says."""
+        self._empty_text = text
+        self.viewport().update()
+
+    def apply_layout(self, vis: nx.DiGraph, cards: dict[str, Card], layout: Any,
+                     fit: bool = True) -> None:
+        """Place cards at the layout's positions and rebuild the edges."""
+        self.graph = vis
+        for nid, card in cards.items():
+            w, h = card_size(card)
+            x, y = layout.positions.get(nid, (0.0, 0.0))
+            card.rect = QRectF(x - w / 2, y - h / 2, w, h)
+        self.nodes.set_cards(list(cards.values()))
+        self._build_edges(getattr(layout, "edge_points", {}))
+        self._scene.setSceneRect(self._scene.itemsBoundingRect().adjusted(-60, -60, 60, 60))
+        self.minimap.refresh()
+        if fit:
+            self.fit_default()
+
+    def _build_edges(self, points: Mapping[tuple, list], related: set[str] = frozenset()) -> None:
+        by = self.nodes.by_id
+        ports = self._ports()
+        polylines, rel = [], []
+        for u, v in self.graph.edges:
+            if u not in by or v not in by:
+                continue
+            mid = [QPointF(*p) for p in points.get((u, v), [])[1:-1]]
+            mid = [p for p in mid if not by[u].rect.contains(p) and not by[v].rect.contains(p)]
+            pts = [ports[("out", u, v)], *mid, ports[("in", u, v)]]
+            if u in related and v in related:
+                rel.append(pts)
+            else:
+                polylines.append((pts, edge_style(self.graph, u, v)))
+        self.edges.set_edges(polylines, self._place_labels(ports), rel)
+        self._points = points
+
+    def _ports(self) -> dict[tuple[str, str, str], QPointF]:
+        """Spread each card's incoming/outgoing edges across its bottom/top."""
+        by, ports = self.nodes.by_id, {}
+        for nid, card in by.items():
+            outs = sorted((v for v in self.graph.successors(nid) if v in by),
+                          key=lambda v: by[v].rect.center().x())
+            ins = sorted((u for u in self.graph.predecessors(nid) if u in by),
+                         key=lambda u: by[u].rect.center().x())
+            r = card.rect
+            for i, v in enumerate(outs):
+                x = r.left() + r.width() * (i + 1) / (len(outs) + 1)
+                ports[("out", nid, v)] = QPointF(x, r.bottom())
+            for i, u in enumerate(ins):
+                x = r.left() + r.width() * (i + 1) / (len(ins) + 1)
+                ports[("in", u, nid)] = QPointF(x, r.top())
+        return ports
+
+    def _place_labels(self, ports: dict) -> list[EdgeLabel]:
+        """One label per (source, shape) just below the source; never overlapping."""
+        fm = QFontMetricsF(mono_font(-1.5))
+        placed: list[EdgeLabel] = []
+        seen: set[tuple[str, str]] = set()
+        for u, v, a in self.graph.edges(data=True):
+            text = str(a.get("label") or "")
+            style = edge_style(self.graph, u, v) if u in self.nodes.by_id else "normal"
+            if style != "normal":
+                nu, nv = self.graph.nodes[u], self.graph.nodes[v]
+                change = (f"{nu.get('device')}→{nv.get('device')}" if style == "device" else
+                          f"{short_dtype(nu.get('dtype', ''))}→{short_dtype(nv.get('dtype', ''))}")
+                text = f"{text}  {change}" if text else change
+            if not text or (u, text) in seen or ("out", u, v) not in ports:
+                continue
+            start = ports[("out", u, v)]
+            w, h = fm.horizontalAdvance(text) + 10, fm.height() + 4
+            for dy in (16, 30, 44):
+                rect = QRectF(start.x() - w / 2, start.y() + dy - h / 2, w, h)
+                if not self._collides(rect, placed):
+                    placed.append(EdgeLabel(text, rect, style))
+                    seen.add((u, text))
+                    break
+        return placed
+
+    def _collides(self, rect: QRectF, placed: list[EdgeLabel]) -> bool:
+        if any(rect.intersects(p.rect) for p in placed):
+            return True
+        return any(rect.intersects(c.rect) for c in self.nodes.cards)
+
+    # ------------------------------------------------------------- colour ---
+    def set_metric_values(self, values: Mapping[str, float | None], metric: str) -> None:
+        """Colour nodes by ``metric`` (NaN/Inf red); update the legend. ≤16 ms for 2k."""
+        self.colour_metric = metric
+        finite = [v for v in values.values() if v is not None and math.isfinite(v)]
+        log = metric in LOG_METRICS
+        if log:
+            finite = [v for v in finite if v > 0]
+        lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+        ramp, colours = self.theme.ramp, {}
+        for nid, v in values.items():
+            if v is None:
+                continue
+            colours[nid] = ramp(normalise(v, lo, hi, log=log))
+        self.nodes.colours = colours
+        self.nodes.update()
+        self.legend.set_range(metric, lo, hi, log, bool(finite) or bool(colours))
+
+    def set_difference_values(self, diffs: Mapping[str, float | None], metric: str) -> None:
+        """Colour nodes by relative change between two steps (diverging)."""
+        finite = [abs(v) for v in diffs.values() if v is not None and math.isfinite(v)]
+        span = max(finite) if finite else 1.0
+        self.nodes.colours = {nid: self.theme.diverging(v / span if span else 0.0)
+                              for nid, v in diffs.items() if v is not None}
+        self.nodes.update()
+        self.legend.set_diverging(metric, span)
+
+    # ---------------------------------------------------------- selection ---
+    def select_nodes(self, ids: list[str], centre: bool = False) -> None:
+        """Mark ``ids`` selected (and centre the first if asked)."""
+        self.nodes.selected = {i for i in ids if i in self.nodes.by_id}
+        self.nodes.update()
+        if centre and ids and ids[0] in self.nodes.by_id:
+            self.centerOn(self.nodes.by_id[ids[0]].rect.center())
+
+    def set_related(self, ids: set[str]) -> None:
+        """Highlight nodes (and edges between them) related to the selection."""
+        self.nodes.related = {i for i in ids if i in self.nodes.by_id}
+        self._build_edges(getattr(self, "_points", {}), self.nodes.related)
+        self.nodes.update()
+
+    def set_executing(self, nid: str | None) -> None:
+        """Outline the node that is executing now (while stepping)."""
+        self.nodes.executing = nid
+        self.nodes.update()
+
+    def set_breakpoints(self, ids: set[str]) -> None:
+        """Mark nodes carrying a breakpoint."""
+        self.nodes.breakpoints = set(ids)
+        self.nodes.update()
+
+    def find(self, text: str) -> list[str]:
+        """Node ids whose path or class contains ``text`` (case-insensitive)."""
+        t = text.strip().lower()
+        if not t:
+            return []
+        exact = [c.id for c in self.nodes.cards if c.path.lower() == t]
+        return exact or [c.id for c in self.nodes.cards
+                         if t in c.path.lower() or t in c.title.lower()]
+
+    # -------------------------------------------------------- navigation ---
+    def fit_default(self) -> None:
+        """Fit the graph, but never zoom past 100% or below readable text if avoidable."""
+        rect = self.nodes.boundingRect().united(self.edges.boundingRect())
+        if rect.isEmpty():
+            return
+        self.resetTransform()
+        vw, vh = max(1, self.viewport().width()), max(1, self.viewport().height())
+        scale = min(1.0, vw / (rect.width() + 40), vh / (rect.height() + 40))
+        if scale < 0.8:  # too small to read: fit the width, start at the top
+            scale = max(scale, min(1.0, vw / (rect.width() + 40), 0.8))
+            self.scale(scale, scale)
+            self.centerOn(QPointF(rect.center().x(), rect.top() + vh / scale / 2 - 20))
+        else:
+            self.scale(scale, scale)
+            self.centerOn(rect.center())
+        self.minimap.refresh()
+
+    def fit_all(self) -> None:
+        """Fit the whole graph in the window."""
+        rect = self.nodes.boundingRect().united(self.edges.boundingRect())
+        if not rect.isEmpty():
+            self.fitInView(rect, Qt.AspectRatioMode.KeepAspectRatio)
+            self.minimap.refresh()
+
+    def zoom(self, factor: float) -> None:
+        """Zoom by ``factor`` (clamped to 3%–400%)."""
+        current = self.transform().m11()
+        factor = max(0.03 / current, min(4.0 / current, factor))
+        self.scale(factor, factor)
+        self.minimap.refresh()
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 (Qt API)
+        self.zoom(1.0015 ** event.angleDelta().y())
+
+    def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802 (Qt API)
+        super().scrollContentsBy(dx, dy)
+        self.minimap.viewport().update()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.legend.reposition()
+        self.minimap.reposition()
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        card = self.nodes.card_at(self.mapToScene(event.position().toPoint()))
+        if card is not None and event.button() == Qt.MouseButton.LeftButton:
+            self.node_clicked.emit(card.id)
+        super().mousePressEvent(event)
+
+    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        card = self.nodes.card_at(self.mapToScene(event.position().toPoint()))
+        if card is not None:
+            self.node_double_clicked.emit(card.id)
+        else:
+            super().mouseDoubleClickEvent(event)
+
+    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:  # noqa: N802
+        if self.nodes.cards:
+            return
+        painter.save()
+        painter.resetTransform()
+        painter.setPen(self.theme.subtle)
+        painter.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter, self._empty_text)
+        painter.restore()
+
+    # ------------------------------------------------------------- export ---
+    def export_png(self, path: str, scale: float = 2.0) -> bool:
+        """Render the whole graph to a PNG at ``scale``; returns success."""
+        rect = self._scene.itemsBoundingRect().adjusted(-20, -20, 20, 20)
+        size = QSize(max(1, int(rect.width() * scale)), max(1, int(rect.height() * scale)))
+        image = QImage(size, QImage.Format.Format_ARGB32)
+        image.fill(self.theme.background)
+        painter = QPainter(image)
+        painter.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
+        self._scene.render(painter, QRectF(0, 0, size.width(), size.height()), rect)
+        painter.end()
+        return image.save(path, "PNG")
+
+    def export_svg(self, path: str) -> bool:
+        """Write the whole graph as SVG (QtSvg); returns success."""
+        from PySide6.QtSvg import QSvgGenerator
+        rect = self._scene.itemsBoundingRect().adjusted(-20, -20, 20, 20)
+        gen = QSvgGenerator()
+        gen.setFileName(path)
+        gen.setSize(QSize(int(rect.width()), int(rect.height())))
+        gen.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
+        gen.setTitle("TensorScope graph")
+        painter = QPainter(gen)
+        painter.fillRect(QRectF(0, 0, rect.width(), rect.height()), self.theme.background)
+        self._scene.render(painter, QRectF(0, 0, rect.width(), rect.height()), rect)
+        ok = painter.end()
+        return ok

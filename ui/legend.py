@@ -1,0 +1,88 @@
+"""The metric legend painted over the graph's top-right corner."""
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QLinearGradient, QPainter, QPen
+from PySide6.QtWidgets import QWidget
+
+from tensorscope.ui.session_model import METRICS
+from tensorscope.ui.theme import Theme, ui_font
+
+
+def format_number(value: float) -> str:
+    """Short human form: 0.0123, 1.2e-05, 3.4e+03."""
+    if value == 0:
+        return "0"
+    if 1e-3 <= abs(value) < 1e4:
+        return f"{value:.3g}"
+    return f"{value:.1e}"
+
+
+class MetricLegend(QWidget):
+    """Shows which metric colours the nodes, its range and the NaN colour."""
+
+    def __init__(self, parent: QWidget, theme: Theme) -> None:
+        super().__init__(parent)
+        self.theme = theme
+        self.title = ""
+        self.lo = self.hi = 0.0
+        self.log = False
+        self.diverging = False
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.resize(230, 64)
+        self.hide()
+
+    def set_range(self, metric: str, lo: float, hi: float, log: bool, visible: bool) -> None:
+        """Show a sequential ramp for ``metric`` over [lo, hi]."""
+        self.title = METRICS.get(metric, metric) + (" (log)" if log else "")
+        self.lo, self.hi, self.log, self.diverging = lo, hi, log, False
+        self.setVisible(visible)
+        self.reposition()
+        self.update()
+
+    def set_diverging(self, metric: str, span: float) -> None:
+        """Show the diverging ramp of a two-step comparison."""
+        self.title = f"Δ {METRICS.get(metric, metric)} (step B vs A)"
+        self.lo, self.hi, self.diverging = -span, span, True
+        self.show()
+        self.reposition()
+        self.update()
+
+    def reposition(self) -> None:
+        """Stick to the top-right corner of the parent."""
+        parent = self.parentWidget()
+        if parent is not None:
+            self.move(parent.width() - self.width() - 12, 12)
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        t = self.theme
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        bg = t.card
+        bg.setAlpha(235)
+        p.setPen(QPen(t.card_border, 1))
+        p.setBrush(bg)
+        p.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
+        p.setFont(ui_font(-1.0, bold=True))
+        p.setPen(t.text)
+        p.drawText(QRectF(10, 4, self.width() - 20, 18), Qt.AlignmentFlag.AlignVCenter, self.title)
+        bar = QRectF(10, 25, self.width() - 70, 12)
+        grad = QLinearGradient(bar.topLeft(), bar.topRight())
+        for i in range(11):
+            f = i / 10
+            grad.setColorAt(f, t.diverging(2 * f - 1) if self.diverging else t.ramp(f))
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(grad)
+        p.drawRoundedRect(bar, 3, 3)
+        nan = QRectF(bar.right() + 12, 25, 12, 12)
+        p.setBrush(t.non_finite)
+        p.drawRoundedRect(nan, 3, 3)
+        p.setFont(ui_font(-2.0))
+        p.setPen(t.subtle)
+        p.drawText(QRectF(nan.right() + 4, 22, 40, 18), Qt.AlignmentFlag.AlignVCenter, "NaN")
+        row = QRectF(10, 40, bar.width(), 18)
+        p.drawText(row, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                   format_number(self.lo))
+        p.drawText(row, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
+                   format_number(self.hi))
+        p.end()

@@ -1,0 +1,324 @@
+"""The main window: graph in the centre, tree left, inspector right, plots below.
+
+Everything here runs on the GUI thread. Messages arrive in batches from the
+bridge and go straight into the plain ``SessionModel``; a ~30 Hz timer then
+refreshes only the widgets whose revision counters moved.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow,
+                               QWidget)
+
+from tensorscope.events import Message, Response
+from tensorscope.ui.bridge import Bridge
+from tensorscope.ui.controller import DebugController
+from tensorscope.ui.findings import FindingsPanel
+from tensorscope.ui.graph_panel import GraphPanel
+from tensorscope.ui.module_tree import ModuleTreePanel
+from tensorscope.ui.plots import PlotsPanel
+from tensorscope.ui.session_model import SessionModel
+from tensorscope.ui.status import StatusPanel
+from tensorscope.ui.theme import Theme, make_theme
+from tensorscope.ui.window_actions import build_actions
+
+log = logging.getLogger("tensorscope.ui")
+REFRESH_MS = 33
+
+
+class MainWindow(QMainWindow):
+    """The TensorScope window for one live session (or a replay)."""
+
+    refreshed = Signal()
+
+    def __init__(self, theme: Theme | None = None, settings_key: str = "main") -> None:
+        super().__init__()
+        self.setWindowTitle("TensorScope")
+        self.theme = theme or make_theme()
+        self.bridge = Bridge(self)
+        self.model = SessionModel()
+        self.controller = DebugController(self.bridge.post_response)
+        self.connection: Any = None
+        self._conn_id = 0
+        self._connection_text = "waiting for a training script"
+        self._paused_rev = -1
+        self._settings_key = settings_key
+        self.graph = GraphPanel(self.bridge, self.model, self.theme, self)
+        self.setCentralWidget(self.graph)
+        self.tree = ModuleTreePanel(self, self.theme)
+        self.plots = PlotsPanel(self, self.theme)
+        self.findings = FindingsPanel(self, self.theme)
+        self.inspector = _make_inspector(self)
+        self._docks()
+        self.actions = build_actions(self, self)
+        self.status = StatusPanel(self.statusBar(), self.theme)
+        self._wire()
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        self.timer.start()
+        self.resize(1500, 950)
+        self._restore_settings()
+        self.refresh()
+
+    # ------------------------------------------------------------ layout ---
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock_{title.lower().replace(' ', '_')}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _docks(self) -> None:
+        self.tree_dock = self._dock("Modules", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.inspector_dock = self._dock("Tensor inspector", self.inspector,
+                                         Qt.DockWidgetArea.RightDockWidgetArea)
+        self.plots_dock = self._dock("Plots", self.plots, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.findings_dock = self._dock("Findings", self.findings,
+                                        Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.splitDockWidget(self.plots_dock, self.findings_dock, Qt.Orientation.Horizontal)
+        self.resizeDocks([self.tree_dock, self.inspector_dock], [430, 380], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.plots_dock], [250], Qt.Orientation.Vertical)
+        self.resizeDocks([self.plots_dock, self.findings_dock], [1000, 480], Qt.Orientation.Horizontal)
+
+    def _wire(self) -> None:
+        a, c = self.actions, self.controller
+        self.bridge.messages_arrived.connect(self._messages)
+        self.bridge.response_arrived.connect(lambda handler, resp: handler(resp))
+        self.bridge.connection_closed.connect(self._closed)
+        a.cont.triggered.connect(c.resume)
+        a.pause.triggered.connect(c.pause)
+        a.step_batch.triggered.connect(c.step_batch)
+        a.step_module.triggered.connect(c.step_module)
+        a.run_to.triggered.connect(self._ask_run_to)
+        a.toggle_break.triggered.connect(self.toggle_breakpoint)
+        a.pin.triggered.connect(self.toggle_pin)
+        for act, kind in ((a.break_non_finite, "non_finite"), (a.break_exception, "exception"),
+                          (a.break_finding, "finding")):
+            act.toggled.connect(lambda on, k=kind: c.set_global_break(k, on))
+        a.fit.triggered.connect(lambda: self.graph.view.fit_all())
+        a.zoom_in.triggered.connect(lambda: self.graph.view.zoom(1.25))
+        a.zoom_out.triggered.connect(lambda: self.graph.view.zoom(0.8))
+        a.expand_all.triggered.connect(self.graph.expand_all)
+        a.collapse_default.triggered.connect(self.graph.collapse_default)
+        a.export_png.triggered.connect(lambda: self._export("png"))
+        a.export_svg.triggered.connect(lambda: self._export("svg"))
+        a.show_module.triggered.connect(lambda: self.show_graph("module"))
+        a.show_autograd.triggered.connect(lambda: self.show_graph("autograd"))
+        a.metric.currentIndexChanged.connect(
+            lambda _i: self.graph.set_metric(a.metric.currentData()))
+        a.search.returnPressed.connect(lambda: self.graph.find(a.search.text()))
+        self.tree.module_selected.connect(self._tree_selected)
+        self.graph.module_selected.connect(self._graph_selected)
+        self.plots.point_selected.connect(self._point_selected)
+        self.plots.step_selected.connect(lambda step: self.plots.mark_step(step))
+        self.findings.finding_activated.connect(self._point_selected)
+        signal = getattr(self.inspector, "tensor_requested", None)
+        if signal is not None:
+            signal.connect(self._tensor_requested)
+
+    # -------------------------------------------------------- connection ---
+    def attach_connection(self, connection: Any, label: str = "") -> None:
+        """Show the session behind ``connection`` (a ``tensorscope.client.Connection``)."""
+        if self.connection is not None:
+            self._drop_connection("another script connected")
+        self._conn_id += 1
+        self.connection = connection
+        self.reset_session()
+        self._connection_text = f"connected {label or getattr(connection, 'peer', '')}".strip()
+        connection.start(self.bridge.message_poster(self._conn_id),
+                         self.bridge.closed_poster(self._conn_id))
+        self.controller.set_connection(connection)
+
+    def _drop_connection(self, reason: str) -> None:
+        conn, self.connection = self.connection, None
+        self.controller.set_connection(None)
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError as exc:
+                log.warning("closing the connection failed: %s", exc)
+        self._connection_text = f"disconnected ({reason})"
+
+    def _closed(self, conn_id: int, reason: str) -> None:
+        if conn_id == self._conn_id and self.connection is not None:
+            self.connection = None
+            self.controller.set_connection(None)
+            self._connection_text = f"disconnected ({reason or 'script ended'})"
+            self.model.paused = None
+            self.model.paused_rev += 1
+
+    def reset_session(self) -> None:
+        """Forget the previous session's data (a new script connected)."""
+        self.model.__init__()
+        self.tree.clear()
+        self.graph.clear()
+        self.findings.clear()
+
+    def _messages(self, conn_id: int, msgs: list[Message]) -> None:
+        if conn_id == self._conn_id:
+            self.model.ingest_many(msgs)
+
+    def ingest(self, msgs: list[Message]) -> None:
+        """Feed events directly (replay and tests)."""
+        self.model.ingest_many(msgs)
+
+    # ----------------------------------------------------------- refresh ---
+    def refresh(self) -> None:
+        """Repaint what changed (the ~30 Hz timer)."""
+        m = self.model
+        m.note_idle()
+        self.tree.refresh(m)
+        self.graph.refresh()
+        self.plots.refresh(m)
+        self.findings.refresh(m)
+        if m.paused_rev != self._paused_rev:
+            self._paused_rev = m.paused_rev
+            self._paused_changed()
+        live = self.connection is not None
+        for act in self.actions.debugger():
+            act.setEnabled(live)
+        self.actions.pause.setEnabled(live and m.paused is None)
+        for act in (self.actions.cont, self.actions.step_batch, self.actions.step_module):
+            act.setEnabled(live and m.paused is not None)
+        self.status.refresh(m, self._connection_text)
+        self.refreshed.emit()
+
+    def _paused_changed(self) -> None:
+        p = self.model.paused
+        if p is None or p.path is None:
+            self.graph.set_executing(None, None)
+        else:
+            self.graph.set_executing(p.root or 0, p.path)
+        if p is not None:
+            self.plots.mark_step(p.step)
+            key = (p.root or 0, p.path) if p.path is not None else self.graph.selected
+            if key is not None:
+                self.select_module(*key)
+
+    # --------------------------------------------------------- selection ---
+    def select_module(self, root: int, path: str) -> None:
+        """Select a module everywhere: graph, tree, plots and inspector."""
+        self.graph.select_module(root, path)
+        self.tree.select_module(root, path)
+        self.plots.set_focus((root, path))
+        self._inspect(root, path)
+
+    def _tree_selected(self, root: int, path: str) -> None:
+        self.graph.select_module(root, path)
+        self.plots.set_focus((root, path))
+        self._inspect(root, path)
+
+    def _graph_selected(self, root: int, path: str) -> None:
+        self.tree.select_module(root, path)
+        self.plots.set_focus((root, path))
+        self._inspect(root, path)
+
+    def _point_selected(self, root: int, path: str, step: int) -> None:
+        self.select_module(root, path)
+        self.plots.mark_step(step)
+
+    def _inspect(self, root: int, path: str) -> None:
+        show = getattr(self.inspector, "show_tensor", None)
+        if show is None:
+            return
+        ref, meta = paused_tensor(self.model, root, path)
+        state = self.model.module(root, path)
+        if meta is None and state is not None and state.shape is not None:
+            from tensorscope.events import tensor_meta
+            meta = tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
+                               device=state.device)
+        if meta is not None:
+            show(ref, meta, state.stats if state is not None else None)
+
+    def _tensor_requested(self, ref: str, slice_text: str, max_elements: int) -> None:
+        if not self.controller.get_tensor(ref, slice_text, max_elements, self._slice_response):
+            self.inspector.slice_failed(self.controller.last_error)
+
+    def _slice_response(self, resp: Response) -> None:
+        if resp.ok:
+            self.inspector.slice_received(resp.body)
+        else:
+            self.inspector.slice_failed(resp.error or "training refused the request")
+
+    # ----------------------------------------------------------- actions ---
+    def show_graph(self, kind: str) -> None:
+        """Switch the centre view to the ``module`` or ``autograd`` graph."""
+        self.graph.show_kind(kind)
+        self.actions.show_module.setChecked(kind == "module")
+        self.actions.show_autograd.setChecked(kind == "autograd")
+
+    def toggle_breakpoint(self) -> None:
+        """F9: toggle a forward breakpoint on the selected module."""
+        if self.graph.selected is not None:
+            self.controller.toggle_module_break(*self.graph.selected)
+            self.graph.set_breakpoints(self.controller.module_breaks)
+
+    def toggle_pin(self) -> None:
+        """Pin/unpin the selected module's tensors."""
+        if self.graph.selected is not None:
+            self.controller.toggle_pin(*self.graph.selected)
+
+    def _ask_run_to(self) -> None:
+        step, ok = QInputDialog.getInt(self, "Run to step", "Pause before step:",
+                                       max(self.model.step + 1, 0), 0, 10**9)
+        if ok:
+            self.controller.run_to_step(step)
+
+    def _export(self, fmt: str) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, f"Export graph as {fmt.upper()}",
+                                              f"graph.{fmt}", f"{fmt.upper()} (*.{fmt})")
+        if path:
+            view = self.graph.view
+            ok = view.export_png(path) if fmt == "png" else view.export_svg(path)
+            self.statusBar().showMessage(("Saved " if ok else "Could not save ") + path, 5000)
+
+    # ---------------------------------------------------------- settings ---
+    def _restore_settings(self) -> None:
+        s = QSettings("TensorScope", "TensorScope")
+        geometry = s.value(f"{self._settings_key}/geometry")
+        state = s.value(f"{self._settings_key}/state")
+        if isinstance(geometry, QByteArray):
+            self.restoreGeometry(geometry)
+        if isinstance(state, QByteArray):
+            self.restoreState(state)
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        s = QSettings("TensorScope", "TensorScope")
+        s.setValue(f"{self._settings_key}/geometry", self.saveGeometry())
+        s.setValue(f"{self._settings_key}/state", self.saveState())
+        self.timer.stop()
+        if self.connection is not None:
+            self._drop_connection("window closed")
+        super().closeEvent(event)
+
+
+def paused_tensor(model: SessionModel, root: int, path: str) -> tuple[str | None, dict | None]:
+    """The ref and meta of a module's tensor available at the current pause."""
+    p = model.paused
+    if p is None:
+        return None, None
+    best = None
+    for entry in p.tensors:
+        ref = str(entry.get("ref", ""))
+        if not ref.startswith(f"{root}:{path}#"):
+            continue
+        name = ref.rsplit("/", 1)[-1]
+        rank = 0 if name.startswith("out") else 1 if name.startswith("grad") else 2
+        if best is None or rank < best[0]:
+            best = (rank, ref, entry.get("meta", entry))
+    return (best[1], best[2]) if best else (None, None)
+
+
+def _make_inspector(parent: QWidget) -> QWidget:
+    try:
+        from tensorscope.ui.inspector import TensorInspector
+    except ImportError as exc:
+        log.error("the tensor inspector is unavailable: %s", exc)
+        label = QLabel(f"Tensor inspector unavailable:\n{exc}", parent)
+        label.setWordWrap(True)
+        return label
+    return TensorInspector(parent)

@@ -1,0 +1,172 @@
+"""The module tree dock: hierarchy plus live columns, sortable and filterable."""
+from __future__ import annotations
+
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QBrush, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
+
+from tensorscope.ui.graph_items import shape_text
+from tensorscope.ui.legend import format_number
+from tensorscope.ui.session_model import ModuleKey, ModuleState, SessionModel
+from tensorscope.ui.theme import Theme, make_theme
+
+COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",
+           "Findings")
+KEY_ROLE = Qt.ItemDataRole.UserRole + 1
+SORT_ROLE = Qt.ItemDataRole.UserRole + 2
+
+
+def _human(n: int) -> str:
+    for unit, div in (("M", 1e6), ("k", 1e3)):
+        if n >= div:
+            return f"{n / div:.1f}{unit}"
+    return str(n)
+
+
+class ModuleTreePanel(QWidget):
+    """Tree of every root's modules; emits ``module_selected(root, path)``."""
+
+    module_selected = Signal(int, str)
+
+    def __init__(self, parent: QWidget | None = None, theme: Theme | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme or make_theme()
+        self.items: dict[ModuleKey, list[QStandardItem]] = {}
+        self.source = QStandardItemModel(0, len(COLUMNS), self)
+        self.source.setHorizontalHeaderLabels(list(COLUMNS))
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.source)
+        self.proxy.setRecursiveFilteringEnabled(True)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.proxy.setFilterKeyColumn(-1)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.filter = QLineEdit(self)
+        self.filter.setPlaceholderText("Filter modules (path or class)…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.textChanged.connect(self._filter_changed)
+        self.view = QTreeView(self)
+        self.view.setModel(self.proxy)
+        self.view.setSortingEnabled(True)
+        self.view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
+        self.view.setAlternatingRowColors(True)
+        self.view.setUniformRowHeights(True)
+        self.view.header().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.view.header().setStretchLastSection(False)
+        self.view.selectionModel().currentChanged.connect(self._current_changed)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(4, 4, 4, 4)
+        box.addWidget(self.filter)
+        box.addWidget(self.view)
+        self._tree_rev = -1
+        self._data_rev = -1
+        self._quiet = False
+
+    def clear(self) -> None:
+        """Forget every row (a new session starts)."""
+        self.source.removeRows(0, self.source.rowCount())
+        self.items.clear()
+        self._tree_rev = self._data_rev = -1
+
+    def _filter_changed(self, text: str) -> None:
+        self.proxy.setFilterFixedString(text)
+        if text:
+            self.view.expandAll()
+
+    # ----------------------------------------------------------- refresh ---
+    def refresh(self, model: SessionModel) -> None:
+        """Sync with the model (GUI thread, on the repaint timer)."""
+        if model.tree_rev != self._tree_rev:
+            self._tree_rev = model.tree_rev
+            self._add_missing(model)
+        if (model.data_rev, model.findings_rev) != self._data_rev:
+            self._data_rev = (model.data_rev, model.findings_rev)
+            for key, state in model.modules.items():
+                row = self.items.get(key)
+                if row is not None:
+                    self._fill(row, state)
+
+    def _add_missing(self, model: SessionModel) -> None:
+        added = False
+        for key in sorted(model.modules, key=lambda k: (k[0], k[1].count("."), k[1])):
+            if key in self.items:
+                continue
+            state = model.modules[key]
+            parent = self._parent_item(model, key)
+            name = (model.root_names.get(key[0], f"root {key[0]}") if not key[1]
+                    else key[1].rsplit(".", 1)[-1])
+            row = [QStandardItem(name)] + [QStandardItem() for _ in COLUMNS[1:]]
+            for item in row:
+                item.setEditable(False)
+                item.setData(f"{key[0]}:{key[1]}", KEY_ROLE)
+            row[0].setData(key[1], SORT_ROLE)
+            row[0].setToolTip(key[1] or "(root)")
+            parent.appendRow(row)
+            self.items[key] = row
+            self._fill(row, state)
+            added = True
+        if added:
+            self.view.expandToDepth(1)
+            for col in range(len(COLUMNS)):
+                self.view.resizeColumnToContents(col)
+
+    def _parent_item(self, model: SessionModel, key: ModuleKey) -> QStandardItem:
+        root, path = key
+        if not path:
+            return self.source.invisibleRootItem()
+        parent_path = path.rsplit(".", 1)[0] if "." in path else ""
+        parent = self.items.get((root, parent_path))
+        return parent[0] if parent is not None else self.source.invisibleRootItem()
+
+    def _fill(self, row: list[QStandardItem], s: ModuleState) -> None:
+        grad = "—" if s.grad_norm is None else format_number(s.grad_norm)
+        if not s.grad_finite:
+            grad = "NaN/Inf"
+        values = (s.type, shape_text(s.shape), s.dtype, s.device,
+                  _human(s.params) if s.params else "", grad, str(s.findings or ""))
+        sorts = (s.type, str(s.shape), s.dtype, s.device, s.params,
+                 -1.0 if s.grad_norm is None else float(s.grad_norm), s.findings)
+        for item, text, sort in zip(row[1:], values, sorts):
+            if item.text() != text:
+                item.setText(text)
+                item.setData(sort, SORT_ROLE)
+        bad = not s.finite or not s.grad_finite
+        row[6].setForeground(QBrush(self.theme.non_finite) if bad else QBrush())
+        row[7].setForeground(QBrush(self.theme.precision_change) if s.findings else QBrush())
+
+    # --------------------------------------------------------- selection ---
+    def _current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if self._quiet or not current.isValid():
+            return
+        key = _parse_key(current.data(KEY_ROLE))
+        if key is not None:
+            self.module_selected.emit(*key)
+
+    def select_module(self, root: int, path: str) -> bool:
+        """Select and reveal a module without re-emitting ``module_selected``."""
+        row = self.items.get((root, path))
+        if row is None:
+            return False
+        index = self.proxy.mapFromSource(row[0].index())
+        if not index.isValid():
+            return False
+        self._quiet = True
+        try:
+            self.view.selectionModel().setCurrentIndex(
+                index, QItemSelectionModel.SelectionFlag.ClearAndSelect
+                | QItemSelectionModel.SelectionFlag.Rows)
+            self.view.scrollTo(index)
+        finally:
+            self._quiet = False
+        return True
+
+    def selected_module(self) -> ModuleKey | None:
+        """The selected ``(root, path)``, if any."""
+        index = self.view.selectionModel().currentIndex()
+        return _parse_key(index.data(KEY_ROLE)) if index.isValid() else None
+
+
+def _parse_key(data: object) -> ModuleKey | None:
+    if not isinstance(data, str) or ":" not in data:
+        return None
+    root, _, path = data.partition(":")
+    return int(root), path

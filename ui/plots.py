@@ -1,0 +1,150 @@
+"""Plots over steps (pyqtgraph): loss, gradient norm and a statistic per module.
+
+Clicking a curve selects its module and the step under the cursor.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from tensorscope.ui.session_model import ModuleKey, SessionModel
+from tensorscope.ui.theme import Theme, make_theme
+
+CURVE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
+                 "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+STATS = {"norm": "activation norm", "zero_fraction": "zero fraction", "mean": "mean",
+         "std": "std", "max": "max"}
+MAX_CURVES = 8
+
+
+class PlotsPanel(QWidget):
+    """Three linked plots; emits ``point_selected(root, path, step)``."""
+
+    point_selected = Signal(int, str, int)
+    step_selected = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None, theme: Theme | None = None) -> None:
+        super().__init__(parent)
+        self.theme = theme or make_theme()
+        pg.setConfigOptions(antialias=True)
+        fg = self.theme.subtle.name()
+        self.loss_plot = self._plot("Loss", fg)
+        self.grad_plot = self._plot("Gradient norm per module", fg)
+        self.stat_plot = self._plot("Activation statistic per module", fg)
+        self.grad_plot.setXLink(self.loss_plot)
+        self.stat_plot.setXLink(self.loss_plot)
+        self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(self.theme.accent, width=2))
+        self.loss_curve.curve.setClickable(True, width=8)
+        self.loss_curve.sigClicked.connect(lambda item, ev: self._loss_clicked(ev))
+        self.stat_choice = QComboBox(self)
+        for key, label in STATS.items():
+            self.stat_choice.addItem(label, key)
+        self.stat_choice.currentIndexChanged.connect(lambda _i: self._force())
+        self.focus: ModuleKey | None = None
+        self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
+        self._rev = -1
+        self.step_line = None
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("Statistic:", self))
+        controls.addWidget(self.stat_choice)
+        controls.addStretch(1)
+        row = QHBoxLayout()
+        for plot in (self.loss_plot, self.grad_plot, self.stat_plot):
+            row.addWidget(plot)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(4, 2, 4, 2)
+        box.addLayout(controls)
+        box.addLayout(row, 1)
+
+    def _plot(self, title: str, fg: str, log: bool = False) -> pg.PlotWidget:
+        w = pg.PlotWidget(self, background=self.theme.background)
+        w.setTitle(title, color=self.theme.text.name(), size="9pt")
+        w.showGrid(x=True, y=True, alpha=0.15)
+        for axis in ("left", "bottom"):
+            w.getAxis(axis).setTextPen(fg)
+            w.getAxis(axis).setPen(fg)
+        w.setLogMode(y=log)
+        w.setMinimumHeight(120)
+        bg = self.theme.card
+        bg.setAlpha(200)
+        w.addLegend(offset=(-4, 4), labelTextColor=self.theme.subtle, labelTextSize="7pt",
+                    brush=bg, verSpacing=-6)
+        return w
+
+    def _force(self) -> None:
+        self._rev = -1
+
+    def set_focus(self, key: ModuleKey | None) -> None:
+        """Always plot this module (the selection) first, highlighted."""
+        if key != self.focus:
+            self.focus = key
+            self._rev = -1
+
+    # ----------------------------------------------------------- refresh ---
+    def refresh(self, model: SessionModel) -> None:
+        """Redraw from the model's bounded series (GUI thread, ~30 Hz at most)."""
+        if model.data_rev == self._rev:
+            return
+        self._rev = model.data_rev
+        steps, values = model.loss.arrays()
+        self.loss_curve.setData(steps, values)
+        keys = self._chosen(model)
+        stat = self.stat_choice.currentData()
+        wanted = {("grad", k) for k in keys} | {("stat", k) for k in keys}
+        for tag in list(self._curves):
+            if tag not in wanted:
+                plot = self.grad_plot if tag[0] == "grad" else self.stat_plot
+                plot.removeItem(self._curves.pop(tag))
+        for i, key in enumerate(keys):
+            self._update_curve(("grad", key), self.grad_plot, model.grad_norm_series.get(key), i, model)
+            series = model.stat_series.get(key, {}).get(stat)
+            self._update_curve(("stat", key), self.stat_plot, series, i, model)
+
+    def _chosen(self, model: SessionModel) -> list[ModuleKey]:
+        """The focus module plus the modules with the largest latest grad norm."""
+        ranked = sorted(model.grad_norm_series.items(),
+                        key=lambda kv: -(kv[1].last() or 0.0) if kv[1].last() == kv[1].last() else -np.inf)
+        keys = [k for k, _ in ranked if k[1]][:MAX_CURVES]
+        if self.focus is not None and self.focus in model.modules:
+            keys = [self.focus] + [k for k in keys if k != self.focus][:MAX_CURVES - 1]
+        return keys
+
+    def _update_curve(self, tag, plot: pg.PlotWidget, series, i: int, model: SessionModel) -> None:
+        if series is None or not len(series):
+            return
+        steps, values = series.arrays()
+        if tag[0] == "grad":
+            values = np.where(values > 0, values, np.nan)
+        item = self._curves.get(tag)
+        if item is None:
+            key = tag[1]
+            width = 3 if key == self.focus else 1.5
+            item = plot.plot(pen=pg.mkPen(CURVE_COLOURS[i % len(CURVE_COLOURS)], width=width),
+                             name=key[1], connect="finite")
+            item.curve.setClickable(True, width=8)
+            item.sigClicked.connect(lambda it, ev, k=key, p=plot: self._clicked(k, p, ev))
+            self._curves[tag] = item
+        item.setData(steps, values, connect="finite")
+
+    def _step_at(self, plot: pg.PlotWidget, ev) -> int:
+        pos = plot.getPlotItem().vb.mapSceneToView(ev.scenePos())
+        return int(round(pos.x()))
+
+    def _clicked(self, key: ModuleKey, plot: pg.PlotWidget, ev) -> None:
+        self.point_selected.emit(key[0], key[1], self._step_at(plot, ev))
+
+    def _loss_clicked(self, ev) -> None:
+        self.step_selected.emit(self._step_at(self.loss_plot, ev))
+
+    def mark_step(self, step: int | None) -> None:
+        """Draw a vertical marker at ``step`` on every plot (None: remove)."""
+        for plot in (self.loss_plot, self.grad_plot, self.stat_plot):
+            for item in list(plot.items()):
+                if getattr(item, "_ts_marker", False):
+                    plot.removeItem(item)
+            if step is not None:
+                line = pg.InfiniteLine(step, angle=90, pen=pg.mkPen(self.theme.executing, width=1))
+                line._ts_marker = True
+                plot.addItem(line)

@@ -1,0 +1,69 @@
+"""The status bar: connection, script, step, rates, dropped, devices, state."""
+from __future__ import annotations
+
+import os
+
+from PySide6.QtWidgets import QLabel, QStatusBar
+
+from tensorscope.ui.session_model import SessionModel
+from tensorscope.ui.theme import Theme
+
+
+class StatusPanel:
+    """Labels in a QStatusBar, refreshed from the model on the repaint timer."""
+
+    FIELDS = ("state", "connection", "script", "step", "rate", "events", "dropped", "devices")
+
+    def __init__(self, bar: QStatusBar, theme: Theme) -> None:
+        self.theme = theme
+        self.labels: dict[str, QLabel] = {}
+        for name in self.FIELDS:
+            label = QLabel(bar)
+            label.setObjectName(f"status_{name}")
+            label.setContentsMargins(6, 0, 6, 0)
+            self.labels[name] = label
+            if name == "state":
+                bar.addWidget(label)
+            else:
+                bar.addPermanentWidget(label)
+        self.connection = "not connected"
+        self.set_state("idle")
+
+    def text(self, name: str) -> str:
+        """A field's current text (for tests and screenshots)."""
+        return self.labels[name].text()
+
+    def set_state(self, state: str) -> None:
+        """``running`` / ``paused`` / ``ended`` / ``idle`` / ``replay`` with a colour pill."""
+        colours = {"running": self.theme.device_change, "paused": self.theme.executing,
+                   "ended": self.theme.subtle, "idle": self.theme.subtle,
+                   "replay": self.theme.accent}
+        colour = colours.get(state.split()[0], self.theme.subtle).name()
+        self.labels["state"].setText(
+            f"<span style='background:{colour};color:white;border-radius:3px;'>"
+            f"&nbsp;{state.upper()}&nbsp;</span>")
+
+    def refresh(self, model: SessionModel, connection: str | None = None) -> None:
+        """Update every field from ``model``."""
+        if connection is not None:
+            self.connection = connection
+        steps_s, events_s = model.rates()
+        hello = model.hello
+        script = os.path.basename(hello.script) if hello and hello.script else "—"
+        self.labels["connection"].setText(self.connection)
+        self.labels["script"].setText(f"script: {script}")
+        self.labels["step"].setText(f"step {max(model.step, 0)}")
+        self.labels["rate"].setText(f"{steps_s:.1f} steps/s")
+        self.labels["events"].setText(f"{events_s:,.0f} events/s")
+        self.labels["dropped"].setText(f"dropped {model.dropped}")
+        self.labels["dropped"].setStyleSheet(
+            f"color: {self.theme.non_finite.name()}" if model.dropped else "")
+        self.labels["devices"].setText("devices: " + (", ".join(sorted(model.devices)) or "—"))
+        if model.ended is not None:
+            self.set_state("ended")
+        elif model.paused is not None:
+            p = model.paused
+            where = f" at {p.path or 'step boundary'}" if p.where != "step" else ""
+            self.set_state(f"paused{where}")
+        elif hello is not None:
+            self.set_state("running")

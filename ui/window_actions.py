@@ -1,0 +1,131 @@
+"""Toolbar and menu actions of the main window, with the debugger keys."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QComboBox, QLineEdit, QMainWindow, QMenu, QToolBar, QWidget
+
+from tensorscope.ui.session_model import METRICS
+
+
+@dataclass
+class WindowActions:
+    """Every action, so that tests and the window can trigger them by name."""
+
+    cont: QAction
+    pause: QAction
+    step_batch: QAction
+    step_module: QAction
+    run_to: QAction
+    toggle_break: QAction
+    break_non_finite: QAction
+    break_exception: QAction
+    break_finding: QAction
+    pin: QAction
+    fit: QAction
+    zoom_in: QAction
+    zoom_out: QAction
+    expand_all: QAction
+    collapse_default: QAction
+    export_png: QAction
+    export_svg: QAction
+    show_module: QAction
+    show_autograd: QAction
+    metric: QComboBox
+    search: QLineEdit
+
+    def debugger(self) -> list[QAction]:
+        """Actions that need a live connection."""
+        return [self.cont, self.pause, self.step_batch, self.step_module, self.run_to,
+                self.toggle_break, self.break_non_finite, self.break_exception,
+                self.break_finding, self.pin]
+
+
+def _action(win: QMainWindow, text: str, key: str | None = None, tip: str = "",
+            checkable: bool = False) -> QAction:
+    act = QAction(text, win)
+    if key:
+        act.setShortcut(QKeySequence(key))
+        act.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
+    act.setToolTip(f"{tip or text} ({key})" if key else (tip or text))
+    act.setCheckable(checkable)
+    return act
+
+
+def build_actions(win: QMainWindow, parent: QWidget) -> WindowActions:
+    """Create actions, the toolbar and the menus of ``win``."""
+    a = WindowActions(
+        cont=_action(win, "Continue", "F5", "Continue training"),
+        pause=_action(win, "Pause", "F6", "Pause at the next module or step"),
+        step_batch=_action(win, "Step batch", "F10", "Run to the next step boundary"),
+        step_module=_action(win, "Step module", "F11", "Run to the next module call or gradient"),
+        run_to=_action(win, "Run to step…", "Ctrl+G"),
+        toggle_break=_action(win, "Breakpoint", "F9", "Toggle a breakpoint on the selected module"),
+        break_non_finite=_action(win, "Break on non-finite", checkable=True),
+        break_exception=_action(win, "Break on exception", checkable=True),
+        break_finding=_action(win, "Break on finding", checkable=True),
+        pin=_action(win, "Pin tensors", "Ctrl+P", "Keep the selected module's tensors for inspection"),
+        fit=_action(win, "Fit", "Ctrl+0", "Fit the graph to the window"),
+        zoom_in=_action(win, "Zoom in", "Ctrl++"),
+        zoom_out=_action(win, "Zoom out", "Ctrl+-"),
+        expand_all=_action(win, "Expand all", "Ctrl+E"),
+        collapse_default=_action(win, "Collapse to default", "Ctrl+Shift+E"),
+        export_png=_action(win, "Export graph as PNG…"),
+        export_svg=_action(win, "Export graph as SVG…"),
+        show_module=_action(win, "Module graph", "Ctrl+1", checkable=True),
+        show_autograd=_action(win, "Autograd graph", "Ctrl+2", checkable=True),
+        metric=QComboBox(parent), search=QLineEdit(parent))
+    a.show_module.setChecked(True)
+    for key, label in METRICS.items():
+        a.metric.addItem(label, key)
+    a.metric.setCurrentIndex(list(METRICS).index("grad_norm"))
+    a.metric.setToolTip("Colour graph nodes by this metric")
+    a.search.setPlaceholderText("Find module (path or class)…")
+    a.search.setClearButtonEnabled(True)
+    a.search.setMaximumWidth(260)
+    _toolbar(win, a)
+    _menus(win, a)
+    return a
+
+
+def _toolbar(win: QMainWindow, a: WindowActions) -> None:
+    bar = QToolBar("Debugger", win)
+    bar.setObjectName("toolbar_debugger")
+    bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+    for act in (a.cont, a.pause, a.step_batch, a.step_module, a.toggle_break, a.pin):
+        bar.addAction(act)
+    bar.addSeparator()
+    bar.addAction(a.show_module)
+    bar.addAction(a.show_autograd)
+    bar.addSeparator()
+    bar.addWidget(a.metric)
+    bar.addAction(a.fit)
+    bar.addSeparator()
+    bar.addWidget(a.search)
+    win.addToolBar(bar)
+
+
+def _menus(win: QMainWindow, a: WindowActions) -> None:
+    menu = win.menuBar()
+    file_menu: QMenu = menu.addMenu("&File")
+    file_menu.addAction(a.export_png)
+    file_menu.addAction(a.export_svg)
+    file_menu.addSeparator()
+    quit_action = file_menu.addAction("Quit")
+    quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+    quit_action.triggered.connect(win.close)
+    debug = menu.addMenu("&Debug")
+    for act in (a.cont, a.pause, a.step_batch, a.step_module, a.run_to):
+        debug.addAction(act)
+    debug.addSeparator()
+    for act in (a.toggle_break, a.break_non_finite, a.break_exception, a.break_finding, a.pin):
+        debug.addAction(act)
+    view = menu.addMenu("&View")
+    for act in (a.show_module, a.show_autograd):
+        view.addAction(act)
+    view.addSeparator()
+    for act in (a.fit, a.zoom_in, a.zoom_out, a.expand_all, a.collapse_default):
+        view.addAction(act)
+    win.view_menu = view
