@@ -122,8 +122,9 @@ class _Parser:
         if self.peek() == ("punct", "("):
             self.take()
             inner = self.expr()
-            if self.take() != ("punct", ")"):
+            if self.peek() != ("punct", ")"):
                 raise ConditionError("missing ')'")
+            self.take()
             return inner
         left, lneg = self.operand()
         kind, op = self.take()

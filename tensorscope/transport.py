@@ -254,7 +254,7 @@ class Listener:
         peer = f"{addr[0]}:{addr[1]}"
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            decoder = server_handshake(sock, self.token)
+            decoder = server_handshake(sock, self.token, HANDSHAKE_TIMEOUT)
         except (HandshakeError, ProtocolError, OSError) as exc:
             log.warning("refused a connection from %s: %s", peer, exc)
             print(f"tensorscope: refused a connection from {peer}: {exc}", file=sys.stderr)
