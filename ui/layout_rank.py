@@ -144,6 +144,15 @@ class LayeredGraph:
     up: list[list[int]] = field(default_factory=list)
     down: list[list[int]] = field(default_factory=list)
     chains: list[list[int]] = field(default_factory=list)
+    up1: list[int] = field(default_factory=list)
+    down1: list[int] = field(default_factory=list)
+    n_comps: int = 1
+
+    def finish(self) -> None:
+        """Cache the lone neighbour of single-neighbour sides (-1 otherwise)."""
+        self.up1 = [u[0] if len(u) == 1 else -1 for u in self.up]
+        self.down1 = [d[0] if len(d) == 1 else -1 for d in self.down]
+        self.n_comps = 1 + max(self.comp, default=-1)
 
     @property
     def n(self) -> int:
@@ -173,4 +182,5 @@ def split_long_edges(n: int, edges: list[tuple[int, int]], layer: list[int],
         up[v].append(prev)
         chain.append(v)
         g.chains.append(chain)
+    g.finish()
     return g

@@ -215,3 +215,30 @@ def test_previous_layout_keeps_the_picture_stable():
     fresh = layered_layout(g2)
     assert _kept_pairs(first, second, list(g.nodes)) >= 0.9
     assert _kept_pairs(first, second, list(g.nodes)) > _kept_pairs(first, fresh, list(g.nodes)) + 0.1
+
+
+def test_numpy_crossing_counter_matches_the_plain_count():
+    g = _dag(300, seed=11)
+    g.add_edges_from(("wide", f"leaf{i}") for i in range(80))      # one big layer pair
+    g.add_edges_from((f"leaf{i}", f"leaf{(i * 7) % 80}b") for i in range(80))
+    n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
+    edges = [(idx[u], idx[v]) for u, v in g.edges]
+    succ, pred = [[] for _ in range(n)], [[] for _ in range(n)]
+    for u, v in edges:
+        succ[u].append(v)
+        pred[v].append(u)
+    comp = layout_rank.components(n, edges)
+    layer = layout_rank.compact_layers(layout_rank.assign_layers(n, succ, pred), comp)
+    lg = layout_rank.split_long_edges(n, edges, layer, comp)
+    counter = layout_order.CrossingCounter(lg)
+    assert counter.big
+    rng = random.Random(0)
+    for _ in range(3):
+        layers = layout_order.initial_order(lg)
+        for row in layers:
+            rng.shuffle(row)
+        pos = [0] * lg.n
+        for row in layers:
+            for i, v in enumerate(row):
+                pos[v] = i
+        assert counter.count(pos) == layout_order.total_crossings(layers, pos, lg.down) > 0
