@@ -11,7 +11,7 @@ from typing import Sequence, Union
 
 import numpy as np
 
-from tensorscope.ui.inspector._slicing_fallback import SliceError, parse_slice
+from tensorscope.slicing import SliceError, parse_slice
 
 Entry = Union[int, slice]
 Key = tuple

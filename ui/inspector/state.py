@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorscope.ui.inspector._slicing_fallback import decode_slice
+from tensorscope.slicing import decode_slice
 from tensorscope.ui.inspector.observe import EmitterGroup
 from tensorscope.ui.inspector.received import COMPLEX_PARTS, ReceivedSlice, orient
 from tensorscope.ui.inspector.slicekey import (FULL, Key, SliceError, fit_stride, format_key,
@@ -134,8 +134,10 @@ class InspectorState:
 
     @property
     def slider_dims(self) -> tuple[int, ...]:
-        """Dims with a slider: every dim not shown, plus grid tile dims (first tile)."""
-        shown = set(self.display_dims) - set(self.tiles)
+        """Dims with a slider: every dim not shown, plus grid tile dims too big to show whole."""
+        per_tile = GRID_TILES_PER_DIM.get(len(self.tiles), 1)
+        whole = {d for d in self.tiles if self.shape[d] <= per_tile and d not in self.ranges}
+        shown = (set(self.display_dims) - set(self.tiles)) | whole
         return tuple(d for d in range(self.ndim) if d not in shown)
 
     def set_dims(self, rows: int | None, cols: int | None) -> bool:

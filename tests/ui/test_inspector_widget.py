@@ -1,0 +1,199 @@
+"""TensorInspector with qtbot: slicing, debounced requests, dtypes, grid, export, hints."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inspector_host import ArrayHost, make_body
+from tensorscope.events import tensor_meta
+from tensorscope.ui.inspector import HINT_NOT_PAUSED, TensorInspector
+from tensorscope.ui.inspector.received import format_value
+
+REF = "0:features.0#1/out"
+
+
+@pytest.fixture
+def inspector(qtbot):
+    widget = TensorInspector()
+    qtbot.addWidget(widget)
+    widget.resize(420, 800)
+    widget.show()
+    return widget
+
+
+def show(inspector, array, ref=REF, dtype=None, original_dtype=""):
+    previous = getattr(inspector, "test_host", None)
+    if previous is not None:
+        inspector.tensor_requested.disconnect(previous.answer)
+    host = ArrayHost(inspector, {ref: array}, original_dtype=original_dtype)
+    meta = tensor_meta("features.0", shape=list(array.shape), dtype=dtype or array.dtype.name,
+                       device="cpu")
+    inspector.show_tensor(ref, meta, {"min": float(np.min(array.real)) if array.size else 0.0})
+    inspector.test_host = host   # Qt holds slots weakly: keep the host alive with the widget
+    return host
+
+
+def test_moving_a_slider_changes_the_requested_slice_and_the_shown_data(inspector, qtbot):
+    data = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
+    host = show(inspector, data)
+    assert host.requests[-1][1] == "0, :, :"
+    np.testing.assert_array_equal(inspector.heatmap.values, data[0])
+    slider = inspector.slicer.sliders[0].slider
+    with qtbot.waitSignal(inspector.tensor_requested, timeout=2000) as blocker:
+        slider.setValue(2)
+    assert blocker.args[1] == "2, :, :"
+    assert inspector.slicer.slice_edit.text() == "2, :, :"
+    np.testing.assert_array_equal(inspector.heatmap.values, data[2])
+
+
+def test_rapid_slider_moves_coalesce_into_one_request(inspector, qtbot):
+    data = np.zeros((10, 3, 3), dtype=np.float32)
+    host = show(inspector, data)
+    before = len(host.requests)
+    for value in range(1, 10):
+        inspector.slicer.sliders[0].slider.setValue(value)
+    qtbot.waitUntil(lambda: len(host.requests) > before, timeout=2000)
+    qtbot.wait(200)   # the debounce window passes with no further request
+    assert [r[1] for r in host.requests[before:]] == ["9, :, :"]
+
+
+def test_slice_text_is_parsed_and_a_bad_one_shows_an_error(inspector, qtbot):
+    data = np.arange(60, dtype=np.int64).reshape(3, 4, 5)
+    host = show(inspector, data)
+    edit = inspector.slicer.slice_edit
+    edit.setText("1, 1:3, :")
+    with qtbot.waitSignal(inspector.tensor_requested, timeout=2000):
+        edit.returnPressed.emit()
+    assert host.requests[-1][1] == "1, 1:3, :"
+    assert inspector.slicer.sliders[0].slider.value() == 1
+    np.testing.assert_array_equal(inspector.heatmap.values, data[1, 1:3])
+    count = len(host.requests)
+    edit.setText("1, ?")
+    edit.returnPressed.emit()                  # no exception reaches the caller
+    assert inspector.slicer.error_label.isVisible()
+    assert "not an integer" in inspector.slicer.error_label.text()
+    qtbot.wait(150)
+    assert len(host.requests) == count         # nothing fetched for bad text
+    edit.setText("2, :, :")
+    edit.returnPressed.emit()
+    assert not inspector.slicer.error_label.isVisible()
+
+
+def test_rows_and_columns_map_to_chosen_dims(inspector, qtbot):
+    data = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    host = show(inspector, data)
+    box = inspector.slicer.rows_box
+    box.setCurrentIndex(box.findData(2))       # rows := dim 2 (was cols: they swap)
+    with qtbot.waitSignal(inspector.tensor_requested, timeout=2000):
+        box.textActivated.emit(box.currentText())
+    assert (inspector.state.rows, inspector.state.cols) == (2, 1)
+    assert host.requests[-1][1] == "0, :, :"
+    np.testing.assert_array_equal(inspector.heatmap.values, data[0].T)
+    assert inspector.heatmap.plot.getAxis("left").labelText == "dim 2"
+
+
+DTYPES = {
+    "bool": (np.array([[True, False], [False, True]]), "bool", ""),
+    "int8": (np.array([[-128, 0], [5, 127]], dtype=np.int8), "int8", ""),
+    "int64": (np.array([[2**40, -3], [0, 7]], dtype=np.int64), "int64", ""),
+    "float16": (np.array([[0.5, -1.25], [np.nan, np.inf]], dtype=np.float16), "float16", ""),
+    "bfloat16": (np.array([[1.0, 0.0078125], [-2.5, 3.0]], dtype=np.float32), "bfloat16",
+                 "bfloat16"),
+    "complex64": (np.array([[3 + 4j, -1j], [0, 1 + 1j]], dtype=np.complex64), "complex64", ""),
+}
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+def test_every_dtype_renders_in_every_view(inspector, qtbot, name):
+    data, dtype, original = DTYPES[name]
+    show(inspector, data, dtype=dtype, original_dtype=original)
+    for view in ("heatmap", "table", "line"):
+        assert inspector.state.set_view(view)
+        inspector.request_now()
+        assert inspector.stack.currentWidget() is inspector.pages[view]
+    assert inspector.state.set_view("table")
+    inspector.request_now()
+    model = inspector.table.array_model
+    assert (model.rowCount(), model.columnCount()) == data.shape
+    for (r, c), value in np.ndenumerate(data):
+        assert model.data(model.index(r, c)) == format_value(value)
+    if original:
+        assert "bfloat16" in inspector.header.meta_line.text()
+        assert "sent as float32" in inspector.header.meta_line.text()
+    if name == "complex64":
+        assert inspector.slicer.part_box.isVisibleTo(inspector)
+        assert inspector.state.set_view("heatmap") and inspector.state.set_complex_part("imag")
+        inspector.request_now()
+        np.testing.assert_allclose(inspector.heatmap.values, data.imag)
+
+
+def test_nan_and_inf_are_counted_and_do_not_break_the_colour_scale(inspector):
+    data = np.array([[1.0, np.nan], [np.inf, -np.inf], [2.0, 3.0]], dtype=np.float32)
+    show(inspector, data)
+    legend = inspector.legend.text()
+    assert "1 NaN" in legend and "1 +Inf" in legend and "1 −Inf" in legend
+    assert inspector.heatmap.bar.levels() == (1.0, 3.0)
+    assert inspector.heatmap.overlay.isVisible()
+
+
+def test_nchw_tensor_shows_an_image_grid_of_tiles(inspector):
+    data = np.random.default_rng(0).normal(size=(3, 2, 5, 6)).astype(np.float32)
+    host = show(inspector, data)
+    assert host.requests[-1][1] == ":, :, :, :"
+    assert inspector.stack.currentWidget() is inspector.grid
+    assert inspector.grid.tile_count == 6
+    assert inspector.grid.mosaic.shape[:2] == (3 * 5 + 2, 2 * 6 + 1)
+    big = np.zeros((20, 12, 4, 4), dtype=np.float32)
+    show(inspector, big, ref="0:conv#2/out")
+    assert inspector.grid.tile_count == 64     # 8 samples × 8 channels per page
+
+
+def test_export_writes_valid_npy_and_csv(inspector, tmp_path):
+    data = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    data[0, 0] = np.nan
+    show(inspector, data)
+    npy = inspector.export_npy(tmp_path / "slice.npy")
+    np.testing.assert_array_equal(np.load(npy), data)
+    csv = inspector.export_csv(tmp_path / "slice.csv")
+    np.testing.assert_array_equal(np.loadtxt(csv, delimiter=",", dtype=np.float32), data)
+    complex_data = np.array([1 + 2j, -3.5j], dtype=np.complex64)
+    show(inspector, complex_data, ref="0:fft#1/out")
+    path = inspector.export_csv(tmp_path / "c.csv")
+    np.testing.assert_array_equal(np.loadtxt(path, dtype=np.complex64), complex_data)
+
+
+def test_export_without_a_slice_says_why(inspector, tmp_path):
+    with pytest.raises(RuntimeError, match="no slice"):
+        inspector.export_npy(tmp_path / "x.npy")
+
+
+def test_metadata_only_selection_shows_the_pause_hint_and_fetches_nothing(inspector, qtbot):
+    requests = []
+    inspector.tensor_requested.connect(lambda *a: requests.append(a))
+    meta = tensor_meta("fc", shape=[4, 4], dtype="float32", device="cpu")
+    inspector.show_tensor(None, meta, {"mean": 0.25, "nan": 0})
+    assert inspector.stack.currentWidget() is inspector.empty
+    assert HINT_NOT_PAUSED in inspector.empty.text()
+    assert inspector.header.value_text("mean") == "0.25"
+    inspector.slicer.sliders  # the slicer stays usable; still nothing is fetched
+    qtbot.wait(150)
+    assert requests == []
+
+
+def test_failed_fetch_is_shown(inspector):
+    requests = []
+    inspector.tensor_requested.connect(lambda *a: requests.append(a))
+    inspector.show_tensor(REF, tensor_meta("f", shape=[2], dtype="float32"), None)
+    inspector.slice_failed("training resumed")
+    assert "training resumed" in inspector.status.text()
+    inspector.slice_received({"ref": REF, "slice": ":", "dtype": "float32", "shape": [2],
+                              "data": b"short"})   # malformed: an error, not an exception
+    assert inspector.state.received is None
+
+
+def test_heatmap_hover_reads_out_index_and_value(inspector):
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    show(inspector, data)
+    assert inspector.heatmap.describe(2.5, 1.5) == "[1, 2] = 5"
+    body = make_body(data, REF, ":, :")
+    assert body["shape"] == [2, 3]

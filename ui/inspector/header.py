@@ -1,0 +1,150 @@
+"""The inspector's header: what the tensor is, its statistics and a histogram."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from tensorscope.ui.inspector.theme import (accent_color, error_color, muted_color, plot_colors,
+                                            style_plot)
+
+STAT_ORDER = ("min", "max", "mean", "std", "norm", "zero_fraction", "nan", "inf")
+STAT_LABELS = {"zero_fraction": "zeros"}
+HIST_BINS = 40
+
+
+def format_stat(name: str, value: Any) -> str:
+    """One statistic as short text (zero fraction as a percentage)."""
+    if value is None:
+        return "–"
+    if name == "zero_fraction":
+        return f"{100.0 * float(value):.1f}%"
+    if isinstance(value, (int, np.integer)) or name in ("nan", "inf"):
+        return str(int(value))
+    return f"{float(value):.4g}"
+
+
+_REF = re.compile(r"^(?P<root>\d+):(?P<path>.*)#(?P<call>\d+)/(?P<name>.+)$")
+
+
+def title_for(ref: str | None, meta: dict[str, Any]) -> tuple[str, str]:
+    """(title, detail) for a tensor ref ``"0:network.0#3/out"`` → ``network.0 › out``."""
+    if not meta and ref is None:
+        return "No tensor selected", ""
+    match = _REF.match(ref or "")
+    if match is None:
+        return (ref or str(meta.get("path") or "(tensor)")), ""
+    path = match["path"] or "(root)"
+    return f"{path} › {match['name']}", f"root {match['root']} · call {match['call']}"
+
+
+def describe_meta(meta: dict[str, Any], original_dtype: str = "") -> str:
+    """``shape [64, 128] · float32 · cpu`` for a TensorMeta dict."""
+    if meta.get("kind", "tensor") != "tensor":
+        return f"{meta.get('kind', 'object')} · {meta.get('dtype', '')}"
+    parts = [f"shape {list(meta.get('shape') or [])}"]
+    dtype = str(meta.get("dtype") or original_dtype or "?")
+    parts.append(dtype)
+    if meta.get("device"):
+        parts.append(str(meta["device"]))
+    if meta.get("requires_grad"):
+        parts.append("requires_grad")
+    if meta.get("contiguous") is False:
+        parts.append("non-contiguous")
+    return " · ".join(parts)
+
+
+def histogram(values: np.ndarray, bins: int = HIST_BINS) -> tuple[np.ndarray, np.ndarray] | None:
+    """(counts, edges) over the finite values, or None if there are none."""
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values.ravel()
+    if finite.size == 0:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi <= lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.histogram(finite, bins=bins, range=(lo, hi))
+
+
+class InspectorHeader(QWidget):
+    """Title, metadata line, whole-tensor statistics grid and a slice histogram."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.title = QLabel("No tensor selected", self)
+        font = self.title.font()
+        font.setBold(True)
+        font.setPointSizeF(font.pointSizeF() + 1)
+        self.title.setFont(font)
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.meta_line = QLabel("", self)
+        self.meta_line.setWordWrap(True)
+        self.stat_values: dict[str, QLabel] = {}
+        stats = QGridLayout()
+        stats.setHorizontalSpacing(10)
+        stats.setVerticalSpacing(1)
+        for i, name in enumerate(STAT_ORDER):
+            key = QLabel(STAT_LABELS.get(name, name), self)
+            key.setStyleSheet(f"color: {muted_color(self)};")
+            value = QLabel("–", self)
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.stat_values[name] = value
+            stats.addWidget(key, i // 4, (i % 4) * 2)
+            stats.addWidget(value, i // 4, (i % 4) * 2 + 1)
+        self.hist = pg.PlotWidget(self, background=plot_colors(self)[0])
+        self.hist.setFixedHeight(84)
+        self.hist.setMenuEnabled(False)
+        self.hist.setMouseEnabled(False, False)
+        self.hist.hideButtons()
+        style_plot(self.hist.getPlotItem(), self)
+        self.hist.getAxis("left").setWidth(34)
+        color = accent_color(self)
+        self.bars = pg.PlotCurveItem([0.0, 1.0], [0.0], stepMode="center", fillLevel=0,
+                                     brush=pg.mkBrush(color.red(), color.green(), color.blue(), 150),
+                                     pen=pg.mkPen(color))
+        self.hist.addItem(self.bars)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(3)
+        layout.addWidget(self.title)
+        layout.addWidget(self.meta_line)
+        layout.addLayout(stats)
+        layout.addWidget(self.hist)
+
+    def set_tensor(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None,
+                   original_dtype: str = "", transport_dtype: str = "") -> None:
+        """Show a tensor's name, metadata and whole-tensor statistics."""
+        title, detail = title_for(ref, meta)
+        self.title.setText(title)
+        self.title.setToolTip(ref or "")
+        line = describe_meta(meta, original_dtype) if meta else ""
+        line = f"{line}  ({detail})" if detail else line
+        if original_dtype and transport_dtype and original_dtype != transport_dtype:
+            line += f" (sent as {transport_dtype})"
+        self.meta_line.setText(line)
+        stats = stats or {}
+        for name, label in self.stat_values.items():
+            value = stats.get(name)
+            label.setText(format_stat(name, value))
+            bad = name in ("nan", "inf") and value
+            label.setStyleSheet(f"color: {error_color(self)}; font-weight: bold;" if bad else "")
+
+    def set_histogram(self, values: np.ndarray | None) -> None:
+        """Histogram of a slice's finite values (cleared for None)."""
+        result = None if values is None else histogram(values)
+        if result is None:
+            self.bars.setData([0, 1], [0], stepMode="center")
+            self.hist.setTitle(None)
+            return
+        counts, edges = result
+        self.bars.setData(edges, counts, stepMode="center", fillLevel=0)
+        self.hist.getPlotItem().setLabel("bottom", f"slice values ({int(counts.sum())} finite)")
+        self.hist.autoRange(padding=0.02)
+
+    def value_text(self, name: str) -> str:
+        """The text shown for statistic ``name`` (for tests)."""
+        return self.stat_values[name].text()
+

@@ -1,0 +1,173 @@
+"""The inspector's pyqtgraph views: a heatmap with a colour bar and a line plot."""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from tensorscope.ui.inspector.received import finite_range, format_value
+from tensorscope.ui.inspector.state import COLORMAPS
+from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, accent_color,
+                                            muted_color, plot_colors, style_plot)
+
+MAX_LOCKED_ASPECT = 12.0   # beyond this rows:cols ratio a 1:1 aspect would leave a sliver
+
+
+def nonfinite_overlay(values: np.ndarray) -> np.ndarray | None:
+    """An RGBA image marking NaN, +Inf and -Inf in distinct colours (None if all finite)."""
+    if values.dtype.kind != "f" or np.isfinite(values).all():
+        return None
+    rgba = np.zeros(values.shape + (4,), dtype=np.uint8)
+    for mask, color in ((np.isnan(values), NAN_COLOR), (np.isposinf(values), POSINF_COLOR),
+                        (np.isneginf(values), NEGINF_COLOR)):
+        rgba[mask] = (*color, 255)
+    return rgba
+
+
+def axis_rect(rows: np.ndarray, cols: np.ndarray) -> QRectF:
+    """The image rectangle in tensor-index coordinates (strided or offset slices)."""
+    def span(idx: np.ndarray) -> tuple[float, float]:
+        step = float(idx[1] - idx[0]) if len(idx) > 1 else 1.0
+        if step <= 0 or not len(idx):   # reversed slices: plain positions
+            return 0.0, float(max(len(idx), 1))
+        return float(idx[0]), step * len(idx)
+    (x0, w), (y0, h) = span(cols), span(rows)
+    return QRectF(x0, y0, w, h)
+
+
+class IndexAxis(pg.AxisItem):
+    """An axis that only labels tensor indices inside the shown slice (no -50 ticks)."""
+
+    def __init__(self, orientation: str, **kwargs: object) -> None:
+        super().__init__(orientation, **kwargs)
+        self.bounds: tuple[float, float] | None = None
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # noqa: N802,N803
+        """pyqtgraph's ticks, keeping whole indices within ``bounds``."""
+        levels = super().tickValues(minVal, maxVal, size)
+        if self.bounds is None:
+            return levels
+        lo, hi = self.bounds
+        return [(spacing, [v for v in values if lo <= v <= hi and float(v).is_integer()])
+                for spacing, values in levels]
+
+
+class _PlotHost(QWidget):
+    """A palette-coloured GraphicsLayoutWidget holding one PlotItem, plus a hover readout."""
+
+    def __init__(self, parent: QWidget | None = None, index_axes: bool = False) -> None:
+        super().__init__(parent)
+        bg, _ = plot_colors(self)
+        self.graphics = pg.GraphicsLayoutWidget(self)
+        self.graphics.setBackground(bg)
+        axes = {"left": IndexAxis("left"), "bottom": IndexAxis("bottom")} if index_axes else None
+        self.plot = self.graphics.addPlot(axisItems=axes)
+        style_plot(self.plot, self)
+        self.readout = QLabel(" ", self)
+        self.readout.setStyleSheet(f"color: {muted_color(self)};")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.readout)
+        self.plot.scene().sigMouseMoved.connect(self._mouse_moved)
+
+    def _mouse_moved(self, pos: QPointF) -> None:
+        if self.plot.sceneBoundingRect().contains(pos):
+            point = self.plot.vb.mapSceneToView(pos)
+            self.readout.setText(self.describe(point.x(), point.y()) or " ")
+
+    def describe(self, x: float, y: float) -> str:
+        """The hover text at view coordinates (x, y); subclasses fill it in."""
+        return ""
+
+
+class HeatmapView(_PlotHost):
+    """A 2-d slice as an image with a colour bar; rows run down, non-finite marked."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent, index_axes=True)
+        self.plot.invertY(True)
+        self.plot.setMenuEnabled(False)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.overlay = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.plot.addItem(self.overlay)
+        self.bar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get("viridis"),
+                                   interactive=False, width=12, colorMapMenu=False)
+        self.bar.setImageItem(self.image, insert_in=self.plot)
+        style_plot(self.bar, self)
+        self.values: np.ndarray | None = None
+        self.raw: np.ndarray | None = None
+        self._rows = self._cols = np.arange(0)
+
+    def show_values(self, values: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                    labels: tuple[str, str], colormap: str, raw: np.ndarray | None = None) -> None:
+        """Draw ``values`` (rows × cols, real) with tensor indices ``rows``/``cols`` on the axes."""
+        values = values.reshape(len(rows), len(cols))
+        self.values, self.raw = values, (values if raw is None else raw.reshape(values.shape))
+        self._rows, self._cols = rows, cols
+        span = finite_range(values) or (0.0, 1.0)
+        lo, hi = span if span[1] > span[0] else (span[0] - 0.5, span[0] + 0.5)
+        finite = np.where(np.isfinite(values), values, lo) if values.dtype.kind == "f" else values
+        self.image.setImage(np.ascontiguousarray(finite, dtype=np.float32), autoLevels=False)
+        self.bar.setColorMap(pg.colormap.get(COLORMAPS.get(colormap, "viridis")))
+        self.bar.setLevels((lo, hi))
+        overlay = nonfinite_overlay(values)
+        self.overlay.setVisible(overlay is not None)
+        if overlay is not None:
+            self.overlay.setImage(overlay, autoLevels=False, levels=(0, 255))
+        rect = axis_rect(rows, cols)
+        self.image.setRect(rect)
+        self.overlay.setRect(rect)
+        self.plot.getAxis("left").bounds = (rect.top(), rect.bottom())
+        self.plot.getAxis("bottom").bounds = (rect.left(), rect.right())
+        ratio = max(len(rows), len(cols)) / max(1, min(len(rows), len(cols)))
+        self.plot.setAspectLocked(ratio <= MAX_LOCKED_ASPECT, ratio=1.0)
+        self.plot.setLabel("left", labels[0])
+        self.plot.setLabel("bottom", labels[1])
+        self.plot.autoRange(padding=0.02)
+
+    def describe(self, x: float, y: float) -> str:
+        """The element under the cursor: its tensor indices and value."""
+        if self.raw is None:
+            return ""
+        pixel = self.image.mapFromView(QPointF(x, y))
+        r, c = int(np.floor(pixel.y())), int(np.floor(pixel.x()))
+        if not (0 <= r < self.raw.shape[0] and 0 <= c < self.raw.shape[1]):
+            return ""
+        return f"[{self._rows[r]}, {self._cols[c]}] = {format_value(self.raw[r, c])}"
+
+
+class LineView(_PlotHost):
+    """A 1-d slice as a line plot over its tensor indices (gaps at NaN/Inf)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.plot.showGrid(x=True, y=True, alpha=0.25)
+        self.plot.setMenuEnabled(False)
+        color = accent_color(self)
+        self.curve = self.plot.plot(pen=pg.mkPen(color, width=1.5), connect="finite")
+        self.points = pg.ScatterPlotItem(size=5, brush=pg.mkBrush(color), pen=None)
+        self.plot.addItem(self.points)
+        self.x = np.arange(0)
+        self.y = np.arange(0, dtype=np.float64)
+
+    def show_values(self, values: np.ndarray, x: np.ndarray, label: str) -> None:
+        """Plot ``values`` against tensor indices ``x``; markers when there are few points."""
+        self.x, self.y = x, values.astype(np.float64, copy=False).ravel()
+        finite_y = np.where(np.isfinite(self.y), self.y, np.nan)
+        self.curve.setData(x, finite_y, connect="finite")
+        few = len(x) <= 64
+        self.points.setData(x[np.isfinite(finite_y)] if few else [],
+                            finite_y[np.isfinite(finite_y)] if few else [])
+        self.plot.setLabel("bottom", label)
+        self.plot.autoRange(padding=0.05)
+
+    def describe(self, x: float, y: float) -> str:
+        """The element nearest the cursor's x."""
+        if not len(self.x):
+            return ""
+        i = int(np.argmin(np.abs(self.x - x)))
+        return f"[{self.x[i]}] = {format_value(self.y[i])}"
