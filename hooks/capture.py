@@ -1,0 +1,396 @@
+"""The hook functions and the per-step buffer (training thread).
+
+``Capture`` owns the call stack and the current ``StepBuffer``. Its
+``forward_pre``/``forward`` methods are the module hooks (per module in
+``watch`` mode, global in ``tensorscope run``); ``on_grad`` is the
+``Tensor.register_hook`` callback on module outputs. Each hook checks one
+flag, records metadata and queues on-device reductions into the step's
+``ScalarBuffer``, and returns; ``tensorscope.hooks.stepend`` finishes a step
+with one host transfer.
+
+Tensors are tracked by identity within a step (``FlowEntry``, with a
+weakref, so a recycled ``id`` is never mistaken for an earlier tensor): this
+gives the module dataflow graph, and lets a call reuse the finite check its
+producer already queued.
+"""
+from __future__ import annotations
+
+import sys
+import time
+import weakref
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from tensorscope.hooks.flatten import flatten, flatten_args, meta
+from tensorscope.hooks.observer import CallRecord
+from tensorscope.hooks.registry import is_loss_module
+from tensorscope.hooks.stats import ScalarBuffer, activation_stats, finite_probe, grad_norm
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.watch import Watch
+
+_Tensor = torch.Tensor
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+
+class FlowEntry:
+    """A tensor seen in this step: who produced it, its finite probe, its gradient entry."""
+
+    __slots__ = ("ref", "producer", "node", "finite", "version", "grad", "consumed")
+
+    def __init__(self, t: _Tensor, producer: CallRecord | None, node: str, finite: int | None) -> None:
+        self.ref = weakref.ref(t)
+        self.producer = producer
+        self.node = node
+        self.finite = finite
+        self.version = t._version
+        self.grad: GradEntry | None = None
+        self.consumed = False
+
+
+class GradEntry:
+    """The gradient of one output tensor: which calls it belongs to, its queued norm."""
+
+    __slots__ = ("step", "version", "targets", "norm", "arrived")
+
+    def __init__(self, step: int, version: int) -> None:
+        self.step = step
+        self.version = version
+        self.targets: list[tuple[CallRecord, str]] = []
+        self.norm: int | None = None
+        self.arrived = False
+
+
+class CallSlots:
+    """Per-call bookkeeping that observers do not see."""
+
+    __slots__ = ("in_finite", "out_finite", "stats", "grads", "in_edges", "out_entries",
+                 "in_fns", "out_fns", "pre_exc")
+
+    def __init__(self) -> None:
+        self.in_finite: list[int] = []
+        self.out_finite: list[int] = []
+        self.stats: Any = None
+        self.grads: list[GradEntry] = []
+        self.in_edges: list[tuple[str, str, list[int]]] = []   # (source node, input path, shape)
+        self.out_entries: list[FlowEntry] = []
+        self.in_fns: list[Any] = []
+        self.out_fns: list[Any] = []
+        self.pre_exc: BaseException | None = None
+
+
+class StepBuffer:
+    """Everything recorded during one step (dropped when it ends)."""
+
+    def __init__(self, index: int, stats_step: bool) -> None:
+        self.index = index
+        self.stats_step = stats_step
+        self.calls: list[CallRecord] = []
+        self.buf = ScalarBuffer()
+        self.flow: dict[int, FlowEntry] = {}
+        self.n_inputs = 0
+        self.grad_handles: list[Any] = []
+        self.loss: _Tensor | None = None
+        self.loss_candidates: list[tuple[GradEntry, _Tensor]] = []
+        self.saw_backward = False
+        self.any_grad = False
+        self.roots_called: set[int] = set()
+        self.root_outputs: list[tuple[CallRecord, FlowEntry]] = []
+        self.optimizer_steps = 0
+        self.deferred: list[tuple[int, dict[str, int]]] = []
+        self.param_work: Any = None
+        self.started = time.perf_counter()
+
+
+class Capture:
+    """The hooks and the step state of one watch."""
+
+    def __init__(self, watch: "Watch") -> None:
+        self.watch = watch
+        self.index = watch.index
+        self.mode = watch.mode
+        self.stats_every = max(1, watch.stats_every)
+        self.global_mode = watch.global_hooks
+        self.active = True
+        self.stack: list[CallRecord] = []
+        self.step = StepBuffer(0, self._is_stats_step(0))
+        self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
+        self.optimizers_known = bool(watch.optimizers)
+        self.probe = self.mode != "shapes"
+        self.observers_pre: list[Any] = []
+        self.observers_fwd: list[Any] = []
+        self.observers_grad: list[Any] = []
+        self.observers_exc: list[Any] = []
+        self._last_exc_id = 0
+        self.last_module_error: tuple[int, str, str] | None = None
+        self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
+
+    def _is_stats_step(self, index: int) -> bool:
+        return self.mode == "full" or (self.mode == "default" and index % self.stats_every == 0)
+
+    # ------------------------------------------------------------ forward pre
+    def forward_pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None = None) -> None:
+        """Module forward pre-hook (returns None: inputs unchanged)."""
+        if not self.active or _is_compiling():
+            return None
+        try:
+            self._pre(module, args, kwargs)
+        except Exception as exc:
+            self.watch.internal_error("forward pre-hook", exc)
+        return None
+
+    def _pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None) -> None:
+        stack = self.stack
+        parent = stack[-1] if stack else None
+        loc = self.index.lookup(module)
+        if loc is None:
+            loc = self.watch.resolve_module(module, parent)
+            if loc is None:
+                return
+        if parent is None:
+            self._root_starting(loc[0])
+        step = self.step
+        call = CallRecord(step.index, len(step.calls), loc[0], loc[1], module, parent,
+                          torch.is_grad_enabled())
+        step.calls.append(call)
+        if call.grad_enabled:
+            step.any_grad = True
+        slots = call.slot = CallSlots()
+        slots.pre_exc = sys.exc_info()[1]
+        call.inputs = inputs = flatten_args(args, kwargs)
+        self._track_inputs(call, slots, inputs, step)
+        stack.append(call)
+        for obs in self.observers_pre:
+            self.watch.notify(obs, "on_forward_pre", call)
+        if self.watch.gate.armed:
+            self.watch.gate_forward_pre(call)
+
+    def _track_inputs(self, call: CallRecord, slots: CallSlots, inputs: list, step: StepBuffer) -> None:
+        metas = call.in_meta
+        flow = step.flow
+        for path, v in inputs:
+            m = meta(path, v)
+            metas.append(m)
+            if not isinstance(v, _Tensor):
+                continue
+            ent = flow.get(id(v))
+            if ent is None or ent.ref() is not v:
+                ent = self._new_input(v, step)
+            elif ent.version != v._version and self.probe:
+                ent.finite, ent.version = finite_probe(v, step.buf), v._version
+            ent.consumed = True
+            slots.in_edges.append((ent.node, path, m["shape"]))
+            if ent.finite is not None:
+                slots.in_finite.append(ent.finite)
+            fn = v.grad_fn
+            if fn is not None:
+                slots.in_fns.append(fn)
+            if call.mem_before is None and v.is_cuda:
+                call.mem_before = torch.cuda.memory_allocated(v.device)
+
+    def _new_input(self, v: _Tensor, step: StepBuffer) -> FlowEntry:
+        probe = None
+        if self.probe:
+            with torch.no_grad():
+                probe = finite_probe(v, step.buf)
+        ent = FlowEntry(v, None, f"in{step.n_inputs}", probe)
+        step.n_inputs += 1
+        step.flow[id(v)] = ent
+        return ent
+
+    def _root_starting(self, rid: int) -> None:
+        step = self.step
+        if step.calls and not self.explicit_steps and not self.optimizers_known and (
+                rid in step.roots_called or step.saw_backward):
+            self.end_step("train" if step.saw_backward else "inference")
+            step = self.step
+        if self.stack:  # left behind by an interrupted forward (KeyboardInterrupt)
+            self.stack.clear()
+        step.roots_called.add(rid)
+        if not step.calls:
+            self.watch.step_beginning(step.index)
+
+    # ---------------------------------------------------------------- forward
+    def forward(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
+        """Module forward hook, also called when the forward raised (``always_call``)."""
+        if not self.active or _is_compiling():
+            return None
+        try:
+            self._post(module, rest[-1] if rest else None, rest[0] if len(rest) == 2 else None)
+        except Exception as exc:
+            self.watch.internal_error("forward hook", exc)
+        return None
+
+    def _post(self, module: torch.nn.Module, result: Any, kwargs: dict | None) -> None:
+        stack = self.stack
+        if not stack:
+            return
+        call = stack[-1]
+        if call.module is not module:
+            call = next((c for c in reversed(stack) if c.module is module), None)
+            if call is None:
+                return
+        if result is None:
+            exc = sys.exc_info()[1]
+            if exc is not None and exc is not call.slot.pre_exc:
+                self._raised(call, exc)
+                return
+        while stack and stack.pop() is not call:
+            pass
+        if kwargs and self.global_mode:  # the global pre-hook cannot see keyword inputs
+            late = flatten_args((), kwargs)
+            call.inputs = call.inputs + late
+            self._track_inputs(call, call.slot, late, self.step)
+        call.outputs = outputs = flatten(result, "out")
+        self._track_outputs(call, call.slot, outputs, self.step)
+        if call.mem_before is not None:
+            call.mem_delta = self._mem_delta(call)
+        call.finished = True
+        for obs in self.observers_fwd:
+            self.watch.notify(obs, "on_forward", call)
+        if self.watch.gate.armed:
+            self.watch.gate_forward(call)
+        if call.parent is None:
+            self._root_finished(call)
+        if not call.grad_enabled:  # nothing will need them: free inference activations now
+            call.inputs = call.outputs = []
+
+    def _mem_delta(self, call: CallRecord) -> int | None:
+        for _, v in call.inputs:
+            if isinstance(v, _Tensor) and v.is_cuda:
+                return torch.cuda.memory_allocated(v.device) - call.mem_before
+        return None
+
+    def _track_outputs(self, call: CallRecord, slots: CallSlots, outputs: list, step: StepBuffer) -> None:
+        metas = call.out_meta
+        flow = step.flow
+        want_stats = step.stats_step
+        grads = call.grad_enabled and (self.probe or call.parent is None)
+        with torch.no_grad():
+            for path, v in outputs:
+                metas.append(meta(path, v))
+                if not isinstance(v, _Tensor):
+                    continue
+                ent = self._output_entry(call, v, flow, step)
+                slots.out_entries.append(ent)
+                if ent.finite is not None:
+                    slots.out_finite.append(ent.finite)
+                if want_stats and slots.stats is None and (v.is_floating_point() or v.is_complex()):
+                    slots.stats = activation_stats(v, step.buf, self.mode == "full", ent.finite)
+                if grads and v.requires_grad:
+                    self._watch_grad(call, path, v, ent, step)
+                fn = v.grad_fn
+                if fn is not None:
+                    slots.out_fns.append(fn)
+
+    def _output_entry(self, call: CallRecord, v: _Tensor, flow: dict, step: StepBuffer) -> FlowEntry:
+        ent = flow.get(id(v))
+        if ent is not None and ent.ref() is v and _inside(ent.producer, call):
+            if ent.version != v._version and self.probe:  # modified in place since
+                ent.finite, ent.version = finite_probe(v, step.buf), v._version
+            return ent
+        ent = FlowEntry(v, call, f"c{call.index}", finite_probe(v, step.buf) if self.probe else None)
+        flow[id(v)] = ent
+        return ent
+
+    def _watch_grad(self, call: CallRecord, path: str, v: _Tensor, ent: FlowEntry,
+                    step: StepBuffer) -> None:
+        g = ent.grad
+        if g is None or g.version != v._version:
+            g = ent.grad = GradEntry(step.index, v._version)
+            step.grad_handles.append(v.register_hook(partial(self.on_grad, g)))
+        g.targets.append((call, path))
+        call.slot.grads.append(g)
+
+    # --------------------------------------------------------------- backward
+    def on_grad(self, entry: GradEntry, grad: _Tensor) -> None:
+        """``Tensor.register_hook`` callback (autograd's thread; never changes the gradient)."""
+        step = self.step
+        if not self.active or entry.step != step.index:
+            return None
+        try:
+            if self.probe:
+                with torch.no_grad():
+                    entry.norm = grad_norm(grad, step.buf)
+            entry.arrived = step.saw_backward = True
+            if self.observers_grad or self.watch.gate.armed:
+                for call, path in entry.targets:
+                    self.watch.output_grad(call, path, grad)
+        except Exception as exc:
+            self.watch.internal_error("gradient hook", exc)
+        return None
+
+    # ------------------------------------------------------------- root calls
+    def _root_finished(self, call: CallRecord) -> None:
+        step = self.step
+        for ent in call.slot.out_entries:
+            ent.consumed = False
+            step.root_outputs.append((call, ent))
+        self._note_loss(call, step)
+        if (not self.explicit_steps and not call.grad_enabled and not step.any_grad
+                and not step.saw_backward):
+            self.end_step("inference")
+
+    def _note_loss(self, call: CallRecord, step: StepBuffer) -> None:
+        scalars = [(p, v) for p, v in call.outputs
+                   if isinstance(v, _Tensor) and v.numel() == 1 and v.is_floating_point()]
+        if not scalars:
+            return
+        if is_loss_module(call.module):
+            step.loss = scalars[0][1].detach()
+            return
+        for path, v in scalars:
+            ent = step.flow.get(id(v))
+            if ent is not None and ent.grad is not None:
+                step.loss_candidates.append((ent.grad, v.detach()))
+
+    # ------------------------------------------------------------- exceptions
+    def _raised(self, call: CallRecord, exc: BaseException) -> None:
+        stack = self.stack
+        while stack and stack.pop() is not call:
+            pass
+        call.finished = call.raised = True
+        first = id(exc) != self._last_exc_id
+        if first:
+            self._last_exc_id = id(exc)
+            self.last_module_error = (call.root, call.path, type(exc).__name__)
+        self.watch.module_raised(call, exc, first)
+        call.inputs = call.outputs = []
+
+    # ------------------------------------------------------------------ steps
+    def mark_explicit(self) -> None:
+        """``Watch.step()`` was called: boundaries come from the user from now on."""
+        self.explicit_steps = True
+
+    def end_step(self, kind: str) -> None:
+        """Finish the current step (if anything happened in it) and start the next."""
+        step = self.step
+        if not step.calls and not step.optimizer_steps:
+            return
+        if self.stack:
+            self.stack.clear()
+        self.step = StepBuffer(step.index + 1, self._is_stats_step(step.index + 1))
+        self._last_exc_id = 0
+        try:
+            self.on_step_end(step, kind)
+        finally:
+            for h in step.grad_handles:
+                h.remove()
+            for call in step.calls:
+                call.drop_tensors()
+
+    def close(self) -> None:
+        """Stop capturing (handles are removed by the watch)."""
+        self.active = False
+        self.stack.clear()
+
+
+def _inside(producer: CallRecord | None, call: CallRecord) -> bool:
+    """Whether ``producer`` ran inside ``call`` (so it stays the innermost producer)."""
+    while producer is not None:
+        producer = producer.parent
+        if producer is call:
+            return True
+    return False

@@ -1,0 +1,75 @@
+"""The module dataflow graph of a step.
+
+Nodes are the step's module calls (``c<index>``), the graph inputs
+(``in<k>``: tensors no call produced) and the graph outputs (``out<k>``:
+root outputs no later call consumed). An edge runs from the call that
+produced a tensor to every call that consumed it; tensors are tracked by
+identity during the step (``capture.FlowEntry``). A container that returns
+its child's output leaves the child as the producer, so consumers link to the
+innermost call; ``parent`` on each call node gives the nesting.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.capture import StepBuffer
+    from tensorscope.hooks.observer import CallRecord
+
+
+def _primary(metas: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for m in metas:
+        if m["kind"] == "tensor":
+            return m
+    return None
+
+
+def _call_node(call: "CallRecord") -> dict[str, Any]:
+    out = _primary(call.out_meta) or {}
+    return {"id": f"c{call.index}", "kind": "call", "label": call.type, "root": call.root,
+            "path": call.path, "call": call.index,
+            "parent": None if call.parent is None else f"c{call.parent.index}",
+            "shape": out.get("shape"), "dtype": out.get("dtype", ""),
+            "device": out.get("device", "")}
+
+
+def module_graph(step: "StepBuffer") -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """Nodes and edges of the step's dataflow graph."""
+    nodes: list[dict[str, Any]] = []
+    edges: list[list[Any]] = []
+    inputs: dict[str, dict[str, Any]] = {}
+    for call in step.calls:
+        nodes.append(_call_node(call))
+        if call.slot is None:
+            continue
+        metas = {m["path"]: m for m in call.in_meta}
+        for src, path, shape in call.slot.in_edges:
+            if src.startswith("in") and src not in inputs:
+                m = metas.get(path, {})
+                inputs[src] = {"id": src, "kind": "input", "label": path, "root": call.root,
+                               "path": call.path, "call": None, "parent": None,
+                               "shape": shape, "dtype": m.get("dtype", ""),
+                               "device": m.get("device", "")}
+            edges.append([src, f"c{call.index}", shape])
+    k = 0
+    for call, ent in step.root_outputs:
+        if ent.consumed:
+            continue
+        ref = ent.ref()
+        shape = list(ref.shape) if ref is not None else None
+        out_id = f"out{k}"
+        k += 1
+        nodes.append({"id": out_id, "kind": "output", "label": "output", "root": call.root,
+                      "path": call.path, "call": call.index, "parent": None, "shape": shape,
+                      "dtype": "", "device": ""})
+        edges.append([ent.node, out_id, shape])
+    return list(inputs.values()) + nodes, edges
+
+
+def structure_hash(nodes: list[dict[str, Any]], edges: list[list[Any]]) -> str:
+    """A short stable hash of a graph's structure."""
+    h = hashlib.blake2b(digest_size=12)
+    h.update(repr(nodes).encode())
+    h.update(repr(edges).encode())
+    return h.hexdigest()

@@ -1,0 +1,90 @@
+"""Flatten nested module inputs and outputs into readable paths.
+
+``flatten(((x, None), {"logits": y}), "out")`` gives
+``[("out[0][0]", x), ("out[0][1]", None), ('out[1]["logits"]', y)]``.
+Tuples, lists, dicts, namedtuples (``out.hidden``) and dataclasses
+(``out.loss``) are walked; anything else is a leaf. ``meta`` turns a leaf
+into a TensorMeta dict (non-tensors are summarised by type).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from tensorscope.events import tensor_meta
+
+MAX_DEPTH = 6
+MAX_ITEMS = 64
+
+_Tensor = torch.Tensor
+
+
+def flatten(obj: Any, prefix: str) -> list[tuple[str, Any]]:
+    """Leaves of ``obj`` with their paths (at most ``MAX_ITEMS`` per container)."""
+    if type(obj) is _Tensor or isinstance(obj, _Tensor):
+        return [(prefix, obj)]
+    out: list[tuple[str, Any]] = []
+    _walk(obj, prefix, out, 0)
+    return out
+
+
+def flatten_args(args: tuple, kwargs: dict | None) -> list[tuple[str, Any]]:
+    """Positional inputs as ``in[i]``, keyword inputs as ``in["name"]``."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], _Tensor):
+        return [("in[0]", args[0])]
+    out: list[tuple[str, Any]] = []
+    for i, a in enumerate(args[:MAX_ITEMS]):
+        _walk(a, f"in[{i}]", out, 1)
+    if kwargs:
+        for k, v in list(kwargs.items())[:MAX_ITEMS]:
+            _walk(v, f'in["{k}"]', out, 1)
+    return out
+
+
+def _walk(obj: Any, path: str, out: list[tuple[str, Any]], depth: int) -> None:
+    if isinstance(obj, _Tensor) or depth >= MAX_DEPTH:
+        out.append((path, obj))
+    elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
+        for name in obj._fields[:MAX_ITEMS]:
+            _walk(getattr(obj, name), f"{path}.{name}", out, depth + 1)
+    elif isinstance(obj, (tuple, list)):
+        for i, item in enumerate(obj[:MAX_ITEMS]):
+            _walk(item, f"{path}[{i}]", out, depth + 1)
+    elif isinstance(obj, dict):
+        for k, v in list(obj.items())[:MAX_ITEMS]:
+            key = f'"{k}"' if isinstance(k, str) else str(k)
+            _walk(v, f"{path}[{key}]", out, depth + 1)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj)[:MAX_ITEMS]:
+            _walk(getattr(obj, f.name, None), f"{path}.{f.name}", out, depth + 1)
+    else:
+        out.append((path, obj))
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"``."""
+    return str(dtype).rpartition(".")[2]
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def meta(path: str, value: Any) -> dict[str, Any]:
+    """TensorMeta of one leaf: full metadata for tensors, the type otherwise."""
+    if isinstance(value, _Tensor):
+        dt = value.dtype
+        name = _DTYPE_NAMES.get(dt)
+        if name is None:
+            name = _DTYPE_NAMES[dt] = dtype_name(dt)
+        n = value.numel()
+        return {
+            "path": path, "kind": "tensor", "shape": list(value.shape), "dtype": name,
+            "device": str(value.device), "requires_grad": value.requires_grad,
+            "contiguous": value.is_contiguous(), "numel": n,
+            "bytes": n * value.element_size(),
+        }
+    if value is None:
+        return tensor_meta(path, kind="none", dtype="NoneType")
+    return tensor_meta(path, kind="object", dtype=type(value).__name__)

@@ -1,0 +1,151 @@
+"""Per-parameter numbers of a training step: gradient norm, norm, update ratio.
+
+Norms are taken with ``torch._foreach_norm`` (one fused call per list) and
+queued in the step's ``ScalarBuffer`` as vectors. The update-to-weight ratio
+``||p_after - p_before|| / ||p_after||`` needs a copy of the parameters
+before the optimizer steps, so it is taken on statistics steps only.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.capture import StepBuffer
+    from tensorscope.hooks.registry import ModelIndex
+
+_foreach_norm = getattr(torch, "_foreach_norm", None)
+
+
+def _norms(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """Norms of ``tensors`` as one vector on the first tensor's device (float32)."""
+    if not tensors:
+        return None
+    if _foreach_norm is not None:
+        try:
+            norms = _foreach_norm(tensors)
+        except RuntimeError:  # mixed devices/dtypes on an old torch: one by one
+            norms = [torch.linalg.vector_norm(t) for t in tensors]
+    else:
+        norms = [torch.linalg.vector_norm(t) for t in tensors]
+    device = tensors[0].device
+    return torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])
+
+
+class ParamWork:
+    """The queued parameter numbers of one step."""
+
+    __slots__ = ("rows", "norm_at", "grad_at", "grad_index", "update_at", "update_index", "snapshots")
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.norm_at: int | None = None
+        self.grad_at: int | None = None
+        self.grad_index: list[int] = []      # rows with a gradient, in queue order
+        self.update_at: int | None = None
+        self.update_index: list[int] = []
+        self.snapshots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+class ParamTracker:
+    """Collects parameter numbers for the watch's roots and optimizers."""
+
+    def __init__(self, index: "ModelIndex", optimizers: list[Any]) -> None:
+        self.index = index
+        self.optimizers = optimizers
+
+    def _work(self, step: "StepBuffer") -> ParamWork:
+        if step.param_work is None:
+            step.param_work = ParamWork()
+        return step.param_work
+
+    def before_optimizer_step(self, optimizer: Any, step: "StepBuffer") -> None:
+        """Copy the optimizer's parameters (statistics steps only)."""
+        if not step.stats_step:
+            return
+        work = self._work(step)
+        params = [p for g in optimizer.param_groups for p in g["params"]
+                  if p.grad is not None and id(p) not in work.snapshots]
+        if not params:
+            return
+        with torch.no_grad():
+            copies = torch._foreach_mul(params, 1.0) if hasattr(torch, "_foreach_mul") \
+                else [p.detach().clone() for p in params]
+        for p, c in zip(params, copies):
+            work.snapshots[id(p)] = (p, c)
+
+    def queue(self, step: "StepBuffer") -> None:
+        """Queue norms, gradient norms and updates of every known parameter."""
+        work = self._work(step)
+        rows, tensors = self._rows()
+        work.rows = rows
+        with torch.no_grad():
+            norms = _norms([t.detach() for t in tensors])
+            if norms is not None:
+                work.norm_at = step.buf.add(norms)
+            with_grad = [i for i, t in enumerate(tensors) if t.grad is not None]
+            grads = _norms([tensors[i].grad.detach() for i in with_grad])
+            if grads is not None:
+                work.grad_at, work.grad_index = step.buf.add(grads), with_grad
+            self._queue_updates(work, tensors, step)
+
+    def _queue_updates(self, work: ParamWork, tensors: list[torch.Tensor], step: "StepBuffer") -> None:
+        if not work.snapshots:
+            return
+        index, diffs = [], []
+        for i, t in enumerate(tensors):
+            snap = work.snapshots.get(id(t))
+            if snap is not None and snap[0] is t:
+                index.append(i)
+                diffs.append(t.detach() - snap[1])
+        work.snapshots = {}
+        norms = _norms(diffs)
+        if norms is not None:
+            work.update_at, work.update_index = step.buf.add(norms), index
+
+    def _rows(self) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
+        in_opt: dict[int, str] = {}
+        for k, opt in enumerate(self.optimizers):
+            for g, group in enumerate(opt.param_groups):
+                for i, p in enumerate(group["params"]):
+                    in_opt.setdefault(id(p), f"optimizer{k}.group{g}.param{i}")
+        rows, tensors, seen = [], [], set()
+        for rid, mpath, name, p in self.index.parameters():
+            seen.add(id(p))
+            rows.append(_row(name, rid, mpath, p, id(p) in in_opt))
+            tensors.append(p)
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        rows.append(_row(in_opt[id(p)], None, "", p, True))
+                        tensors.append(p)
+        return rows, tensors
+
+    @staticmethod
+    def finish(work: ParamWork | None, values: list[float]) -> list[dict[str, Any]]:
+        """Fill the rows with the flushed values."""
+        if work is None:
+            return []
+        rows = work.rows
+        if work.norm_at is not None:
+            for i, row in enumerate(rows):
+                row["norm"] = values[work.norm_at + i]
+        if work.grad_at is not None:
+            for j, i in enumerate(work.grad_index):
+                rows[i]["grad_norm"] = values[work.grad_at + j]
+        if work.update_at is not None:
+            for j, i in enumerate(work.update_index):
+                norm = rows[i]["norm"]
+                d = values[work.update_at + j]
+                rows[i]["update_ratio"] = d / norm if norm and math.isfinite(norm) else None
+        return rows
+
+
+def _row(name: str, root: int | None, module: str, p: torch.Tensor, in_opt: bool) -> dict[str, Any]:
+    return {"name": name, "root": root, "module": module, "shape": list(p.shape),
+            "grad_norm": None, "norm": None, "update_ratio": None,
+            "in_optimizer": in_opt, "requires_grad": p.requires_grad}

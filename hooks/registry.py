@@ -1,0 +1,174 @@
+"""Roots, module paths and parameter names (training thread).
+
+A root is a module called while no instrumented forward is active (or one
+given to ``watch``). Its submodules are named by its ``named_modules()``
+paths and its parameters by ``named_parameters()``; the root itself is
+``""``. A ``ModelIndex`` holds these names for the life of a watch and
+forgets everything on ``clear``.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Iterable
+
+from torch import nn
+
+_LOSS_MODULE = "torch.nn.modules.loss"
+
+
+def is_loss_module(module: nn.Module) -> bool:
+    """True for the loss classes of ``torch.nn`` (and their subclasses)."""
+    for cls in type(module).__mro__:
+        if cls.__module__ == _LOSS_MODULE:
+            return True
+    return False
+
+
+def describe(module: nn.Module, arrow: str = "→") -> str:
+    """A short configuration: ``Linear(784→128)``, ``Conv2d(3→16, k=3, s=1)``."""
+    name = type(module).__name__
+    inner = _config(module, arrow)
+    return f"{name}({inner})" if inner else name
+
+
+def describe_plain(module: nn.Module) -> str:
+    """``Linear 1568->64`` (ASCII, for messages)."""
+    name = type(module).__name__
+    inner = _config(module, "->")
+    return f"{name} {inner}" if inner else name
+
+
+def _config(module: nn.Module, arrow: str) -> str:
+    d = module.__dict__
+    if "in_features" in d and "out_features" in d:
+        return f"{d['in_features']}{arrow}{d['out_features']}"
+    if "in_channels" in d and "out_channels" in d:
+        k = d.get("kernel_size")
+        k = k[0] if isinstance(k, tuple) and len(set(k)) == 1 else k
+        s = d.get("stride")
+        s = s[0] if isinstance(s, tuple) and len(set(s)) == 1 else s
+        return f"{d['in_channels']}{arrow}{d['out_channels']}, k={k}, s={s}"
+    if "num_embeddings" in d and "embedding_dim" in d:
+        return f"{d['num_embeddings']}{arrow}{d['embedding_dim']}"
+    try:
+        extra = module.extra_repr()
+    except Exception as exc:  # a user's extra_repr may fail: say so, do not break training
+        extra = f"<extra_repr failed: {type(exc).__name__}>"
+    return extra if len(extra) <= 60 else extra[:57] + "..."
+
+
+def _count(params: Iterable[nn.Parameter]) -> tuple[int, int]:
+    total = trainable = 0
+    for p in params:
+        n = p.numel()
+        total += n
+        if p.requires_grad:
+            trainable += n
+    return total, trainable
+
+
+class ModelIndex:
+    """Names of roots, modules and parameters."""
+
+    def __init__(self) -> None:
+        self.roots: list[nn.Module] = []
+        self.root_names: list[str] = []
+        self._paths: dict[nn.Module, tuple[int, str]] = {}
+        self._params: dict[int, tuple[int, str, str, nn.Parameter]] = {}
+        self._aliases: "weakref.WeakKeyDictionary[nn.Module, tuple[int, str]]" = \
+            weakref.WeakKeyDictionary()
+        self.version = 0  # bumped whenever the tree grows
+
+    def add_root(self, module: nn.Module, name: str | None = None) -> int:
+        """Register ``module`` as a new root; returns its root id."""
+        rid = len(self.roots)
+        self.roots.append(module)
+        base = name or type(module).__name__
+        taken = set(self.root_names)
+        label, k = base, 2
+        while label in taken:
+            label, k = f"{base}#{k}", k + 1
+        self.root_names.append(label)
+        self._index_root(rid)
+        return rid
+
+    def _index_root(self, rid: int) -> None:
+        root = self.roots[rid]
+        for path, mod in root.named_modules():
+            self._paths.setdefault(mod, (rid, path))
+        for mpath, mod in root.named_modules():
+            for pname, p in mod.named_parameters(recurse=False):
+                full = f"{mpath}.{pname}" if mpath else pname
+                self._params.setdefault(id(p), (rid, mpath, full, p))
+        self.version += 1
+
+    def refresh(self, rid: int) -> None:
+        """Re-read a root's modules (a submodule was added after attach)."""
+        self._index_root(rid)
+
+    def lookup(self, module: nn.Module) -> tuple[int, str] | None:
+        """``(root, path)`` or None."""
+        loc = self._paths.get(module)
+        if loc is None and self._aliases:
+            loc = self._aliases.get(module)
+        return loc
+
+    def find_equal_root(self, module: nn.Module) -> int | None:
+        """A parameterless root of the same type and configuration as ``module``.
+
+        A script that builds ``nn.CrossEntropyLoss()`` anew every step calls a
+        new object each time; it is the same root for the user.
+        """
+        if next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
+            return None
+        config = describe(module)
+        for rid, root in enumerate(self.roots):
+            if type(root) is type(module) and next(root.parameters(), None) is None \
+                    and describe(root) == config:
+                return rid
+        return None
+
+    def alias(self, module: nn.Module, rid: int) -> None:
+        """Name ``module`` as root ``rid`` without keeping it alive."""
+        self._aliases[module] = (rid, "")
+
+    def is_loss_root(self, rid: int) -> bool:
+        """Whether root ``rid`` is a loss module."""
+        return 0 <= rid < len(self.roots) and is_loss_module(self.roots[rid])
+
+    def param_name(self, param: Any) -> tuple[int, str, str] | None:
+        """``(root, module path, parameter name)`` or None."""
+        hit = self._params.get(id(param))
+        if hit is None or hit[3] is not param:
+            return None
+        return hit[0], hit[1], hit[2]
+
+    def parameters(self) -> list[tuple[int, str, str, nn.Parameter]]:
+        """Every known parameter as ``(root, module path, name, param)``."""
+        return list(self._params.values())
+
+    def clear(self) -> None:
+        """Forget every module and parameter."""
+        self.roots.clear()
+        self.root_names.clear()
+        self._paths.clear()
+        self._params.clear()
+        self._aliases.clear()
+
+    def tree(self) -> list[dict[str, Any]]:
+        """The ``ModuleTree.roots`` payload."""
+        return [self._root_tree(rid) for rid in range(len(self.roots))]
+
+    def _root_tree(self, rid: int) -> dict[str, Any]:
+        root = self.roots[rid]
+        modules = []
+        for path, mod in root.named_modules():
+            total, trainable = _count(mod.parameters())
+            prefix = f"{path}." if path else ""
+            children = [prefix + n for n, _ in mod.named_children()]
+            modules.append({"path": path, "type": type(mod).__name__, "params": total,
+                            "trainable": trainable, "config": describe(mod),
+                            "training": mod.training, "children": children})
+        total, _ = _count(root.parameters())
+        return {"root": rid, "name": self.root_names[rid], "type": type(root).__name__,
+                "params": total, "modules": modules}

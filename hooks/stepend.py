@@ -1,0 +1,91 @@
+"""Finishing a step: the one host transfer, then digests and the summary.
+
+Runs on the training thread when a step ends (optimizer step, ``Watch.step``
+or an automatic boundary). Everything queued during the step, activation
+statistics, finite probes, gradient norms, parameter norms, the loss and the
+observers' deferred values, comes over in one ``ScalarBuffer.flush``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from tensorscope.events import CallDigest, StepSummary
+from tensorscope.hooks.observer import CallRecord, StepRecord
+from tensorscope.hooks.params import ParamTracker
+from tensorscope.hooks.stats import stats_from
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.capture import StepBuffer
+
+
+def _finite(values: list[float], handles: list[int]) -> bool:
+    for h in handles:
+        if not math.isfinite(values[h]):
+            return False
+    return True
+
+
+def _grad_norm(call: CallRecord, values: list[float]) -> float | None:
+    grads = call.slot.grads if call.slot is not None else ()
+    total, seen = 0.0, False
+    done: set[int] = set()
+    for g in grads:
+        if g.norm is None or id(g) in done:
+            continue
+        done.add(id(g))
+        n = values[g.norm]
+        total += n * n
+        seen = True
+    return math.sqrt(total) if seen else None
+
+
+def digest(call: CallRecord, values: list[float], rank: int) -> CallDigest:
+    """The complete digest of one call, from the flushed values."""
+    slots = call.slot
+    gn = _grad_norm(call, values)
+    return CallDigest(
+        step=call.step, rank=rank, index=call.index, root=call.root, path=call.path,
+        type=call.type, inputs=call.in_meta, outputs=call.out_meta,
+        stats=stats_from(slots.stats, values) if slots is not None and slots.stats else None,
+        grad_norm=gn,
+        finite=_finite(values, slots.out_finite) if slots is not None else True,
+        inputs_finite=_finite(values, slots.in_finite) if slots is not None else True,
+        grad_finite=gn is None or math.isfinite(gn),
+        mem_delta=call.mem_delta, training=call.training, grad_enabled=call.grad_enabled)
+
+
+def queue_loss(step: "StepBuffer") -> int | None:
+    """Queue the step's loss: the last loss-module output, else the last scalar
+    root output that backward ran through."""
+    loss = step.loss
+    if loss is None:
+        for entry, value in reversed(step.loss_candidates):
+            if entry.arrived:
+                loss = value
+                break
+    if loss is None:
+        return None
+    return step.buf.add(loss.reshape(()))
+
+
+def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int,
+           memory: int | None) -> StepRecord:
+    """Flush the step's values and build its digests, summary and record."""
+    if params is not None:
+        params.queue(step)
+    loss_at = queue_loss(step)
+    values = step.buf.flush()
+    digests = [digest(call, values, rank) for call in step.calls]
+    rows = ParamTracker.finish(step.param_work, values)
+    grads = [r["grad_norm"] for r in rows if r["grad_norm"] is not None]
+    summary = StepSummary(
+        step=step.index, rank=rank, kind=kind,
+        loss=values[loss_at] if loss_at is not None else None,
+        duration=time.perf_counter() - step.started, calls=len(step.calls),
+        grad_norm=math.sqrt(sum(g * g for g in grads)) if grads else None,
+        params=rows, memory=memory, time=time.time())
+    deferred: dict[int, dict[str, Any]] = {
+        handle: {k: values[i] for k, i in names.items()} for handle, names in step.deferred}
+    return StepRecord(step.index, kind, digests, summary, step.calls, deferred)

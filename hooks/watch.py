@@ -1,0 +1,409 @@
+"""``Watch``: attach TensorScope to models and optimizers, detach cleanly.
+
+    with tensorscope.watch(model, optimizer, mode="default") as w:
+        train()
+
+A watch owns every hook handle it registers (per module, or global ones for
+``tensorscope run``), a ``Session`` that fans events out to sinks (the JSON
+report, the recording, the live GUI link), the step debugger's ``Gate`` and
+the diagnostics observers. ``close()`` flushes the last step and removes
+every handle: the modules' hook dicts are as they were before.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from tensorscope.events import Bye, ExceptionRaised, Hello, ModuleTree
+from tensorscope.hooks.capture import Capture, StepBuffer
+from tensorscope.hooks.gate import Gate
+from tensorscope.hooks.observer import CallRecord, Observer
+from tensorscope.hooks.params import ParamTracker
+from tensorscope.hooks.registry import ModelIndex
+from tensorscope.hooks.watch_events import StepEmitter, exception_message
+from tensorscope.session import Session
+
+MODES = ("shapes", "default", "full")
+
+
+def _as_list(obj: Any) -> list[Any]:
+    if obj is None:
+        return []
+    return list(obj) if isinstance(obj, (list, tuple)) else [obj]
+
+
+def current_rank() -> int:
+    """``torch.distributed.get_rank()`` when initialised, else 0."""
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return 0
+
+
+class Watch:
+    """Instruments ``model`` (a module or a list) and ``optimizer`` (one or a list).
+
+    ``mode``: ``"shapes"`` (metadata and graphs), ``"default"`` (plus finite
+    checks and gradient norms every step, statistics every ``stats_every``
+    steps on a bounded sample) or ``"full"`` (exact statistics on every
+    activation every step). ``report`` writes the JSON report on close;
+    ``record``/``listen``/``connect`` start the live links. ``global_hooks``
+    instruments every module and optimizer of the process (``tensorscope run``).
+    """
+
+    def __init__(self, model: Any, optimizer: Any = None, *, mode: str = "default",
+                 stats_every: int = 10, record: str | None = None,
+                 listen: str | int | None = None, wait: bool = False,
+                 allow_remote: bool = False, connect: bool | str = True,
+                 report: str | None = None, break_on: Sequence[str] | str = (),
+                 name: str | None = None, global_hooks: bool = False,
+                 script: str | None = None, argv: Sequence[str] | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode = mode
+        self.stats_every = max(1, int(stats_every))
+        self.global_hooks = global_hooks
+        self.optimizers: list[Any] = _as_list(optimizer)
+        self.index = ModelIndex()
+        self.rank = current_rank()
+        self.session = Session()
+        self.gate = Gate(self.session, self.rank)
+        self.capture = Capture(self)
+        self.params = ParamTracker(self.index, self.optimizers)
+        self.emitter = StepEmitter(self)
+        self.capture.on_step_end = self.emitter.step_ended
+        self._handles: list[Any] = []
+        self._hooked: set[int] = set()
+        self._observers: list[Observer] = []
+        self._errors: set[str] = set()
+        self._compiled_warned = False
+        self._live: Any = None
+        self._report: Any = None
+        self.closed = False
+        if report:
+            from tensorscope.report import ReportBuilder
+
+            self._report = ReportBuilder(report)
+            self.session.add_sink(self._report)
+        if record or listen not in (None, "") or connect:
+            from tensorscope.live import start_live
+
+            self._live = start_live(self.session, self.gate, record=record, listen=listen,
+                                    wait=wait, allow_remote=allow_remote, connect=connect,
+                                    rank=self.rank)
+        self._hello(name, script, argv)
+        self._attach(model)
+        self._set_breakpoints(break_on)
+        self._install_diagnostics()
+
+    # ------------------------------------------------------------- attach
+    def _install_diagnostics(self) -> None:
+        spec = importlib.util.find_spec("tensorscope.hooks.diagnostics")
+        if spec is None or spec.origin in (None, "namespace"):  # not written yet
+            return
+        from tensorscope.hooks.diagnostics import default_observers
+
+        for obs in default_observers(self.mode):
+            self.add_observer(obs)
+
+    def _hello(self, name: str | None, script: str | None, argv: Sequence[str] | None) -> None:
+        devices = ["cpu"]
+        if torch.cuda.is_available():
+            devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        script = script or name or os.path.basename(sys.argv[0] or "python")
+        self.session.emit(Hello(script=script, argv=list(argv if argv is not None else sys.argv[1:]),
+                                pid=os.getpid(), torch=torch.__version__, devices=devices,
+                                rank=self.rank, mode=self.mode, started_at=time.time()))
+
+    def _attach(self, model: Any) -> None:
+        cap = self.capture
+        for root in _as_list(model):
+            if not isinstance(root, nn.Module):
+                raise TypeError(f"watch() takes nn.Module objects, not {type(root).__name__}")
+            self._add_root(root)
+            for _, mod in root.named_modules():
+                if id(mod) in self._hooked:
+                    continue
+                self._hooked.add(id(mod))
+                self._handles.append(mod.register_forward_pre_hook(cap.forward_pre, with_kwargs=True))
+                self._handles.append(mod.register_forward_hook(cap.forward, with_kwargs=True,
+                                                               always_call=True))
+        for opt in self.optimizers:
+            self._handles.append(opt.register_step_pre_hook(self.optimizer_pre))
+            self._handles.append(opt.register_step_post_hook(self.optimizer_post))
+        if self.global_hooks:
+            from tensorscope.hooks.global_hooks import install
+
+            self._handles += install(cap, self.optimizer_pre, self.optimizer_post)
+
+    def _add_root(self, module: nn.Module) -> int:
+        rid = self.index.add_root(module)
+        self.session.emit(ModuleTree(roots=self.index.tree()))
+        if hasattr(module, "_orig_mod") and not self._compiled_warned:
+            self._compiled_warned = True
+            msg = (f"{self.index.root_names[rid]} is compiled with torch.compile: TensorScope sees "
+                   f"only its inputs and outputs, not the modules inside the compiled graph; "
+                   f"run without torch.compile to capture every module")
+            print(f"tensorscope: warning: {msg}", file=sys.stderr)
+            self.emit_finding("compiled", "warning", "forward", rid, "", msg)
+        return rid
+
+    def resolve_module(self, module: nn.Module, parent: CallRecord | None) -> tuple[int, str] | None:
+        """Name a module the index does not know (training thread).
+
+        Called inside an instrumented forward: re-read that root (a submodule
+        added late), else name it ``<parent path>~<Type>``. Called at top
+        level (``tensorscope run``): a new root, or an alias of an equal
+        parameterless root (a loss module created every step).
+        """
+        if parent is not None:
+            self.index.refresh(parent.root)
+            loc = self.index.lookup(module)
+            if loc is not None:
+                return loc
+            prefix = f"{parent.path}~" if parent.path else "~"
+            return parent.root, prefix + type(module).__name__
+        if not self.global_hooks:
+            return None
+        alias = self.index.find_equal_root(module)
+        if alias is not None:
+            self.index.alias(module, alias)
+            return alias, ""
+        return self._add_root(module), ""
+
+    def add_observer(self, obs: Observer) -> None:
+        """Attach a diagnostics observer (it sees calls from now on)."""
+        self._observers.append(obs)
+        cap = self.capture
+        for method, bucket in (("on_forward_pre", cap.observers_pre),
+                               ("on_forward", cap.observers_fwd),
+                               ("on_output_grad", cap.observers_grad),
+                               ("on_exception", cap.observers_exc)):
+            if getattr(type(obs), method, None) is not getattr(Observer, method):
+                bucket.append(obs)
+        self.notify(obs, "on_attach", self)
+
+    def _set_breakpoints(self, break_on: Sequence[str] | str) -> None:
+        kinds = [k.strip() for k in (break_on.split(",") if isinstance(break_on, str) else break_on)]
+        kinds = [k for k in kinds if k]
+        if not kinds:
+            return
+        allowed = ("non_finite", "exception", "finding")
+        bad = [k for k in kinds if k not in allowed]
+        if bad:
+            raise ValueError(f"unknown --break-on kind {bad[0]!r}; use {', '.join(allowed)}")
+        self.gate.set_breakpoints([{"kind": k} for k in kinds])
+
+    # ------------------------------------------------- WatchContext (observers)
+    @property
+    def roots(self) -> list[nn.Module]:
+        """The root modules, in the order first seen."""
+        return self.index.roots
+
+    @property
+    def root_names(self) -> list[str]:
+        """Display names of the roots (type name, ``#2`` when repeated)."""
+        return self.index.root_names
+
+    @property
+    def step_index(self) -> int:
+        """The index of the current (unfinished) step."""
+        return self.capture.step.index
+
+    def module_path(self, module: nn.Module) -> tuple[int, str] | None:
+        """``(root, path)`` of a module, or None."""
+        return self.index.lookup(module)
+
+    def param_name(self, param: Any) -> tuple[int, str, str] | None:
+        """``(root, module path, parameter name)``, or None."""
+        return self.index.param_name(param)
+
+    def defer(self, tensors: dict[str, torch.Tensor]) -> int:
+        """Queue device scalars for this step's one host transfer; returns a handle."""
+        step = self.capture.step
+        handle = len(step.deferred)
+        step.deferred.append((handle, {k: step.buf.add(v.detach()) for k, v in tensors.items()}))
+        return handle
+
+    def emit_finding(self, kind: str, severity: str, phase: str, root: int, module: str,
+                     message: str) -> None:
+        """Emit a finding the first time per (kind, root, module); count it after."""
+        self.emitter.finding(kind, severity, phase, root, module, message)
+
+    # ------------------------------------------------------ capture callbacks
+    def notify(self, obs: Observer, method: str, *args: Any) -> None:
+        """Call an observer; one that raises is detached with a message on stderr."""
+        try:
+            getattr(obs, method)(*args)
+        except Exception as exc:
+            self._detach_observer(obs)
+            print(f"tensorscope: diagnostic {type(obs).__name__}.{method} failed and was "
+                  f"detached: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def _detach_observer(self, obs: Observer) -> None:
+        cap = self.capture
+        for bucket in (self._observers, cap.observers_pre, cap.observers_fwd,
+                       cap.observers_grad, cap.observers_exc):
+            if obs in bucket:
+                bucket.remove(obs)
+
+    def internal_error(self, where: str, exc: Exception) -> None:
+        """A bug in TensorScope: say so once, stop capturing, never break training."""
+        self.capture.active = False
+        if where not in self._errors:
+            self._errors.add(where)
+            print(f"tensorscope: internal error in the {where}; capture is off for the rest "
+                  f"of the run, training continues:\n{traceback.format_exc()}", file=sys.stderr)
+            self.emitter.finding("internal_error", "error", "forward", 0, "",
+                                 f"TensorScope {where} failed: {type(exc).__name__}: {exc}")
+
+    def step_beginning(self, index: int) -> None:
+        """A step's first module call is about to run."""
+        self.rank = current_rank()
+        self.emitter.step_begin(index)
+        if self.gate.armed:
+            self.gate.at_step_boundary(index)
+
+    def gate_forward_pre(self, call: CallRecord) -> None:
+        """Pause point before a module's forward (gate armed)."""
+        tensors = _tensors(call.inputs)
+        nf = self.gate.check_non_finite and _non_finite(tensors)
+        self.gate.at_module("forward_pre", step=call.step, root=call.root, path=call.path,
+                            call=call.index, type=call.type, tensors=tensors, non_finite=nf)
+
+    def gate_forward(self, call: CallRecord) -> None:
+        """Pause point after a module's forward (gate armed)."""
+        outs = _tensors(call.outputs)
+        tensors = {**_tensors(call.inputs), **outs}
+        if self.gate.is_pinned(call.root, call.path):
+            self.gate.keep_pinned(call.root, call.path, call.index, tensors)
+        nf = self.gate.check_non_finite and _non_finite(outs)
+        self.gate.at_module("forward", step=call.step, root=call.root, path=call.path,
+                            call=call.index, type=call.type, tensors=tensors, non_finite=nf)
+
+    def output_grad(self, call: CallRecord, path: str, grad: torch.Tensor) -> None:
+        """An output gradient of ``call`` arrived (autograd's thread)."""
+        for obs in self.capture.observers_grad:
+            self.notify(obs, "on_output_grad", call, path, grad)
+        if self.gate.armed:
+            name = "grad" + path[3:]
+            nf = self.gate.check_non_finite and _non_finite({name: grad})
+            self.gate.at_module("backward", step=call.step, root=call.root, path=call.path,
+                                call=call.index, type=call.type, tensors={name: grad},
+                                non_finite=nf)
+
+    def module_raised(self, call: CallRecord, exc: BaseException, first: bool) -> None:
+        """``call``'s forward raised ``exc`` (``first``: the innermost module)."""
+        for obs in self.capture.observers_exc:
+            self.notify(obs, "on_exception", call, exc)
+        if not first:
+            return
+        phase = "loss" if call.is_root and self.index.is_loss_root(call.root) else "forward"
+        name = call.path or self.index.root_names[call.root]
+        self.emit_finding("exception", "error", phase, call.root, call.path,
+                          exception_message(call, exc, name))
+        if self.gate.armed:
+            self.gate.at_exception(step=call.step, root=call.root, path=call.path,
+                                   call=call.index, type=call.type,
+                                   tensors=_tensors(call.inputs), exc=exc)
+
+    def optimizer_pre(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
+        """Optimizer step pre-hook."""
+        if not self.capture.active:
+            return
+        if all(o is not optimizer for o in self.optimizers):
+            self.optimizers.append(optimizer)
+        self.capture.optimizers_known = True
+        for obs in list(self._observers):
+            self.notify(obs, "on_optimizer_step_pre", optimizer)
+        try:
+            self.params.before_optimizer_step(optimizer, self.capture.step)
+        except Exception as exc:
+            self.internal_error("optimizer pre-hook", exc)
+
+    def optimizer_post(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
+        """Optimizer step post-hook: the step ends here."""
+        if not self.capture.active:
+            return
+        self.capture.step.optimizer_steps += 1
+        for obs in list(self._observers):
+            self.notify(obs, "on_optimizer_step", optimizer)
+        self.capture.end_step("train")
+
+    # ------------------------------------------------------------ public API
+    def step(self) -> None:
+        """Mark a batch boundary explicitly (loops without an optimizer)."""
+        self.capture.mark_explicit()
+        self.capture.end_step("train")
+
+    def close(self, exit_code: int | None = None) -> None:
+        """Flush the last step, remove every handle, close the sinks (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            step = self.capture.step
+            if self.capture.active:
+                kind = "train" if step.saw_backward or step.optimizer_steps else "inference"
+                self.capture.end_step(kind)
+        finally:
+            self._detach(exit_code)
+
+    def _detach(self, exit_code: int | None) -> None:
+        self.capture.close()
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._hooked.clear()
+        for obs in list(self._observers):
+            self.notify(obs, "on_detach")
+        self.emitter.flush_findings()
+        self.session.emit(Bye(exit_code=exit_code or 0, steps=self.capture.step.index))
+        try:
+            if self._live is not None:
+                self._live.close()
+        finally:
+            self.gate.close()
+            self.session.close()
+            self.index.clear()
+            self.optimizers.clear()
+            self.capture.step = StepBuffer(self.capture.step.index, False)
+
+    def exception_raised(self, exc: BaseException) -> None:
+        """Report an exception that escaped the script or the ``with`` block."""
+        err = self.capture.last_module_error
+        root = path = None
+        if err is not None and err[2] == type(exc).__name__:
+            root, path = err[0], err[1]
+        self.session.emit(ExceptionRaised(
+            step=self.step_index, rank=self.rank, root=root, module=path,
+            type=type(exc).__name__, message=str(exc),
+            traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            self.exception_raised(exc)
+        self.close()
+
+
+def _tensors(pairs: list[tuple[str, Any]]) -> dict[str, torch.Tensor]:
+    return {p: v for p, v in pairs if isinstance(v, torch.Tensor)}
+
+
+def _non_finite(tensors: dict[str, torch.Tensor]) -> bool:
+    """Synchronising finite check (only while a non_finite breakpoint is set)."""
+    for t in tensors.values():
+        if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()):
+            return True
+    return False
+

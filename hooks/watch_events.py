@@ -1,0 +1,121 @@
+"""What a watch emits at step boundaries: digests, summaries, graphs, findings.
+
+``StepEmitter`` runs on the training thread. At the end of a step it asks
+``stepend.finish`` for the host values, lets the observers see the step,
+emits graphs whose structure hash changed, the call digests and the step
+summary, then re-emits findings whose count grew during the step.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tensorscope.events import Finding, GraphStructure, StepBegin
+from tensorscope.hooks.autograd_graph import autograd_graph
+from tensorscope.hooks.dataflow import module_graph, structure_hash
+from tensorscope.hooks.registry import describe_plain
+from tensorscope.hooks.stepend import finish
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.capture import StepBuffer
+    from tensorscope.hooks.observer import CallRecord
+    from tensorscope.hooks.watch import Watch
+
+MAX_LISTED_INPUTS = 4
+
+
+def exception_message(call: "CallRecord", exc: BaseException, name: str) -> str:
+    """``RuntimeError in classifier.0 (Linear 1568->64): <message>; input in[0] was [8, 2048] float32 cpu``."""
+    parts = []
+    for m in call.in_meta[:MAX_LISTED_INPUTS]:
+        if m["kind"] == "tensor":
+            parts.append(f"{m['path']} was {m['shape']} {m['dtype']} {m['device']}")
+        else:
+            parts.append(f"{m['path']} was {m['dtype']}")
+    if len(call.in_meta) > MAX_LISTED_INPUTS:
+        parts.append(f"... ({len(call.in_meta)} inputs)")
+    inputs = ("; input " if len(parts) == 1 else "; inputs ") + ", ".join(parts) if parts else ""
+    config = describe_plain(call.module) if call.module is not None else call.type
+    return f"{type(exc).__name__} in {name} ({config}): {exc}{inputs}"
+
+
+def _memory() -> int | None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return int(torch.cuda.memory_allocated())
+    return None
+
+
+class StepEmitter:
+    """Turns finished steps and findings into events."""
+
+    def __init__(self, watch: "Watch") -> None:
+        self.watch = watch
+        self.findings: dict[tuple[str, int, str], Finding] = {}
+        self.dirty: set[tuple[str, int, str]] = set()
+        self.hashes: dict[str, str] = {}
+
+    def step_begin(self, index: int) -> None:
+        """Emit ``StepBegin``."""
+        self.watch.session.emit(StepBegin(step=index, rank=self.watch.rank))
+
+    def step_ended(self, step: "StepBuffer", kind: str) -> None:
+        """Finish ``step``: one transfer, observers, graphs, digests, summary."""
+        w = self.watch
+        with_params = kind == "train" or step.saw_backward or step.optimizer_steps > 0
+        record = finish(step, kind, w.params if with_params else None, w.rank, _memory())
+        for obs in list(w._observers):
+            w.notify(obs, "on_step_end", record)
+        self._graphs(step)
+        emit = w.session.emit
+        for d in record.digests:
+            emit(d)
+        emit(record.summary)
+        self.flush_findings()
+        if w.gate.armed:
+            w.gate.on_step_end(step.index, record.digests, record.summary)
+
+    def _graphs(self, step: "StepBuffer") -> None:
+        nodes, edges = module_graph(step)
+        changed = self._emit_graph("module", step, nodes, edges)
+        if not (changed or step.stats_step or self.watch.mode != "default"
+                or "autograd" not in self.hashes):
+            return
+        roots = [fn for call in step.calls if call.parent is None and call.slot is not None
+                 for fn in call.slot.out_fns]
+        if roots:
+            a_nodes, a_edges = autograd_graph(step.calls, roots, self.watch.index.param_name)
+            self._emit_graph("autograd", step, a_nodes, a_edges)
+
+    def _emit_graph(self, kind: str, step: "StepBuffer", nodes: list[dict[str, Any]],
+                    edges: list[list[Any]]) -> bool:
+        h = structure_hash(nodes, edges)
+        if self.hashes.get(kind) == h:
+            return False
+        self.hashes[kind] = h
+        self.watch.session.emit(GraphStructure(step=step.index, rank=self.watch.rank, kind=kind,
+                                               hash=h, nodes=nodes, edges=edges))
+        return True
+
+    def finding(self, kind: str, severity: str, phase: str, root: int, module: str,
+                message: str) -> None:
+        """First time per (kind, root, module): emit and tell the gate; later: count."""
+        key = (kind, root, module)
+        f = self.findings.get(key)
+        if f is not None:
+            f.count += 1
+            self.dirty.add(key)
+            return
+        w = self.watch
+        f = self.findings[key] = Finding(kind=kind, severity=severity, step=w.step_index,
+                                         rank=w.rank, phase=phase, root=root, module=module,
+                                         message=message, count=1)
+        w.session.emit(dataclasses.replace(f))
+        w.gate.on_finding(f)
+
+    def flush_findings(self) -> None:
+        """Re-emit findings whose count grew (once per step, not per occurrence)."""
+        for key in sorted(self.dirty):
+            self.watch.session.emit(dataclasses.replace(self.findings[key]))
+        self.dirty.clear()
