@@ -376,7 +376,7 @@ class Watch:
             self.optimizers.clear()
             self.capture.step = StepBuffer(self.capture.step.index, False)
 
-    def exception_raised(self, exc: BaseException) -> None:
+    def exception_raised(self, exc: BaseException, traceback_text: str | None = None) -> None:
         """Report an exception that escaped the script or the ``with`` block."""
         err = self.capture.last_module_error
         root = path = None
@@ -385,7 +385,8 @@ class Watch:
         self.session.emit(ExceptionRaised(
             step=self.step_index, rank=self.rank, root=root, module=path,
             type=type(exc).__name__, message=str(exc),
-            traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+            traceback=traceback_text if traceback_text is not None else
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
 
     def __enter__(self) -> "Watch":
         return self
