@@ -28,6 +28,8 @@ class Bridge(QObject):
     response_arrived = Signal(object, object)   # handler(Response) -> None, Response
     connection_closed = Signal(int, str)        # connection id, reason
     layout_finished = Signal(object, object)    # token, result (or Exception)
+    connection_opened = Signal(int, object)     # connection id, Connection
+    error_reported = Signal(str)                # a worker's message for the user
     _wake = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -63,6 +65,14 @@ class Bridge(QObject):
     def post_layout(self, token: Any, result: Any) -> None:
         """A layout worker finished (worker thread)."""
         self._post(("layout", token, result))
+
+    def post_connection(self, conn_id: int, connection: Any) -> None:
+        """A script connected (handshake or attach thread)."""
+        self._post(("conn", conn_id, connection))
+
+    def post_error(self, message: str) -> None:
+        """A worker failed in a way the user should see."""
+        self._post(("error", message, None))
 
     def message_poster(self, conn_id: int) -> Callable[[Message], None]:
         """``on_message`` callback for ``Connection.start``."""
@@ -116,6 +126,10 @@ class Bridge(QObject):
                 self.connection_closed.emit(a, b)
             elif kind == "layout":
                 self.layout_finished.emit(a, b)
+            elif kind == "conn":
+                self.connection_opened.emit(a, b)
+            elif kind == "error":
+                self.error_reported.emit(a)
         if run:
             self.messages_arrived.emit(run_conn, run)
 

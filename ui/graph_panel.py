@@ -43,6 +43,7 @@ class GraphPanel(QWidget):
         self.colour_metric = "grad_norm"
         self.selected: ModuleKey | None = None
         self.compare: dict[ModuleKey, float] | None = None
+        self.snapshot: dict[ModuleKey, dict[str, float]] | None = None
         self.stack = QStackedWidget(self)
         for kind in KINDS:
             view = self.views[kind]
@@ -159,6 +160,9 @@ class GraphPanel(QWidget):
         graph, out = self.graphs[kind], {}
         for nid in self.views[kind].nodes.by_id:
             key = graph.module_of(nid)
+            if self.snapshot is not None:
+                out[nid] = self.snapshot.get(key, {}).get(metric) if key is not None else None
+                continue
             state = self.model.module(*key) if key is not None else None
             out[nid] = state.metric(metric) if state is not None else None
         return out
@@ -172,6 +176,11 @@ class GraphPanel(QWidget):
             view.set_difference_values(diffs, self.colour_metric)
         else:
             view.set_metric_values(self.node_values(kind, self.colour_metric), self.colour_metric)
+
+    def set_snapshot(self, metrics: dict[ModuleKey, dict[str, float]] | None) -> None:
+        """Colour by one recorded step's per-module values (None: live values)."""
+        self.snapshot = metrics
+        self.recolour()
 
     def set_comparison(self, diffs: dict[ModuleKey, float] | None) -> None:
         """Colour by per-module differences (None: back to live values)."""

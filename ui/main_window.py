@@ -6,6 +6,7 @@ refreshes only the widgets whose revision counters moved.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -27,6 +28,7 @@ from tensorscope.ui.window_actions import build_actions
 
 log = logging.getLogger("tensorscope.ui")
 REFRESH_MS = 33
+_CONN_IDS = itertools.count(1)
 
 
 class MainWindow(QMainWindow):
@@ -89,6 +91,8 @@ class MainWindow(QMainWindow):
         self.bridge.messages_arrived.connect(self._messages)
         self.bridge.response_arrived.connect(lambda handler, resp: handler(resp))
         self.bridge.connection_closed.connect(self._closed)
+        self.bridge.connection_opened.connect(self._connection_opened)
+        self.bridge.error_reported.connect(self.show_error)
         a.cont.triggered.connect(c.resume)
         a.pause.triggered.connect(c.pause)
         a.step_batch.triggered.connect(c.step_batch)
@@ -121,16 +125,23 @@ class MainWindow(QMainWindow):
             signal.connect(self._tensor_requested)
 
     # -------------------------------------------------------- connection ---
-    def attach_connection(self, connection: Any, label: str = "") -> None:
-        """Show the session behind ``connection`` (a ``tensorscope.client.Connection``)."""
+    def accept_connection(self, connection: Any) -> None:
+        """Start reading ``connection`` and show its session. Any thread.
+
+        ``connection`` is a ``tensorscope.client.Connection``; its messages
+        are queued behind the announcement, so none is lost or misrouted.
+        """
+        conn_id = next(_CONN_IDS)
+        self.bridge.post_connection(conn_id, connection)
+        connection.start(self.bridge.message_poster(conn_id), self.bridge.closed_poster(conn_id))
+
+    def _connection_opened(self, conn_id: int, connection: Any) -> None:
         if self.connection is not None:
             self._drop_connection("another script connected")
-        self._conn_id += 1
+        self._conn_id = conn_id
         self.connection = connection
         self.reset_session()
-        self._connection_text = f"connected {label or getattr(connection, 'peer', '')}".strip()
-        connection.start(self.bridge.message_poster(self._conn_id),
-                         self.bridge.closed_poster(self._conn_id))
+        self._connection_text = f"connected {getattr(connection, 'peer', '')}".strip()
         self.controller.set_connection(connection)
 
     def _drop_connection(self, reason: str) -> None:
@@ -150,6 +161,12 @@ class MainWindow(QMainWindow):
             self._connection_text = f"disconnected ({reason or 'script ended'})"
             self.model.paused = None
             self.model.paused_rev += 1
+
+    def show_error(self, message: str) -> None:
+        """Tell the user about a failure (status bar and connection field)."""
+        log.error("%s", message)
+        self._connection_text = message
+        self.statusBar().showMessage(message, 15000)
 
     def reset_session(self) -> None:
         """Forget the previous session's data (a new script connected)."""
@@ -290,6 +307,9 @@ class MainWindow(QMainWindow):
         s = QSettings("TensorScope", "TensorScope")
         s.setValue(f"{self._settings_key}/geometry", self.saveGeometry())
         s.setValue(f"{self._settings_key}/state", self.saveState())
+        hook = getattr(self, "closing_hook", None)
+        if hook is not None:
+            hook()
         self.timer.stop()
         if self.connection is not None:
             self._drop_connection("window closed")

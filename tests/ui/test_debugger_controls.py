@@ -1,0 +1,110 @@
+"""Pause/step/continue, breakpoints and slices over a real loopback connection."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from peer import TrainingPeer
+from sample_events import mlp_session
+from tensorscope.events import PausedAt, tensor_meta
+from tensorscope.ui.main_window import MainWindow
+from tensorscope.ui.theme import make_theme
+
+
+@pytest.fixture
+def live(qtbot):
+    peer = TrainingPeer()
+    w = MainWindow(make_theme(False), settings_key="test")
+    qtbot.addWidget(w)
+    w.show()
+    w.accept_connection(peer.connect())
+    qtbot.waitUntil(lambda: w.connection is not None, timeout=5000)
+    for msg in mlp_session(5):
+        peer.send(msg)
+    qtbot.waitUntil(lambda: w.model.steps_seen == 5, timeout=5000)
+    yield w, peer
+    w.close()
+    peer.close()
+
+
+def _wait_request(qtbot, peer, kind):
+    qtbot.waitUntil(lambda: kind in peer.types(), timeout=5000)
+
+
+def test_pause_step_continue_send_requests_and_ui_follows(qtbot, live):
+    w, peer = live
+    w.refresh()
+    assert w.actions.pause.isEnabled() and not w.actions.cont.isEnabled()
+    w.actions.pause.trigger()
+    _wait_request(qtbot, peer, "pause")
+    qtbot.waitUntil(lambda: w.model.paused is not None, timeout=5000)
+    w.refresh()
+    assert "PAUSED" in w.status.text("state")
+    assert w.actions.cont.isEnabled() and not w.actions.pause.isEnabled()
+    w.actions.step_batch.trigger()
+    _wait_request(qtbot, peer, "step_batch")
+    qtbot.waitUntil(lambda: w.model.paused is not None and w.model.paused.reason == "step_batch",
+                    timeout=5000)
+    w.actions.step_module.trigger()
+    _wait_request(qtbot, peer, "step_module")
+    w.actions.cont.trigger()
+    _wait_request(qtbot, peer, "continue")
+    qtbot.waitUntil(lambda: w.model.paused is None, timeout=5000)
+    w.refresh()
+    assert "RUNNING" in w.status.text("state")
+    assert peer.types() == ["pause", "step_batch", "step_module", "continue"]
+
+
+def test_breakpoints_and_pins_are_sent(qtbot, live):
+    w, peer = live
+    w.select_module(0, "network.2")
+    w.actions.toggle_break.trigger()
+    _wait_request(qtbot, peer, "set_breakpoints")
+    req = [r for r in peer.requests if r.TYPE == "set_breakpoints"][-1]
+    assert req.breakpoints == [{"kind": "module", "root": 0, "path": "network.2", "on": "forward"}]
+    nid = w.graph.graphs["module"].visible_for_module(0, "network.2")
+    assert nid in w.graph.views["module"].nodes.breakpoints
+    w.actions.break_non_finite.setChecked(True)
+    qtbot.waitUntil(lambda: len([r for r in peer.requests if r.TYPE == "set_breakpoints"]) == 2,
+                    timeout=5000)
+    last = [r for r in peer.requests if r.TYPE == "set_breakpoints"][-1]
+    assert {"kind": "non_finite"} in last.breakpoints
+    w.actions.pin.trigger()
+    _wait_request(qtbot, peer, "pin_modules")
+    pin = [r for r in peer.requests if r.TYPE == "pin_modules"][-1]
+    assert pin.modules == [{"root": 0, "path": "network.2"}]
+
+
+def test_run_to_step_request(qtbot, live):
+    w, peer = live
+    assert w.controller.run_to_step(7)
+    _wait_request(qtbot, peer, "run_to_step")
+    assert peer.requests[-1].step == 7
+
+
+def test_a_slice_arrives_in_the_inspector(qtbot, live):
+    w, peer = live
+    values = np.arange(64 * 128, dtype=np.float32).reshape(64, 128)
+    peer.tensor_body = {"dtype": "float32", "original_dtype": "float32", "shape": [64, 128],
+                        "full_shape": [64, 128], "data": values.tobytes(),
+                        "stats": {"min": 0.0, "max": float(values.max())}, "truncated": False}
+    meta = tensor_meta("out", shape=[64, 128], dtype="float32", device="cpu", numel=64 * 128)
+    peer.send(PausedAt(step=5, where="forward", reason="step_module", root=0, path="network.0",
+                       call=0, tensors=[{"ref": "0:network.0#0/out", **meta}]))
+    qtbot.waitUntil(lambda: w.model.paused is not None, timeout=5000)
+    w.refresh()
+    assert w.inspector.state.ref == "0:network.0#0/out"
+    assert w.graph.views["module"].nodes.executing is not None
+    w.inspector.request_now()
+    _wait_request(qtbot, peer, "get_tensor")
+    qtbot.waitUntil(lambda: w.inspector.state.received is not None, timeout=5000)
+    assert w.inspector.state.received is not None
+
+
+def test_disconnect_is_shown(qtbot, live):
+    w, peer = live
+    peer.channel.close()
+    qtbot.waitUntil(lambda: w.connection is None, timeout=5000)
+    w.refresh()
+    assert "disconnected" in w.status.text("connection")
+    assert not w.actions.pause.isEnabled()

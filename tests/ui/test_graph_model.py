@@ -1,0 +1,66 @@
+"""GraphModel: container collapse/expand and the visible graph (no Qt)."""
+from __future__ import annotations
+
+from sample_events import mlp_autograd_graph, mlp_module_graph, transformer_session
+from tensorscope.ui.graph_model import GraphModel, group_id
+
+
+def _transformer_model(budget=40):
+    _hello, tree, graph = transformer_session(12)
+    types = {m["path"]: m["type"] for m in tree.roots[0]["modules"]}
+    g = GraphModel("module", type_of=lambda r, p: types.get(p, ""))
+    g.set_structure(graph, budget=budget)
+    return g
+
+
+def test_default_collapse_keeps_a_12_layer_transformer_readable():
+    g = _transformer_model()
+    vis = g.visible_graph()
+    groups = [n for n, a in vis.nodes(data=True) if a["kind"] == "group"]
+    assert len(groups) == 12
+    assert vis.number_of_nodes() <= 40
+    assert vis.nodes[group_id((0, "encoder.layers.0"))]["label"] == "TransformerEncoderLayer"
+    assert vis.nodes[group_id((0, "encoder.layers.0"))]["shape"] == [8, 128, 256]
+
+
+def test_collapse_and_expand_change_visible_node_count():
+    g = _transformer_model()
+    before = g.visible_graph().number_of_nodes()
+    g.expand((0, "encoder.layers.3"))
+    assert g.visible_graph().number_of_nodes() == before + 5
+    g.collapse((0, "encoder"))
+    assert g.visible_graph().number_of_nodes() < before
+    g.expand_all()
+    assert g.visible_graph().number_of_nodes() == g.full.number_of_nodes()
+
+
+def test_visible_edges_are_remapped_without_self_loops():
+    g = _transformer_model()
+    vis = g.visible_graph()
+    assert not any(u == v for u, v in vis.edges)
+    a, b = group_id((0, "encoder.layers.0")), group_id((0, "encoder.layers.1"))
+    assert vis.has_edge(a, b)
+
+
+def test_module_lookups():
+    g = _transformer_model()
+    assert g.visible_for_module(0, "encoder.layers.2.linear1") == group_id((0, "encoder.layers.2"))
+    g.expand((0, "encoder.layers.2"))
+    nid = g.visible_for_module(0, "encoder.layers.2.linear1")
+    assert g.module_of(nid) == (0, "encoder.layers.2.linear1")
+    assert g.group_of(nid) == (0, "encoder.layers.2")
+
+
+def test_mlp_module_graph_stays_expanded():
+    g = GraphModel("module")
+    g.set_structure(mlp_module_graph())
+    assert g.visible_graph().number_of_nodes() == 7   # input, 5 calls, output
+
+
+def test_autograd_ops_group_by_module():
+    g = GraphModel("autograd")
+    g.set_structure(mlp_autograd_graph(), budget=None)
+    full = g.visible_graph().number_of_nodes()
+    g.collapse((0, "network.0"))
+    assert g.visible_graph().number_of_nodes() == full - 2   # op + 2 params → 1
+    assert set(g.nodes_for_module(0, "network.0")) == {group_id((0, "network.0"))}

@@ -1,0 +1,130 @@
+"""The main window with qtbot: selection sync, collapse/expand, colours, export."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+
+from sample_events import mlp_session, mlp_step, transformer_session
+from tensorscope.ui.graph_model import group_id
+from tensorscope.ui.main_window import MainWindow
+from tensorscope.ui.theme import make_theme
+
+
+def _open(qtbot, msgs, count=None) -> MainWindow:
+    w = MainWindow(make_theme(False), settings_key="test")
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    w.ingest(msgs)
+    view = w.graph.views["module"]
+    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0 and len(view.nodes.cards) > 0,
+                    timeout=10_000)
+    if count is not None:
+        assert len(view.nodes.cards) == count
+    return w
+
+
+@pytest.fixture
+def window(qtbot) -> MainWindow:
+    return _open(qtbot, mlp_session(10), count=7)
+
+
+def _click_card(qtbot, view, nid, double=False):
+    pos = view.mapFromScene(view.nodes.by_id[nid].rect.center())
+    click = qtbot.mouseDClick if double else qtbot.mouseClick
+    click(view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+
+
+def test_selecting_a_node_shows_the_module_in_tree_and_inspector(qtbot, window):
+    view = window.graph.views["module"]
+    nid = window.graph.graphs["module"].visible_for_module(0, "network.2")
+    _click_card(qtbot, view, nid)
+    assert window.tree.selected_module() == (0, "network.2")
+    assert view.nodes.selected == {nid}
+    state = window.inspector.state
+    assert state.shape == (64, 64) and state.meta["dtype"] == "float32"
+    assert window.plots.focus == (0, "network.2")
+
+
+def test_tree_selection_selects_the_graph_node(qtbot, window):
+    window.tree.items[(0, "network.4")][0]  # present
+    index = window.tree.proxy.mapFromSource(window.tree.items[(0, "network.4")][0].index())
+    window.tree.view.setCurrentIndex(index)
+    nid = window.graph.graphs["module"].visible_for_module(0, "network.4")
+    assert window.graph.views["module"].nodes.selected == {nid}
+    ag = window.graph.views["autograd"]
+    assert ag.nodes.selected or ag.nodes.related
+
+
+def test_tree_filter_and_sort(qtbot, window):
+    window.tree.filter.setText("ReLU")
+    visible = []
+    proxy = window.tree.proxy
+
+    def walk(parent):
+        for r in range(proxy.rowCount(parent)):
+            idx = proxy.index(r, 0, parent)
+            visible.append(proxy.index(r, 1, parent).data())
+            walk(idx)
+    walk(window.tree.view.rootIndex())
+    assert "ReLU" in visible and "Linear" not in visible
+
+
+def test_non_finite_module_is_red(qtbot, window):
+    window.ingest(mlp_step(10, nan_at=10))
+    window.graph.set_metric("activation_norm")
+    window.refresh()
+    view = window.graph.views["module"]
+    bad = window.graph.graphs["module"].visible_for_module(0, "network.2")
+    ok = window.graph.graphs["module"].visible_for_module(0, "network.0")
+    assert view.nodes.colours[bad] == window.theme.non_finite
+    assert view.nodes.colours[ok] != window.theme.non_finite
+    assert window.graph.views["module"].legend.isVisible()
+
+
+def test_double_click_expands_and_collapses(qtbot):
+    w = _open(qtbot, transformer_session(12))
+    view = w.graph.views["module"]
+    before = len(view.nodes.cards)
+    gid = group_id((0, "encoder.layers.5"))
+    _click_card(qtbot, view, gid, double=True)
+    qtbot.waitUntil(lambda: len(view.nodes.cards) == before + 5, timeout=10_000)
+    inner = w.graph.graphs["module"].visible_for_module(0, "encoder.layers.5.linear1")
+    _click_card(qtbot, view, inner, double=True)
+    qtbot.waitUntil(lambda: len(view.nodes.cards) == before, timeout=10_000)
+
+
+def test_search_selects_and_syncs_tree(qtbot, window):
+    assert window.graph.find("network.3")
+    assert window.tree.selected_module() == (0, "network.3")
+    assert not window.graph.find("no-such-module")
+
+
+def test_export_png_and_svg(qtbot, window, tmp_path):
+    view = window.graph.views["module"]
+    png, svg = tmp_path / "g.png", tmp_path / "g.svg"
+    assert view.export_png(str(png))
+    image = QImage(str(png))
+    assert not image.isNull() and image.width() > 100 and image.height() > 300
+    assert view.export_svg(str(svg))
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg")
+    assert "Linear" in svg.read_text()
+
+
+def test_autograd_view_toggle(qtbot, window):
+    window.show_graph("autograd")
+    assert window.graph.kind == "autograd"
+    view = window.graph.views["autograd"]
+    qtbot.waitUntil(lambda: len(view.nodes.cards) > 0, timeout=10_000)
+    titles = {c.title for c in view.nodes.cards}
+    assert "Addmm" in titles and "weight" in titles
+
+
+def test_status_bar_shows_step_and_script(qtbot, window):
+    window.refresh()
+    assert window.status.text("step") == "step 9"
+    assert "demo.py" in window.status.text("script")

@@ -1,0 +1,205 @@
+"""The GUI subcommands: ``gui``, ``attach``, ``open``, ``demo`` and run-with-GUI.
+
+Each function takes the parsed ``argparse`` namespace (see tensorscope/cli.py)
+and returns an exit code.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+log = logging.getLogger("tensorscope.ui")
+
+
+def apply_palette(app: QApplication, dark: bool) -> None:
+    """Force a dark or light Fusion palette (``TENSORSCOPE_THEME``)."""
+    if not dark:
+        app.setPalette(app.style().standardPalette())
+        return
+    p = QPalette()
+    roles = {QPalette.ColorRole.Window: "#1c1f26", QPalette.ColorRole.WindowText: "#e6e9ef",
+             QPalette.ColorRole.Base: "#16191f", QPalette.ColorRole.AlternateBase: "#1f232b",
+             QPalette.ColorRole.Text: "#e6e9ef", QPalette.ColorRole.Button: "#262b34",
+             QPalette.ColorRole.ButtonText: "#e6e9ef", QPalette.ColorRole.Highlight: "#2f6fd0",
+             QPalette.ColorRole.HighlightedText: "#ffffff", QPalette.ColorRole.ToolTipBase: "#262b34",
+             QPalette.ColorRole.ToolTipText: "#e6e9ef", QPalette.ColorRole.PlaceholderText: "#7d8696",
+             QPalette.ColorRole.Link: "#4da3ff", QPalette.ColorRole.Mid: "#3d4553"}
+    for role, colour in roles.items():
+        p.setColor(role, QColor(colour))
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.ButtonText, QColor("#6b7385"))
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.WindowText, QColor("#6b7385"))
+    p.setColor(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text, QColor("#6b7385"))
+    app.setPalette(p)
+
+
+def make_application() -> QApplication:
+    """The QApplication (created once), Fusion style, palette from the system.
+
+    ``TENSORSCOPE_THEME=dark|light`` overrides the system palette.
+    """
+    app = QApplication.instance()
+    if app is None:
+        QApplication.setHighDpiScaleFactorRoundingPolicy(
+            Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
+        app = QApplication(sys.argv[:1])
+    app.setApplicationName("TensorScope")
+    app.setOrganizationName("TensorScope")
+    app.setStyle("Fusion")
+    choice = os.environ.get("TENSORSCOPE_THEME", "").lower()
+    if choice in ("dark", "light"):
+        apply_palette(app, choice == "dark")
+    return app
+
+
+def _window(title: str = "TensorScope"):
+    from tensorscope.ui.main_window import MainWindow
+    make_application()
+    window = MainWindow()
+    window.setWindowTitle(title)
+    return window
+
+
+def gui_command(args: argparse.Namespace) -> int:
+    """``tensorscope gui``: an empty window that scripts connect to."""
+    from tensorscope.client import GuiServer
+    window = _window("TensorScope — waiting for scripts")
+    server = GuiServer(window.accept_connection, port=int(getattr(args, "port", 0) or 0))
+    server.start()
+    host, port = server.address
+    window._connection_text = f"listening on {host}:{port}"
+    window.graph.views["module"].set_empty_text(
+        f"Listening on {host}:{port}.\nRun `tensorscope run train.py` or call "
+        "`tensorscope.watch(model, optimizer)` in a script to see it here.")
+    window.show()
+    try:
+        return QApplication.instance().exec()
+    finally:
+        server.close()
+
+
+def attach_command(args: argparse.Namespace) -> int:
+    """``tensorscope attach HOST:PORT``: connect to a script serving with --listen."""
+    from tensorscope.client import attach
+    window = _window(f"TensorScope — {args.address}")
+    token = getattr(args, "token", None) or os.environ.get("TENSORSCOPE_TOKEN", "")
+    if not token:
+        print("tensorscope attach: no token; pass --token (the script printed it) or set "
+              "TENSORSCOPE_TOKEN", file=sys.stderr)
+        return 2
+
+    def connect() -> None:  # worker thread: the GUI never waits on a socket
+        try:
+            window.accept_connection(attach(args.address, token))
+        except (OSError, ValueError) as exc:
+            window.bridge.post_error(f"Could not attach to {args.address}: {exc}")
+
+    window._connection_text = f"connecting to {args.address}…"
+    threading.Thread(target=connect, name="tensorscope-attach", daemon=True).start()
+    window.show()
+    return QApplication.instance().exec()
+
+
+def open_command(args: argparse.Namespace) -> int:
+    """``tensorscope open FILE.tscope``: replay a recording."""
+    from tensorscope.recording import RecordingError
+    from tensorscope.ui.replay import ReplayWindow
+    make_application()
+    try:
+        window = ReplayWindow(args.file)
+    except (RecordingError, OSError) as exc:
+        print(f"tensorscope open: {exc}", file=sys.stderr)
+        return 1
+    window.show()
+    return QApplication.instance().exec()
+
+
+def run_with_gui(args: argparse.Namespace, screenshot: str | None = None,
+                 screenshot_steps: int = 0) -> int:
+    """``tensorscope run script.py`` without a GUI around: open one, run the script as a child.
+
+    Returns the script's exit code once the window closes (0 if it still runs).
+    """
+    from tensorscope.client import GuiServer
+    from tensorscope.ui.child_script import ChildScript, child_command
+    window = _window(f"TensorScope — {os.path.basename(args.script)}")
+    server = GuiServer(window.accept_connection, discovery=False)
+    server.start()
+    child = ChildScript(child_command(server.address, args.script, list(args.args or []), args),
+                        server.child_env(), window)
+    child.exited.connect(lambda code: window.statusBar().showMessage(
+        f"{os.path.basename(args.script)} exited with code {code}"))
+    result = {"code": 0}
+    if screenshot:
+        _arm_screenshot(window, child, screenshot, screenshot_steps, result)
+    else:
+        window.closing_hook = lambda: _ask_stop(window, child)
+    child.start()
+    window.show()
+    try:
+        QApplication.instance().exec()
+    finally:
+        server.close()
+    if screenshot:
+        child.stop()
+        return result["code"]
+    return child.returncode if child.returncode is not None else 0
+
+
+def _arm_screenshot(window, child, path: str, steps: int, result: dict) -> None:
+    from tensorscope.ui.screenshot import StepScreenshot
+    shot = StepScreenshot(window, steps, path)
+
+    def saved(p: str) -> None:
+        print(f"tensorscope: saved a screenshot to {p}")
+        result["code"] = 0
+        window.close()
+
+    def failed(message: str) -> None:
+        print(f"tensorscope: screenshot failed: {message}", file=sys.stderr)
+        result["code"] = 1
+        window.close()
+
+    def exited(code: int) -> None:
+        if code != 0 and window.model.steps_seen < steps:
+            failed(f"the demo script exited with code {code}")
+
+    shot.saved.connect(saved)
+    shot.failed.connect(failed)
+    child.exited.connect(exited)
+    window._screenshot = shot
+
+
+def _ask_stop(window, child) -> None:
+    """On close: training keeps running unless the user asks to stop it."""
+    if not child.running:
+        return
+    answer = QMessageBox.question(
+        window, "Training is still running",
+        "The training script is still running. Stop it?\n\n"
+        "Choose No to close the window and let training continue.",
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+        QMessageBox.StandardButton.No)
+    if answer == QMessageBox.StandardButton.Yes:
+        child.stop()
+    else:
+        child.detach()
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    """``tensorscope demo``: train the demo MLP live in the GUI (optionally screenshot)."""
+    from tensorscope import demo
+    steps = int(getattr(args, "steps", 200) or 200)
+    screenshot = getattr(args, "screenshot", None)
+    script_args = ["--steps", str(steps)]
+    if not screenshot:
+        script_args += ["--sleep", "0.05"]
+    run_args = argparse.Namespace(script=demo.__file__, args=script_args, mode="default",
+                                  stats_every=5, break_on="", record=None)
+    return run_with_gui(run_args, screenshot=screenshot, screenshot_steps=steps)

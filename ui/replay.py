@@ -1,0 +1,211 @@
+"""Replay of a ``.tscope`` recording: step timeline and two-step comparison.
+
+``ReplayWindow`` is the live window fed from a ``SessionReader`` instead of a
+socket. The file is read on a worker thread (the GUI thread never waits on
+a file); batches and step look-ups come back through the bridge.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
+                               QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+
+from tensorscope.recording import SessionReader
+from tensorscope.ui.graph_panel import relative_change
+from tensorscope.ui.legend import format_number
+from tensorscope.ui.main_window import MainWindow
+from tensorscope.ui.session_model import METRICS, module_metrics
+
+BATCH = 2000
+
+
+class ReplayPanel(QWidget):
+    """Timeline slider, compare-two-steps controls and the side-by-side table."""
+
+    step_chosen = Signal(int)
+    compare_requested = Signal(int, int)
+    compare_cleared = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.steps: list[int] = []
+        self.slider = QSlider(Qt.Orientation.Horizontal, self)
+        self.slider.setEnabled(False)
+        self.step_label = QLabel("no steps", self)
+        self.step_a, self.step_b = QSpinBox(self), QSpinBox(self)
+        self.compare_button = QPushButton("Compare", self)
+        self.clear_button = QPushButton("Clear", self)
+        self.table = QTreeWidget(self)
+        self.table.setHeaderLabels(["Module", "Step A", "Step B", "Change"])
+        self.table.setRootIsDecorated(False)
+        self.table.setSortingEnabled(True)
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(80)
+        self._debounce.timeout.connect(lambda: self.step_chosen.emit(self.current_step()))
+        self.slider.valueChanged.connect(self._slid)
+        self.compare_button.clicked.connect(
+            lambda: self.compare_requested.emit(self.step_a.value(), self.step_b.value()))
+        self.clear_button.clicked.connect(self._clear)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Step", self))
+        top.addWidget(self.slider, 1)
+        top.addWidget(self.step_label)
+        cmp = QHBoxLayout()
+        cmp.addWidget(QLabel("Compare step A", self))
+        cmp.addWidget(self.step_a)
+        cmp.addWidget(QLabel("with B", self))
+        cmp.addWidget(self.step_b)
+        cmp.addWidget(self.compare_button)
+        cmp.addWidget(self.clear_button)
+        cmp.addStretch(1)
+        box = QVBoxLayout(self)
+        box.addLayout(top)
+        box.addLayout(cmp)
+        box.addWidget(self.table, 1)
+
+    def set_steps(self, steps: list[int]) -> None:
+        """The recorded steps (the slider walks through them)."""
+        self.steps = list(steps)
+        self.slider.setEnabled(bool(steps))
+        self.slider.setRange(0, max(0, len(steps) - 1))
+        for spin in (self.step_a, self.step_b):
+            spin.setRange(steps[0] if steps else 0, steps[-1] if steps else 0)
+        if steps:
+            self.step_a.setValue(steps[0])
+            self.step_b.setValue(steps[-1])
+            self.slider.setValue(len(steps) - 1)
+        self._slid(self.slider.value())
+
+    def current_step(self) -> int:
+        """The step under the slider (-1 without steps)."""
+        return self.steps[self.slider.value()] if self.steps else -1
+
+    def _slid(self, _value: int) -> None:
+        step = self.current_step()
+        self.step_label.setText(f"step {step} of {self.steps[-1]}" if self.steps else "no steps")
+        self._debounce.start()
+
+    def _clear(self) -> None:
+        self.table.clear()
+        self.compare_cleared.emit()
+
+    def show_comparison(self, rows: list[tuple[str, float | None, float | None, float | None]]
+                        ) -> None:
+        """Fill the side-by-side table: module, value at A, at B, relative change."""
+        self.table.clear()
+        for name, a, b, change in rows:
+            cells = [name, "—" if a is None else format_number(a),
+                     "—" if b is None else format_number(b),
+                     "—" if change is None else f"{change * 100:+.1f}%"]
+            self.table.addTopLevelItem(QTreeWidgetItem(cells))
+        for col in range(4):
+            self.table.resizeColumnToContents(col)
+
+
+class ReplayWindow(MainWindow):
+    """The main window showing a recording, with the replay dock."""
+
+    loaded = Signal()
+
+    def __init__(self, path: str) -> None:
+        super().__init__(settings_key="replay")
+        self.reader = SessionReader(path)  # opening checks the header only
+        self.setWindowTitle(f"TensorScope — {path}")
+        self._lock = threading.Lock()
+        self._connection_text = f"replay of {path}"
+        self.replay = ReplayPanel(self)
+        dock = QDockWidget("Replay", self)
+        dock.setObjectName("dock_replay")
+        dock.setWidget(self.replay)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+        self.tabifyDockWidget(self.findings_dock, dock)
+        dock.raise_()
+        self.replay.step_chosen.connect(self.show_step)
+        self.replay.compare_requested.connect(self.compare_steps)
+        self.replay.compare_cleared.connect(lambda: self.graph.set_comparison(None))
+        self.bridge.messages_arrived.connect(self._replayed)
+        for warning in self.reader.warnings:
+            self.statusBar().showMessage(warning, 20000)
+        self._in_background(self._load_all)
+
+    def _in_background(self, work: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                with self._lock:  # the reader is used by one thread at a time
+                    work()
+            except Exception as exc:  # shown to the user, never lost
+                self.bridge.post_error(f"Reading {self.reader.path} failed: {exc}")
+        threading.Thread(target=run, name="tensorscope-replay", daemon=True).start()
+
+    def _load_all(self) -> None:  # worker thread
+        batch = []
+        for msg in self.reader.messages():
+            batch.append(msg)
+            if len(batch) >= BATCH:
+                for m in batch:
+                    self.bridge.post_message(-1, m)
+                batch = []
+        for m in batch:
+            self.bridge.post_message(-1, m)
+        steps = list(self.reader.steps)
+        self.bridge.post_response(lambda s: self._loaded(s), steps)
+
+    def _replayed(self, conn_id: int, msgs: list) -> None:
+        if conn_id == -1:
+            self.model.ingest_many(msgs)
+
+    def _loaded(self, steps: list[int]) -> None:
+        self.model.paused = None
+        self.replay.set_steps(steps)
+        self.status.set_state("replay")
+        self.loaded.emit()
+
+    def refresh(self) -> None:
+        """As live, but the debugger actions stay off and the state reads REPLAY."""
+        super().refresh()
+        for act in self.actions.debugger():
+            act.setEnabled(False)
+        self.status.set_state("replay")
+
+    def show_step(self, step: int) -> None:
+        """Colour the graph with the values recorded at ``step``."""
+        if step < 0:
+            return
+        self.plots.mark_step(step)
+        self._in_background(lambda: self.bridge.post_response(
+            lambda metrics: self._show_metrics(step, metrics),
+            module_metrics(self.reader.step_messages(step))))
+
+    def _show_metrics(self, step: int, metrics: dict) -> None:
+        self.graph.set_snapshot(metrics)
+        self.statusBar().showMessage(f"showing recorded step {step}", 4000)
+
+    def compare_steps(self, a: int, b: int) -> None:
+        """Per-module statistics of steps a and b side by side; Δ coloured on the graph."""
+        def work() -> None:
+            ma = module_metrics(self.reader.step_messages(a))
+            mb = module_metrics(self.reader.step_messages(b))
+            self.bridge.post_response(lambda pair: self._show_comparison(*pair), (ma, mb))
+        self._in_background(work)
+
+    def _show_comparison(self, ma: dict, mb: dict) -> None:
+        metric = self.graph.colour_metric
+        diffs, rows = {}, []
+        for key in sorted(set(ma) | set(mb)):
+            va, vb = ma.get(key, {}).get(metric), mb.get(key, {}).get(metric)
+            change = relative_change(va, vb)
+            diffs[key] = change
+            rows.append((key[1] or self.model.root_names.get(key[0], "(root)"), va, vb, change))
+        self.graph.set_comparison(diffs)
+        self.replay.show_comparison(rows)
+        self.replay.table.setHeaderLabels(
+            ["Module", f"{METRICS.get(metric, metric)} A", "B", "Change"])
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().closeEvent(event)
+        with self._lock:
+            self.reader.close()
