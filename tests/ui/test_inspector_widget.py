@@ -194,6 +194,7 @@ def test_failed_fetch_is_shown(inspector):
 def test_heatmap_hover_reads_out_index_and_value(inspector):
     data = np.arange(6, dtype=np.float32).reshape(2, 3)
     show(inspector, data)
-    assert inspector.heatmap.describe(2.5, 1.5) == "[1, 2] = 5"
+    assert inspector.heatmap.describe(2.0, 1.0) == "[1, 2] = 5"
+    assert inspector.heatmap.describe(2.6, 1.0) == ""          # past the last column
     body = make_body(data, REF, ":, :")
     assert body["shape"] == [2, 3]

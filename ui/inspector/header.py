@@ -100,7 +100,7 @@ class InspectorHeader(QWidget):
         self.hist.setMouseEnabled(False, False)
         self.hist.hideButtons()
         style_plot(self.hist.getPlotItem(), self)
-        self.hist.getAxis("left").setWidth(34)
+        self.hist.hideAxis("left")   # counts crowd a short plot; the label gives the total
         color = accent_color(self)
         self.bars = pg.PlotCurveItem([0.0, 1.0], [0.0], stepMode="center", fillLevel=0,
                                      brush=pg.mkBrush(color.red(), color.green(), color.blue(), 150),

@@ -12,6 +12,8 @@ from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLO
                                             muted_color, plot_colors, style_plot)
 
 MAX_LOCKED_ASPECT = 12.0   # beyond this rows:cols ratio a 1:1 aspect would leave a sliver
+MIN_PLOT_HEIGHT = 160
+QWIDGETSIZE_MAX = (1 << 24) - 1
 
 
 def nonfinite_overlay(values: np.ndarray) -> np.ndarray | None:
@@ -26,12 +28,16 @@ def nonfinite_overlay(values: np.ndarray) -> np.ndarray | None:
 
 
 def axis_rect(rows: np.ndarray, cols: np.ndarray) -> QRectF:
-    """The image rectangle in tensor-index coordinates (strided or offset slices)."""
+    """The image rectangle in tensor-index coordinates, each element centred on its index.
+
+    Strided and offset slices keep their true indices on the axes; reversed or
+    single-element axes fall back to positions.
+    """
     def span(idx: np.ndarray) -> tuple[float, float]:
         step = float(idx[1] - idx[0]) if len(idx) > 1 else 1.0
-        if step <= 0 or not len(idx):   # reversed slices: plain positions
-            return 0.0, float(max(len(idx), 1))
-        return float(idx[0]), step * len(idx)
+        if step <= 0 or not len(idx):
+            return -0.5, float(max(len(idx), 1))
+        return float(idx[0]) - step / 2, step * len(idx)
     (x0, w), (y0, h) = span(cols), span(rows)
     return QRectF(x0, y0, w, h)
 
@@ -48,9 +54,16 @@ class IndexAxis(pg.AxisItem):
         levels = super().tickValues(minVal, maxVal, size)
         if self.bounds is None:
             return levels
-        lo, hi = self.bounds
+        view_lo, view_hi = sorted((minVal, maxVal))    # an inverted axis passes them reversed
+        lo, hi = max(self.bounds[0], view_lo), min(self.bounds[1], view_hi)
+        if 0 <= hi - lo <= 12:     # few indices in view: label each one
+            return [(1.0, [float(v) for v in range(int(np.ceil(lo)), int(np.floor(hi)) + 1)])]
         return [(spacing, [v for v in values if lo <= v <= hi and float(v).is_integer()])
-                for spacing, values in levels]
+                for spacing, values in levels if spacing >= 1]
+
+    def tickStrings(self, values: list, scale: float, spacing: float) -> list[str]:  # noqa: N802
+        """Indices as whole numbers."""
+        return [str(int(round(v))) for v in values]
 
 
 class _PlotHost(QWidget):
@@ -69,8 +82,9 @@ class _PlotHost(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.graphics, 100)
         layout.addWidget(self.readout)
+        layout.addStretch(1)       # takes what a height-capped plot leaves over
         self.plot.scene().sigMouseMoved.connect(self._mouse_moved)
 
     def _mouse_moved(self, pos: QPointF) -> None:
@@ -101,6 +115,10 @@ class HeatmapView(_PlotHost):
         self.values: np.ndarray | None = None
         self.raw: np.ndarray | None = None
         self._rows = self._cols = np.arange(0)
+        self._rect = QRectF(0, 0, 1, 1)
+        self._auto_fit = True
+        self.plot.vb.sigResized.connect(self._fit)
+        self.plot.vb.sigRangeChangedManually.connect(self._user_moved)
 
     def show_values(self, values: np.ndarray, rows: np.ndarray, cols: np.ndarray,
                     labels: tuple[str, str], colormap: str, raw: np.ndarray | None = None) -> None:
@@ -121,13 +139,29 @@ class HeatmapView(_PlotHost):
         rect = axis_rect(rows, cols)
         self.image.setRect(rect)
         self.overlay.setRect(rect)
-        self.plot.getAxis("left").bounds = (rect.top(), rect.bottom())
-        self.plot.getAxis("bottom").bounds = (rect.left(), rect.right())
+        self.plot.getAxis("left").bounds = (float(rows.min()), float(rows.max()))
+        self.plot.getAxis("bottom").bounds = (float(cols.min()), float(cols.max()))
         ratio = max(len(rows), len(cols)) / max(1, min(len(rows), len(cols)))
         self.plot.setAspectLocked(ratio <= MAX_LOCKED_ASPECT, ratio=1.0)
         self.plot.setLabel("left", labels[0])
         self.plot.setLabel("bottom", labels[1])
-        self.plot.autoRange(padding=0.02)
+        self._rect, self._auto_fit = rect, True
+        self._fit()
+
+    def _user_moved(self, *_: object) -> None:
+        self._auto_fit = False     # the user panned or zoomed: stop re-fitting on resize
+
+    def _fit(self) -> None:
+        """Fit the image, top-aligned (not centred) when the aspect lock leaves room below."""
+        if not self._auto_fit or self.values is None:
+            return
+        vb, rect = self.plot.vb, self._rect
+        self._cap_height()
+        vb.setRange(rect, padding=0.02)
+        (y0, y1) = vb.viewRange()[1]
+        pad = 0.02 * rect.height()
+        if (y1 - y0) > rect.height() + 2 * pad:
+            vb.setYRange(rect.top() - pad, rect.top() - pad + (y1 - y0), padding=0)
 
     def describe(self, x: float, y: float) -> str:
         """The element under the cursor: its tensor indices and value."""
@@ -139,6 +173,15 @@ class HeatmapView(_PlotHost):
             return ""
         return f"[{self._rows[r]}, {self._cols[c]}] = {format_value(self.raw[r, c])}"
 
+
+    def _cap_height(self) -> None:
+        """Shrink the plot to the image's aspect so the axes and colour bar hug it."""
+        vb, rect = self.plot.vb, self._rect
+        if vb.width() <= 1 or rect.width() <= 0:
+            return
+        overhead = self.graphics.height() - vb.height()
+        want = overhead + vb.width() * rect.height() / rect.width() * 1.05
+        self.graphics.setMaximumHeight(int(min(max(want, MIN_PLOT_HEIGHT), QWIDGETSIZE_MAX)))
 
 class LineView(_PlotHost):
     """A 1-d slice as a line plot over its tensor indices (gaps at NaN/Inf)."""
