@@ -18,14 +18,16 @@ Run it::
 What to look at in TensorScope:
 
 * The hierarchy, collapsed and expanded: collapsed, the module graph is
-  ``token_embedding -> encoder -> head``. Expand ``encoder`` to see
+  ``token_embedding`` and ``position_embedding`` -> ``encoder`` -> ``head``. Expand ``encoder`` to see
   ``encoder.layers.0`` and ``encoder.layers.1``; expand a layer to see
   ``self_attn`` (MultiheadAttention), ``linear1``, ``dropout``, ``linear2``,
   ``norm1`` and ``norm2``.
-* The shapes: tokens ``[32, T]`` (int64), embeddings ``[32, T, 32]``, the
-  padding mask ``[32, T]`` (bool) handed to ``encoder`` and each layer, and
-  ``self_attn``'s tuple output (``out[0]`` the attended values, ``out[1]``
-  the weights or ``None``).
+* The shapes: tokens ``[32, T]`` (int64), embeddings ``[32, T, 32]``, and
+  the padding mask: ``encoder`` receives it as ``in["src_key_padding_mask"]``
+  ``[32, T]`` bool, and hands it on to each layer as a float additive mask
+  (``-inf`` at the padding, 0 elsewhere; PyTorch converts it). Inside a
+  layer, ``self_attn`` returns a tuple: ``out[0]`` the attended values and
+  ``out[1]`` ``None`` (no attention weights are asked for).
 * The evaluation pass runs under ``no_grad`` in eval mode, where PyTorch
   takes the encoder layers' fused fast path: the layers appear, but their
   submodules are not called.

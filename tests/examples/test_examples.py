@@ -145,8 +145,9 @@ def find_root(report: dict[str, Any], type_: str) -> dict[str, Any]:
 
 
 def find_module(root: dict[str, Any], path: str, type_: str) -> dict[str, Any]:
-    """The module at ``path`` in ``root``, checked to be of class ``type_``."""
+    """The module at ``path`` in ``root`` (``""``: the root itself), of class ``type_``."""
     by_path = {m["path"]: m for m in root["modules"]}
+    by_path.setdefault("", root)
     assert path in by_path, f"no module {path!r} in {root['type']}: {sorted(by_path)}"
     assert by_path[path]["type"] == type_, by_path[path]
     return by_path[path]
@@ -277,7 +278,9 @@ def test_07_transformer_hierarchy(runs):
     root = find_root(report, "SequenceClassifier")
     tokens = tensor(find_module(root, "token_embedding", "Embedding")["inputs"], "in[0]")
     assert tokens["dtype"] == "int64" and len(tokens["shape"]) == 2
-    find_module(root, "encoder", "TransformerEncoder")
+    encoder = find_module(root, "encoder", "TransformerEncoder")
+    mask = tensor(encoder["inputs"], 'in["src_key_padding_mask"]')
+    assert mask["dtype"] == "bool" and mask["shape"] == tokens["shape"]
     for i in (0, 1):
         layer = find_module(root, f"encoder.layers.{i}", "TransformerEncoderLayer")
         assert tensor(layer["outputs"], "out")["shape"][-1] == 32
