@@ -198,3 +198,22 @@ def test_heatmap_hover_reads_out_index_and_value(inspector):
     assert inspector.heatmap.describe(2.6, 1.0) == ""          # past the last column
     body = make_body(data, REF, ":, :")
     assert body["shape"] == [2, 3]
+
+
+def test_a_calls_tensors_are_offered_in_a_picker(inspector):
+    x, y = np.ones((2, 3), dtype=np.float32), np.zeros((2, 4), dtype=np.float32)
+    refs = {"0:fc#1/in[0]": x, "0:fc#1/out": y}
+    host = ArrayHost(inspector, refs)
+    inspector.test_host = host
+    entries = [dict(tensor_meta(r.rsplit("/", 1)[-1], shape=list(a.shape), dtype="float32"), ref=r)
+               for r, a in refs.items()]
+    inspector.show_choices(entries, {"mean": 0.0})
+    picker = inspector.header.picker
+    assert picker.isVisibleTo(inspector) and picker.currentText() == "out"
+    assert host.requests[-1][0] == "0:fc#1/out" and inspector.state.stats == {"mean": 0.0}
+    picker.setCurrentIndex(picker.findText("in[0]"))
+    picker.activated.emit(picker.currentIndex())
+    assert host.requests[-1][0] == "0:fc#1/in[0]"
+    np.testing.assert_array_equal(inspector.heatmap.values, x)
+    inspector.show_tensor(None, tensor_meta("out", shape=[1], dtype="float32"), None)
+    assert not picker.isVisibleTo(inspector)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from tensorscope.ui.inspector.theme import (accent_color, error_color, muted_color, plot_colors,
                                             style_plot)
@@ -109,7 +109,14 @@ class InspectorHeader(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(3)
-        layout.addWidget(self.title)
+        self.picker = QComboBox(self)
+        self.picker.setToolTip("which of this call's tensors to inspect")
+        self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.picker.hide()
+        title_row = QHBoxLayout()
+        title_row.addWidget(self.title, 1)
+        title_row.addWidget(self.picker)
+        layout.addLayout(title_row)
         layout.addWidget(self.meta_line)
         layout.addLayout(stats)
         layout.addWidget(self.hist)
@@ -143,6 +150,16 @@ class InspectorHeader(QWidget):
         self.bars.setData(edges, counts, stepMode="center", fillLevel=0)
         self.hist.getPlotItem().setLabel("bottom", f"slice values ({int(counts.sum())} finite)")
         self.hist.autoRange(padding=0.02)
+
+    def set_choices(self, refs: list[str], current: str | None) -> None:
+        """Fill the tensor picker with refs (labelled by their last part); hidden below two."""
+        self.picker.blockSignals(True)
+        self.picker.clear()
+        for ref in refs:
+            self.picker.addItem(ref.rsplit("/", 1)[-1], ref)
+        self.picker.setCurrentIndex(max(self.picker.findData(current), 0))
+        self.picker.setVisible(len(refs) > 1)
+        self.picker.blockSignals(False)
 
     def value_text(self, name: str) -> str:
         """The text shown for statistic ``name`` (for tests)."""

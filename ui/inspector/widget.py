@@ -52,6 +52,8 @@ class TensorInspector(QWidget):
     def __init__(self, parent: QWidget | None = None, state: InspectorState | None = None) -> None:
         super().__init__(parent)
         self.state = state if state is not None else InspectorState()
+        self._choices: dict[str, dict[str, Any]] = {}
+        self._choice_stats: dict[str, Any] | None = None
         self.header = InspectorHeader(self)
         self.slicer = SlicerPanel(self.state, self)
         self._build_views()
@@ -68,6 +70,7 @@ class TensorInspector(QWidget):
         self._timer.setInterval(DEBOUNCE_MS)
         self._timer.timeout.connect(self.request_now)
         self._connect_state()
+        self.header.picker.activated.connect(self._picked)
         self._refresh_all()
 
     def _build_views(self) -> None:
@@ -114,9 +117,39 @@ class TensorInspector(QWidget):
     def show_tensor(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None) -> None:
         """Inspect a tensor; ``ref`` None when only metadata/stats are known (not paused)."""
         self._timer.stop()
+        self.header.set_choices(list(self._choices) if ref in self._choices else [], ref)
         self.state.select(ref, meta, stats)
         self.request_now()
         self._render()
+
+    def show_choices(self, entries: list[dict[str, Any]], stats: dict[str, Any] | None = None,
+                     current: str | None = None) -> None:
+        """Offer one call's tensors (``PausedAt.tensors`` entries: TensorMeta + ``"ref"``).
+
+        A picker in the header lists them (``out``, ``in[0]``, ``grad`` …) and
+        shows ``current`` (default: the first output, else the first entry).
+        ``stats`` belong to the call's primary output; the others get their
+        whole-tensor statistics with the first slice.
+        """
+        self._choices = {str(e["ref"]): dict(e) for e in entries if e.get("ref")}
+        self._choice_stats = stats
+        refs = list(self._choices)
+        if not refs:
+            self.header.set_choices([], None)
+            return
+        outs = [r for r in refs if r.rsplit("/", 1)[-1].startswith("out")]
+        pick = current if current in self._choices else (outs or refs)[0]
+        self._show_choice(pick)
+
+    def _show_choice(self, ref: str) -> None:
+        meta = self._choices[ref]
+        primary = ref.rsplit("/", 1)[-1].startswith("out")
+        self.show_tensor(ref, meta, self._choice_stats if primary else None)
+
+    def _picked(self, index: int) -> None:
+        ref = self.header.picker.itemData(index)
+        if ref in self._choices:
+            self._show_choice(ref)
 
     def slice_received(self, body: dict[str, Any]) -> None:
         """The host's answer to ``tensor_requested``: a GetTensor response body."""
