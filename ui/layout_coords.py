@@ -70,24 +70,41 @@ def _runs(row: list[int], comp: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def _target(v: int, x: list[float], g: LayeredGraph, side: str) -> tuple[float, int] | None:
+    """Where v would like to be (median x of its neighbours on ``side``) and how many."""
+    if side == "down":
+        a, nb = g.up1[v], g.up[v]
+    elif side == "up":
+        a, nb = g.down1[v], g.down[v]
+    else:
+        if g.up[v] and g.down[v]:
+            return (_median_x(g.up[v], x) + _median_x(g.down[v], x)) * 0.5, 2
+        nb = g.up[v] or g.down[v]
+        a = nb[0] if len(nb) == 1 else -1
+    if a >= 0:
+        return x[a], 1
+    if nb:
+        return _median_x(nb, x), len(nb)
+    return None
+
+
 def _place_row(row: list[int], x: list[float], g: LayeredGraph, side: str,
                seps: list[float]) -> None:
     targets: list[float] = []
     weights: list[float] = []
     n_real = g.n_real
     for v in row:
-        nb = g.up[v] if side == "down" else g.down[v] if side == "up" else g.up[v] + g.down[v]
-        if side == "both" and g.up[v] and g.down[v]:
-            t = (_median_x(g.up[v], x) + _median_x(g.down[v], x)) * 0.5
-        elif nb:
-            t = _median_x(nb, x)
-        else:
+        t = _target(v, x, g, side)
+        if t is None:
             targets.append(x[v])
             weights.append(LONELY_WEIGHT)
-            continue
-        targets.append(t)
-        weights.append(DUMMY_WEIGHT if v >= n_real else 1.0 + 0.25 * (len(nb) - 1))
-    for a, b in _runs(row, g.comp):
+        else:
+            targets.append(t[0])
+            weights.append(DUMMY_WEIGHT if v >= n_real else 0.75 + 0.25 * t[1])
+    if len(row) == 1:
+        x[row[0]] = targets[0]
+        return
+    for a, b in _runs(row, g.comp) if g.n_comps > 1 else ((0, len(row)),):
         xs = fit_row(targets[a:b], weights[a:b], seps[a:b - 1])
         for v, xv in zip(row[a:b], xs):
             x[v] = xv

@@ -19,6 +19,7 @@ from tensorscope.ui.layout_rank import LayeredGraph
 CONVERGENCE = 0.995
 # a seeded re-layout keeps its start unless a fresh search saves this share of crossings
 KEEP_START_GAIN = 0.1
+REVERSE_ROUNDS = 3
 
 
 def inversions(seq: Sequence[float]) -> int:
@@ -79,36 +80,53 @@ def _median(nb: list[int], pos: list[int]) -> float:
     return (ps[h - 1] * right + ps[h] * left) / (left + right)
 
 
-def _sweep(layers: list[list[int]], pos: list[int], nbrs: list[list[int]], comp: list[int],
-           ranks: Iterable[int], flip_ties: bool) -> None:
+def _sweep(layers: list[list[int]], pos: list[int], nbrs: list[list[int]], nbr1: list[int],
+           comp: list[int] | None, ranks: Iterable[int], flip_ties: bool) -> None:
     """Sort each layer in ``ranks`` by the median of its neighbours in ``nbrs``.
 
-    Nodes without such neighbours keep their slot.
+    ``nbr1[v]`` is v's lone neighbour (or -1); with several components,
+    ``comp`` keeps each in its block. Nodes without neighbours keep their slot.
     """
+    sign = -1 if flip_ties else 1
     for r in ranks:
         row = layers[r]
         if len(row) < 2:
             continue
-        movable = []
+        keys = []
         free = []
         for i, v in enumerate(row):
-            nb = nbrs[v]
-            if nb:
-                movable.append((comp[v], _median(nb, pos), -i if flip_ties else i, v))
-                free.append(i)
-        if len(movable) < 2:
+            a = nbr1[v]
+            if a >= 0:
+                m = pos[a]
+            elif nbrs[v]:
+                m = _median(nbrs[v], pos)
+            else:
+                continue
+            keys.append((comp[v], m, sign * i, v) if comp is not None else (m, sign * i, v))
+            free.append(i)
+        if len(keys) < 2:
             continue
-        movable.sort()
-        for i, item in zip(free, movable):
-            v = item[3]
+        keys.sort()
+        for i, item in zip(free, keys):
+            v = item[-1]
             row[i] = v
             pos[v] = i
 
 
 def _pair_cost(a: list[int], b: list[int], pos: list[int]) -> tuple[int, int]:
     """Crossings among the edges of two adjacent nodes, as they are and swapped."""
+    pb = [pos[y] for y in b]
+    if len(a) == 1:
+        px = pos[a[0]]
+        now = swapped = 0
+        for py in pb:
+            if px > py:
+                now += 1
+            elif px < py:
+                swapped += 1
+        return now, swapped
     if len(a) * len(b) > 64:
-        pb = sorted([pos[y] for y in b])
+        pb.sort()
         now = swapped = 0
         for x in a:
             px = pos[x]
@@ -118,8 +136,7 @@ def _pair_cost(a: list[int], b: list[int], pos: list[int]) -> tuple[int, int]:
     now = swapped = 0
     for x in a:
         px = pos[x]
-        for y in b:
-            py = pos[y]
+        for py in pb:
             if px > py:
                 now += 1
             elif px < py:
@@ -127,15 +144,15 @@ def _pair_cost(a: list[int], b: list[int], pos: list[int]) -> tuple[int, int]:
     return now, swapped
 
 
-def _transpose_row(row: list[int], pos: list[int], g: LayeredGraph, reverse: bool) -> int:
-    """One pass of adjacent swaps over a layer; returns the crossings saved.
+def _transpose_row(row: list[int], pos: list[int], g: LayeredGraph, reverse: bool) -> tuple[int, int]:
+    """One pass of adjacent swaps over a layer; returns (crossings saved, swaps).
 
     The hot loop of the layout: single-neighbour sides are compared inline.
     """
     up, down, up1, down1 = g.up, g.down, g.up1, g.down1
     check_comp = g.n_comps > 1
     comp = g.comp
-    gain = 0
+    gain = swaps = 0
     v = row[0]
     for i in range(1, len(row)):
         w = row[i]
@@ -169,9 +186,10 @@ def _transpose_row(row: list[int], pos: list[int], g: LayeredGraph, reverse: boo
             pos[w] = i - 1
             pos[v] = i
             gain += now - swapped
+            swaps += 1
         else:
             v = w
-    return gain
+    return gain, swaps
 
 
 def transpose(layers: list[list[int]], pos: list[int], g: LayeredGraph, reverse: bool) -> None:
@@ -182,16 +200,21 @@ def transpose(layers: list[list[int]], pos: list[int], g: LayeredGraph, reverse:
     """
     candidate = [len(row) > 1 for row in layers]
     n_layers = len(layers)
+    rounds = 0
     while True:
         delta = 0
+        if rounds == REVERSE_ROUNDS:
+            reverse = False      # equal-count swaps in the first round only: no ping-pong
+        rounds += 1
         for r in range(n_layers):
             if not candidate[r]:
                 continue
             candidate[r] = False
-            gain = _transpose_row(layers[r], pos, g, reverse)
+            gain, swaps = _transpose_row(layers[r], pos, g, reverse)
             delta += gain
-            if gain > 0:        # equal-count swaps (reverse) do not re-arm: no ping-pong
-                candidate[r] = True
+            if swaps:
+                # equal-count swaps (reverse) re-arm only the neighbours: no ping-pong
+                candidate[r] = gain > 0
                 if r > 0:
                     candidate[r - 1] = len(layers[r - 1]) > 1
                 if r + 1 < n_layers:
@@ -298,11 +321,12 @@ def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: C
     for it in range(max_iter):
         if best_count == 0 or trying >= min_quit:
             break
+        comp = g.comp if g.n_comps > 1 else None
         if it % 2 == 0:
-            _sweep(layers, pos, g.up, g.comp, range(1, n_layers), it % 4 == 2)
+            _sweep(layers, pos, g.up, g.up1, comp, range(1, n_layers), it % 4 == 2)
         else:
-            _sweep(layers, pos, g.down, g.comp, range(n_layers - 2, -1, -1), it % 4 == 3)
-        transpose(layers, pos, g, reverse=it % 4 >= 2)
+            _sweep(layers, pos, g.down, g.down1, comp, range(n_layers - 2, -1, -1), it % 4 == 3)
+        transpose(layers, pos, g, reverse=True)
         count = counter.count(pos)
         trying += 1
         if count <= best_count:
