@@ -83,6 +83,24 @@ class InspectorHeader(QWidget):
         self.meta_line = QLabel("", self)
         self.meta_line.setWordWrap(True)
         self.stat_values: dict[str, QLabel] = {}
+        stats = self._build_stats()
+        self._build_histogram()
+        self.picker = QComboBox(self)
+        self.picker.setToolTip("which of this call's tensors to inspect")
+        self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.picker.hide()
+        title_row = QHBoxLayout()
+        title_row.addWidget(self.title, 1)
+        title_row.addWidget(self.picker)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(3)
+        layout.addLayout(title_row)
+        layout.addWidget(self.meta_line)
+        layout.addLayout(stats)
+        layout.addWidget(self.hist)
+
+    def _build_stats(self) -> QGridLayout:
         stats = QGridLayout()
         stats.setHorizontalSpacing(10)
         stats.setVerticalSpacing(1)
@@ -94,6 +112,9 @@ class InspectorHeader(QWidget):
             self.stat_values[name] = value
             stats.addWidget(key, i // 4, (i % 4) * 2)
             stats.addWidget(value, i // 4, (i % 4) * 2 + 1)
+        return stats
+
+    def _build_histogram(self) -> None:
         self.hist = pg.PlotWidget(self, background=plot_colors(self)[0])
         self.hist.setFixedHeight(84)
         self.hist.setMenuEnabled(False)
@@ -106,20 +127,6 @@ class InspectorHeader(QWidget):
                                      brush=pg.mkBrush(color.red(), color.green(), color.blue(), 150),
                                      pen=pg.mkPen(color))
         self.hist.addItem(self.bars)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(3)
-        self.picker = QComboBox(self)
-        self.picker.setToolTip("which of this call's tensors to inspect")
-        self.picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.picker.hide()
-        title_row = QHBoxLayout()
-        title_row.addWidget(self.title, 1)
-        title_row.addWidget(self.picker)
-        layout.addLayout(title_row)
-        layout.addWidget(self.meta_line)
-        layout.addLayout(stats)
-        layout.addWidget(self.hist)
 
     def set_tensor(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None,
                    original_dtype: str = "", transport_dtype: str = "") -> None:

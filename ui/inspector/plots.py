@@ -27,18 +27,20 @@ def nonfinite_overlay(values: np.ndarray) -> np.ndarray | None:
     return rgba
 
 
+def _span(idx: np.ndarray) -> tuple[float, float]:
+    step = float(idx[1] - idx[0]) if len(idx) > 1 else 1.0
+    if step <= 0 or not len(idx):
+        return -0.5, float(max(len(idx), 1))
+    return float(idx[0]) - step / 2, step * len(idx)
+
+
 def axis_rect(rows: np.ndarray, cols: np.ndarray) -> QRectF:
     """The image rectangle in tensor-index coordinates, each element centred on its index.
 
     Strided and offset slices keep their true indices on the axes; reversed or
     single-element axes fall back to positions.
     """
-    def span(idx: np.ndarray) -> tuple[float, float]:
-        step = float(idx[1] - idx[0]) if len(idx) > 1 else 1.0
-        if step <= 0 or not len(idx):
-            return -0.5, float(max(len(idx), 1))
-        return float(idx[0]) - step / 2, step * len(idx)
-    (x0, w), (y0, h) = span(cols), span(rows)
+    (x0, w), (y0, h) = _span(cols), _span(rows)
     return QRectF(x0, y0, w, h)
 
 
@@ -189,6 +191,8 @@ class LineView(_PlotHost):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.plot.showGrid(x=True, y=True, alpha=0.25)
+        self.plot.setDownsampling(auto=True, mode="peak")   # long lines draw at screen resolution
+        self.plot.setClipToView(True)
         self.plot.setMenuEnabled(False)
         color = accent_color(self)
         self.curve = self.plot.plot(pen=pg.mkPen(color, width=1.5), connect="finite")
