@@ -11,7 +11,7 @@ from tensorscope.ui.inspector.slicekey import parse_key
 def make_body(array: np.ndarray, ref: str, text: str, *, original_dtype: str = "",
               stats: dict[str, Any] | None = None) -> dict[str, Any]:
     """A GetTensor response body for ``array[text]`` (the transport's layout)."""
-    part = np.ascontiguousarray(array[parse_key(text, array.shape)] if array.ndim else array)
+    part = np.asarray(array[parse_key(text, array.shape)]).copy(order="C")
     return {"ref": ref, "slice": text, "dtype": part.dtype.name,
             "original_dtype": original_dtype or part.dtype.name, "shape": list(part.shape),
             "full_shape": list(array.shape), "data": part.tobytes(), "stats": stats or {},

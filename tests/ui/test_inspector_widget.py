@@ -217,3 +217,18 @@ def test_a_calls_tensors_are_offered_in_a_picker(inspector):
     np.testing.assert_array_equal(inspector.heatmap.values, x)
     inspector.show_tensor(None, tensor_meta("out", shape=[1], dtype="float32"), None)
     assert not picker.isVisibleTo(inspector)
+
+
+def test_empty_and_scalar_tensors(inspector):
+    requests = []
+    inspector.tensor_requested.connect(lambda *a: requests.append(a))
+    inspector.show_tensor("0:e#1/out", tensor_meta("e", shape=[3, 0], dtype="float32"), None)
+    assert requests == [] and "Empty tensor" in inspector.empty.text()
+    scalar = np.array(2.5, dtype=np.float32)
+    show(inspector, scalar, ref="0:loss#1/out")
+    body = make_body(scalar, "0:loss#1/out", "")
+    body["shape"] = [1]                          # np.ascontiguousarray makes scalars 1-d
+    inspector.request_now()
+    inspector.slice_received(body)
+    assert inspector.stack.currentWidget() is inspector.table
+    assert inspector.table.array_model.data(inspector.table.array_model.index(0, 0)) == "2.5"

@@ -149,9 +149,9 @@ class InspectorHeader(QWidget):
     def set_histogram(self, values: np.ndarray | None) -> None:
         """Histogram of a slice's finite values (cleared for None)."""
         result = None if values is None else histogram(values)
+        self.hist.setVisible(result is not None)
         if result is None:
             self.bars.setData([0, 1], [0], stepMode="center")
-            self.hist.setTitle(None)
             return
         counts, edges = result
         self.bars.setData(edges, counts, stepMode="center", fillLevel=0)

@@ -42,6 +42,8 @@ class ReceivedSlice:
 def orient(array: np.ndarray, key: Key, dims: tuple[int, ...]) -> np.ndarray:
     """Transpose a slice (axes = kept dims in order) so its axes follow ``dims``."""
     kept = [d for d, e in enumerate(key) if isinstance(e, slice)]
+    if not kept and array.size == 1:
+        array = array.reshape(())    # a scalar may arrive as shape [1] (np.ascontiguousarray)
     if array.ndim != len(kept) or sorted(dims) != kept:
         raise ValueError(f"slice has {array.ndim} axes but {len(kept)} kept dimension(s) "
                          f"were requested")

@@ -82,9 +82,14 @@ class InspectorState:
         return self.meta.get("kind", "tensor") == "tensor" and self.meta.get("shape") is not None
 
     @property
+    def is_empty(self) -> bool:
+        """Whether the selected tensor has no elements (a zero-size dim)."""
+        return any(n == 0 for n in self.shape)
+
+    @property
     def can_fetch(self) -> bool:
-        """Whether values can be requested (a ref is known and it is a tensor)."""
-        return self.ref is not None and self.is_tensor
+        """Whether values can be requested (a ref is known, a tensor with elements)."""
+        return self.ref is not None and self.is_tensor and not self.is_empty
 
     @property
     def hint(self) -> str:
@@ -93,6 +98,8 @@ class InspectorState:
             return "Select a module's input, output or gradient to inspect it"
         if not self.is_tensor:
             return f"Not a tensor: {self.meta.get('dtype') or self.meta.get('kind', 'object')}"
+        if self.is_empty:
+            return f"Empty tensor: shape {list(self.shape)} holds no values"
         return "" if self.ref is not None else HINT_NOT_PAUSED
 
     def select(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None) -> None:
@@ -168,7 +175,7 @@ class InspectorState:
         """Set a slider dim's index (clamped to the dim); for tile dims the first tile."""
         if not 0 <= dim < self.ndim:
             return self._fail(f"dim {dim} does not exist (tensor has {self.ndim})")
-        self.indices[dim] = min(max(int(value), 0), self.shape[dim] - 1)
+        self.indices[dim] = max(min(int(value), self.shape[dim] - 1), 0)
         if dim in self.tiles:
             self.ranges.pop(dim, None)
         return self._changed()

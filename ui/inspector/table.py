@@ -12,6 +12,7 @@ from tensorscope.ui.inspector.received import format_value
 from tensorscope.ui.inspector.theme import NAN_COLOR, NEGINF_COLOR, POSINF_COLOR
 
 AnyIndex = QModelIndex | QPersistentModelIndex
+AUTOSIZE_CELLS = 20_000   # fit columns to their text up to this many cells
 
 
 class ArrayTableModel(QAbstractTableModel):
@@ -98,9 +99,14 @@ class ArrayTableView(QTableView):
         self.setAlternatingRowColors(True)
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 4)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        self.horizontalHeader().setDefaultSectionSize(self.fontMetrics().horizontalAdvance("-0.000000e+00"))
+        self.horizontalHeader().setMinimumSectionSize(self.fontMetrics().horizontalAdvance("0") * 7)
+        self.horizontalHeader().setDefaultSectionSize(
+            self.fontMetrics().horizontalAdvance("-0.00000e+00") + 8)
 
     def set_array(self, array: np.ndarray, row_labels: np.ndarray | None = None,
                   col_labels: np.ndarray | None = None) -> None:
         """Show ``array`` with tensor-index headers."""
         self.array_model.set_array(array, row_labels, col_labels)
+        model = self.array_model
+        if model.rowCount() * model.columnCount() <= AUTOSIZE_CELLS:
+            self.resizeColumnsToContents()

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QStackedWidget,
                                QVBoxLayout, QWidget)
 
@@ -77,7 +77,12 @@ class TensorInspector(QWidget):
         self.stack = QStackedWidget(self)
         self.empty = QLabel(self)
         self.empty.setWordWrap(True)
-        self.empty.setMargin(12)
+        self.empty.setMargin(24)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        font = self.empty.font()
+        font.setPointSizeF(font.pointSizeF() + 1.5)
+        self.empty.setFont(font)
+        self.empty.setStyleSheet(f"color: {muted_color(self)};")
         self.heatmap = HeatmapView(self)
         self.table = ArrayTableView(self)
         self.line = LineView(self)
@@ -217,6 +222,8 @@ class TensorInspector(QWidget):
     def _show_status(self, message: str, is_error: bool) -> None:
         color = error_color(self) if is_error else muted_color(self)
         self.status.setStyleSheet(f"color: {color};")
+        if message and message == self.state.hint:
+            message = ""           # already shown large in the view area
         self.status.setText(message or self._describe_slice())
 
     def _describe_slice(self) -> str:
@@ -232,11 +239,12 @@ class TensorInspector(QWidget):
         state = self.state
         r = state.received
         self._refresh_header()
-        has_data = r is not None and r.ref == state.ref
+        has_data = r is not None and r.ref == state.ref and r.oriented.size > 0
         self.npy_button.setEnabled(has_data)
         self.csv_button.setEnabled(has_data)
         if not has_data:
-            self.empty.setText(state.hint or "Fetching slice…")
+            empty = r is not None and r.ref == state.ref
+            self.empty.setText(state.hint or ("The slice is empty" if empty else "Fetching slice…"))
             self.stack.setCurrentWidget(self.empty)
             self.header.set_histogram(None)
             self.legend.setText("")
