@@ -144,3 +144,29 @@ def test_state_imports_no_qt():
 def test_complex_parts(part, expected):
     from tensorscope.ui.inspector.received import display_values
     assert display_values(np.array([3 + 4j], dtype=np.complex64), part)[0] == pytest.approx(expected)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789-+:,. .()[]x", max_size=24))
+def test_any_slice_text_is_applied_or_rejected_without_raising(text):
+    state = selected([3, 4, 5, 6, 7])
+    if state.set_slice_text(text):
+        assert state.error == ""
+        again = state.slice_text                 # canonical text round-trips
+        assert state.set_slice_text(again) and state.slice_text == again
+    else:
+        assert state.error and state.slice_text == text
+
+
+@pytest.mark.parametrize("body", [None, [], {"ref": REF}, {"ref": REF, "slice": ":, :", "dtype": "float32",
+                                  "shape": "2x2", "data": b""},
+                                  {"ref": REF, "slice": ":, :", "dtype": "object", "shape": [1],
+                                   "data": b"\0" * 8}])
+def test_malformed_bodies_set_an_error_status(body):
+    state = selected([2, 2])
+    state.request()
+    assert state.receive(body) is False
+    assert state.received is None

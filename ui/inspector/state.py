@@ -305,6 +305,10 @@ class InspectorState:
     def receive(self, body: dict[str, Any]) -> bool:
         """Take a GetTensor response body; False if stale or bad (``status`` says why)."""
         pending = self._pending
+        if not isinstance(body, dict):
+            self._set_status(f"Could not show the slice: the body is a {type(body).__name__}, "
+                             f"not a dict", True)
+            return False
         if pending is None or body.get("ref", self.ref) != self.ref:
             return False
         if not self._same_slice(body.get("slice"), pending):
