@@ -64,9 +64,21 @@ def encode_frame(type_: str, seq: int, body: dict[str, Any]) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def body_of(msg: Message) -> dict[str, Any]:
+    """``msg.to_dict()`` without the deep copy (values are already msgpack-native)."""
+    names = _FIELD_NAMES.get(type(msg))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(msg) if f.name != "seq")
+        _FIELD_NAMES[type(msg)] = names
+    return {name: getattr(msg, name) for name in names}
+
+
 def encode(msg: Message) -> bytes:
     """Encode a message as one frame."""
-    return encode_frame(msg.TYPE, msg.seq, msg.to_dict())
+    return encode_frame(msg.TYPE, msg.seq, body_of(msg))
 
 
 def _unpack(payload: bytes) -> Frame:

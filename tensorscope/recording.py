@@ -25,7 +25,7 @@ import msgpack
 
 from tensorscope.events import (PROTOCOL_VERSION, Bye, ExceptionRaised, Finding, Hello, Message,
                                 PausedAt, StepSummary)
-from tensorscope.protocol import Frame, ProtocolError, to_message
+from tensorscope.protocol import Frame, ProtocolError, body_of, to_message
 
 FORMAT = "tensorscope-session"
 FORMAT_VERSION = 1
@@ -58,7 +58,7 @@ class RecordingError(Exception):
 def _rows(msgs: list[tuple[int, Message]]) -> dict[str, list[tuple]]:
     rows: dict[str, list[tuple]] = {"messages": [], "steps": [], "findings": [], "calls": []}
     for step, m in msgs:
-        body = msgpack.packb(m.to_dict(), use_bin_type=True)
+        body = msgpack.packb(body_of(m), use_bin_type=True)
         rows["messages"].append((step, m.seq, m.TYPE, body))
         if isinstance(m, StepSummary):
             rows["steps"].append((m.step, m.kind, m.loss, m.duration, m.calls, m.grad_norm,

@@ -143,6 +143,13 @@ def tensor_stats(t: Any) -> dict[str, float]:
         mn, mx, mean, zero = vals.tolist()
         return {"min": mn, "max": mx, "mean": mean, "zero_fraction": zero}
     v = v.to(torch.float32) if v.dtype in (torch.float16, torch.bfloat16) else v
+    if bool(torch.isfinite(v).all()):  # the common case: fewer passes over the data
+        mn, mx = torch.aminmax(v)
+        std, mean = torch.std_mean(v) if n > 1 else (torch.zeros((), dtype=v.dtype), v.mean())
+        vals = torch.stack([mn, mx, mean, std.to(v.device), v.norm(), (v == 0).sum() / n])
+        mn_, mx_, mean_, std_, norm_, zero_ = vals.tolist()
+        return {"min": mn_, "max": mx_, "mean": mean_, "std": std_, "norm": norm_,
+                "nan": 0.0, "inf": 0.0, "zero_fraction": zero_}
     finite = torch.isfinite(v)
     nan = torch.isnan(v).sum()
     inf = torch.isinf(v).sum()

@@ -1,0 +1,232 @@
+"""Transport benchmarks: events/s, slice MB/s, recording throughput, decoder speed,
+and the added cost of streaming to a live consumer against headless.
+
+Run: ``.venv/bin/python benchmarks/transport.py [--quick]``. Prints medians of
+several repetitions; the streaming cost is measured side by side (runs
+interleaved) as a ratio of median step times.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import torch
+from torch import nn
+
+from tensorscope.client import GuiServer, attach
+from tensorscope.events import CallDigest, Continue, GetTensor, Pause, PausedAt, StepSummary
+from tensorscope.hooks.gate import Gate
+from tensorscope.live import start_live
+from tensorscope.protocol import FrameDecoder, encode
+from tensorscope.recording import Recorder
+from tensorscope.session import Session
+
+
+def _digest(i: int) -> CallDigest:
+    meta = {"path": "out", "kind": "tensor", "shape": [64, 128], "dtype": "float32",
+            "device": "cpu", "requires_grad": True, "contiguous": True, "numel": 8192,
+            "bytes": 32768}
+    return CallDigest(seq=i, step=i // 50, index=i % 50, path=f"layers.{i % 50}.fc",
+                      type="Linear", inputs=[dict(meta, path="in[0]")], outputs=[meta],
+                      stats={"mean": 0.1, "std": 1.0, "min": -3.0, "max": 3.0, "norm": 9.0,
+                             "nan": 0.0, "inf": 0.0, "zero_fraction": 0.0},
+                      grad_norm=0.5)
+
+
+def bench_decoder(n: int) -> float:
+    """GUI side: frames → messages per second (one buffer fed in 64 KiB chunks)."""
+    data = b"".join(encode(_digest(i)) for i in range(n))
+    times = []
+    for _ in range(5):
+        dec = FrameDecoder()
+        t0 = time.perf_counter()
+        count = 0
+        for off in range(0, len(data), 1 << 16):
+            count += len(dec.feed(data[off:off + (1 << 16)]))
+        times.append(time.perf_counter() - t0)
+        assert count == n
+    return n / statistics.median(times)
+
+
+def bench_loopback(n: int) -> float:
+    """Training session → socket → GUI Connection: delivered call digests per second."""
+    rates = []
+    for _ in range(3):
+        s, gate = Session(), None
+        gate = Gate(s)
+        links = start_live(s, gate, listen="127.0.0.1:0", connect=False)
+        done = threading.Event()
+        got = [0]
+
+        def on_msg(m, got=got, done=done):
+            if isinstance(m, CallDigest):
+                got[0] += 1
+            elif isinstance(m, StepSummary) and m.step == -1:
+                done.set()
+
+        conn = attach("%s:%d" % links.address, links.token)
+        conn.start(on_msg, lambda r: done.set())
+        time.sleep(0.2)
+        for peer in links.hub._peers:
+            peer.sender.max_digests = n  # measure throughput, not the drop policy
+        t0 = time.perf_counter()
+        for i in range(n):
+            s.emit(_digest(i))
+        s.emit(StepSummary(step=-1))
+        done.wait(120)
+        rates.append(got[0] / (time.perf_counter() - t0))
+        conn.close()
+        links.close()
+    return statistics.median(rates)
+
+
+def bench_slices(mb: int) -> float:
+    """GetTensor of a whole float32 tensor while paused: MB/s delivered and decoded."""
+    from tensorscope.slicing import decode_slice
+
+    s = Session()
+    gate = Gate(s)
+    links = start_live(s, gate, listen="127.0.0.1:0", connect=False)
+    conn = attach("%s:%d" % links.address, links.token)
+    paused = threading.Event()
+    conn.start(lambda m: isinstance(m, PausedAt) and paused.set(), lambda r: None)
+    t = torch.randn(mb * 1024 * 1024 // 4)
+    conn.call(Pause())
+    train = threading.Thread(target=gate.at_module, args=("forward",), daemon=True,
+                             kwargs=dict(step=0, root=0, path="fc", call=0, type="Linear",
+                                         tensors={"out": t}))
+    train.start()
+    paused.wait(10)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        r = conn.call(GetTensor(ref="0:fc#0/out", max_elements=t.numel()), timeout=120)
+        arr = decode_slice(r.body)
+        times.append(time.perf_counter() - t0)
+        assert arr.size == t.numel()
+    conn.call(Continue())
+    train.join(10)
+    conn.close()
+    links.close()
+    return mb / statistics.median(times)
+
+
+def bench_recording(steps: int, calls: int) -> float:
+    """Recorder: messages per second committed (training thread + writer thread)."""
+    rates = []
+    for _ in range(3):
+        with tempfile.TemporaryDirectory() as tmp:
+            rec = Recorder(os.path.join(tmp, "b.tscope"))
+            t0 = time.perf_counter()
+            for step in range(steps):
+                for i in range(calls):
+                    rec.handle(_digest(step * calls + i))
+                rec.handle(StepSummary(step=step))
+            rec.close()
+            rates.append(steps * (calls + 1) / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+# ------------------------------------------------------- streaming overhead ---
+
+class Block(nn.Module):
+    """A basic residual block (conv-bn-relu-conv-bn + identity)."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(x + self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))))
+
+
+def resnet_like() -> nn.Module:
+    """A small ResNet: stem, 4 residual blocks, pooling, classifier."""
+    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                         *[Block(32) for _ in range(4)], nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(32, 10))
+
+
+CONSUMER = """
+import sys, threading
+from tensorscope.client import GuiServer
+count = [0]
+def on_connection(c):
+    c.start(lambda m: count.__setitem__(0, count[0] + 1), lambda r: None)
+srv = GuiServer(on_connection, discovery=False)
+srv.start()
+print("%s:%d %s" % (srv.address[0], srv.address[1], srv.token), flush=True)
+sys.stdin.read()
+srv.close()
+"""
+
+
+def _steps(watch_kwargs: dict | None, steps: int) -> list[float]:
+    import tensorscope
+
+    torch.manual_seed(0)
+    model = resnet_like()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
+    times = []
+    w = tensorscope.watch(model, opt, **watch_kwargs) if watch_kwargs is not None else None
+    try:
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            loss = nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            times.append(time.perf_counter() - t0)
+    finally:
+        if w is not None:
+            w.close()
+    return times[2:]  # warm-up
+
+
+def bench_streaming(steps: int, reps: int) -> tuple[float, float, float]:
+    """Median step time headless vs streaming to a consumer process; returns (h, s, ratio)."""
+    consumer = subprocess.Popen([sys.executable, "-c", CONSUMER], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    address, token = consumer.stdout.readline().split()
+    os.environ["TENSORSCOPE_TOKEN"] = token
+    headless, streaming = [], []
+    try:
+        for _ in range(reps):  # interleaved, so drift hits both alike
+            headless += _steps({"mode": "default", "connect": False}, steps)
+            streaming += _steps({"mode": "default", "connect": address}, steps)
+    finally:
+        consumer.stdin.close()
+        consumer.wait(10)
+    h, s = statistics.median(headless), statistics.median(streaming)
+    return h, s, s / h
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    args = parser.parse_args()
+    q = args.quick
+    torch.set_num_threads(1)
+    rate = bench_decoder(5_000 if q else 50_000)
+    print(f"GUI-side decoder:        {rate:12,.0f} events/s   (target >= 20,000)")
+    print(f"loopback events:         {bench_loopback(5_000 if q else 50_000):12,.0f} digests/s")
+    print(f"tensor slices:           {bench_slices(8 if q else 64):12,.1f} MB/s")
+    print(f"recording:               {bench_recording(50 if q else 400, 50):12,.0f} messages/s")
+    h, s, ratio = bench_streaming(10 if q else 30, 2 if q else 5)
+    print(f"streaming vs headless:   {h * 1e3:.2f} ms -> {s * 1e3:.2f} ms per step, "
+          f"ratio {ratio:.3f} (added {100 * (ratio - 1):+.1f}%; target <= +2%)")
+
+
+if __name__ == "__main__":
+    main()
