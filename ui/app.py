@@ -58,10 +58,10 @@ def make_application() -> QApplication:
     return app
 
 
-def _window(title: str = "TensorScope"):
+def _window(title: str = "TensorScope", settings_key: str | None = "main"):
     from tensorscope.ui.main_window import MainWindow
     make_application()
-    window = MainWindow()
+    window = MainWindow(settings_key=settings_key)
     window.setWindowTitle(title)
     return window
 
@@ -128,7 +128,10 @@ def run_with_gui(args: argparse.Namespace, screenshot: str | None = None,
     """
     from tensorscope.client import GuiServer
     from tensorscope.ui.child_script import ChildScript, child_command
-    window = _window(f"TensorScope — {os.path.basename(args.script)}")
+    window = _window(f"TensorScope — {os.path.basename(args.script)}",
+                     settings_key=None if screenshot else "main")
+    if screenshot:
+        window.resize(1600, 1000)
     server = GuiServer(window.accept_connection, discovery=False)
     server.start()
     child = ChildScript(child_command(server.address, args.script, list(args.args or []), args),
@@ -157,11 +160,15 @@ def _arm_screenshot(window, child, path: str, steps: int, result: dict) -> None:
     shot = StepScreenshot(window, steps, path)
 
     def saved(p: str) -> None:
+        result["done"] = True
         print(f"tensorscope: saved a screenshot to {p}")
         result["code"] = 0
         window.close()
 
     def failed(message: str) -> None:
+        if result.get("done"):
+            return
+        result["done"] = True
         print(f"tensorscope: screenshot failed: {message}", file=sys.stderr)
         result["code"] = 1
         window.close()
@@ -197,9 +204,10 @@ def demo_command(args: argparse.Namespace) -> int:
     from tensorscope import demo
     steps = int(getattr(args, "steps", 200) or 200)
     screenshot = getattr(args, "screenshot", None)
-    script_args = ["--steps", str(steps)]
-    if not screenshot:
-        script_args += ["--sleep", "0.05"]
+    # With --screenshot the window is saved after `steps` steps while training
+    # still runs (so it shows a live session), then the demo child is stopped.
+    script_args = (["--steps", str(steps + 10_000), "--sleep", "0.02"] if screenshot
+                   else ["--steps", str(steps), "--sleep", "0.05"])
     run_args = argparse.Namespace(script=demo.__file__, args=script_args, mode="default",
                                   stats_every=5, break_on="", record=None)
     return run_with_gui(run_args, screenshot=screenshot, screenshot_steps=steps)

@@ -55,7 +55,8 @@ class GraphModel:
         self._groups: dict[GroupKey, list[str]] = {}
         self._node_groups: dict[str, list[GroupKey]] = {}
         self._visible: nx.DiGraph | None = None
-        self._owner: dict[str, str] = {}
+        self._owner: dict[str, str | None] = {}
+        self._containers: set[str] = set()
 
     # --------------------------------------------------------- structure ---
     def set_structure(self, gs: GraphStructure, budget: int | None = DEFAULT_BUDGET) -> None:
@@ -86,22 +87,28 @@ class GraphModel:
     def _index_groups(self) -> None:
         groups: dict[GroupKey, list[str]] = {}
         node_groups: dict[str, list[GroupKey]] = {}
+        paths: dict[str, str] = {}
         for nid, attrs in self.full.nodes(data=True):
             path = self._path_of(attrs)
             if path is None:
                 continue
-            prefixes = _prefixes(path)
-            if self.kind == "module":
-                prefixes = prefixes[:-1]  # a call node is its own module
+            paths[nid] = path
             root = int(attrs.get("root", 0) or 0)
+            # module graph: a container's own call folds with its children, and
+            # the root ("") is a container too; autograd: ops sit inside modules
+            prefixes = ([""] if self.kind == "module" else []) + _prefixes(path)
             keys = [(root, p) for p in prefixes]
             node_groups[nid] = keys
             for key in keys:
                 groups.setdefault(key, []).append(nid)
-        # a container holding a single node folds nothing: not a group
-        self._groups = {k: v for k, v in groups.items() if len(v) > 1}
-        self._node_groups = {n: [k for k in ks if k in self._groups]
-                             for n, ks in node_groups.items()}
+        if self.kind == "module":  # a group must hold something deeper than itself
+            valid = {k: v for k, v in groups.items() if any(paths[n] != k[1] for n in v)}
+        else:
+            valid = {k: v for k, v in groups.items() if len(v) > 1}
+        self._groups = valid
+        self._node_groups = {n: [k for k in ks if k in valid] for n, ks in node_groups.items()}
+        self._containers = {n for n, p in paths.items()
+                            if self.kind == "module" and (int(self.full.nodes[n].get("root", 0) or 0), p) in valid}
 
     @property
     def groups(self) -> dict[GroupKey, list[str]]:
@@ -136,7 +143,7 @@ class GraphModel:
         Depth d keeps containers with fewer than d path components open; a
         12-layer transformer ends with one card per layer.
         """
-        max_depth = max((len(k[1].split(".")) for k in self._groups), default=0)
+        max_depth = max((_depth(k[1]) for k in self._groups), default=0)
         chosen = 1
         for depth in range(1, max_depth + 2):
             self._collapse_at(depth)
@@ -146,20 +153,23 @@ class GraphModel:
         self._collapse_at(chosen)
 
     def _collapse_at(self, depth: int) -> None:
-        self.collapsed = {k for k in self._groups if len(k[1].split(".")) >= depth}
+        self.collapsed = {k for k in self._groups if _depth(k[1]) >= depth}
         self._visible = None
 
     # ----------------------------------------------------------- visible ---
-    def owner(self, nid: str) -> str:
-        """The visible node standing for full node ``nid``."""
+    def owner(self, nid: str) -> str | None:
+        """The visible node standing for full node ``nid`` (None: hidden).
+
+        An expanded container's own call node is hidden: its children show it.
+        """
         for key in self._node_groups.get(nid, ()):
             if key in self.collapsed:
                 return group_id(key)
-        return nid
+        return None if nid in self._containers else nid
 
     def visible_count(self) -> int:
         """How many nodes the view would draw."""
-        return len({self.owner(n) for n in self.full.nodes})
+        return len({self.owner(n) for n in self.full.nodes} - {None})
 
     def visible_graph(self) -> nx.DiGraph:
         """The graph as drawn (cached until the structure or collapse changes)."""
@@ -173,6 +183,8 @@ class GraphModel:
         self._owner = owner
         for nid, attrs in self.full.nodes(data=True):
             o = owner[nid]
+            if o is None:
+                continue
             if o == nid:
                 vis.add_node(nid, **attrs, members=1, group=None)
             elif o not in vis:
@@ -183,7 +195,7 @@ class GraphModel:
                              members=len(self._groups[key]), group=key)
         for src, dst, attrs in self.full.edges(data=True):
             a, b = owner[src], owner[dst]
-            if a == b:
+            if a == b or a is None or b is None:
                 continue
             if vis.has_edge(a, b):
                 vis.edges[a, b]["count"] += 1
@@ -200,7 +212,8 @@ class GraphModel:
             members = self._groups[attrs["group"]]
             exits = [m for m in members
                      if any(self._owner.get(s) != nid for s in self.full.successors(m))]
-            src = exits[-1] if exits else members[-1]
+            own = [x for x in members if self._path_of(self.full.nodes[x]) == attrs["path"]]
+            src = own[0] if own else exits[-1] if exits else members[-1]
             m = self.full.nodes[src]
             attrs.update(shape=m.get("shape"), dtype=m.get("dtype", ""),
                          device=m.get("device", ""))
@@ -212,7 +225,7 @@ class GraphModel:
     def visible_for_module(self, root: int, path: str) -> str | None:
         """The visible node showing module ``(root, path)`` (or containing it)."""
         vis = self.visible_graph()
-        for key in [(root, p) for p in _prefixes(path)]:
+        for key in [(root, p) for p in [""] + _prefixes(path)]:
             if key in self.collapsed:
                 return group_id(key)
         for nid, attrs in self.full.nodes(data=True):
@@ -248,6 +261,11 @@ class GraphModel:
         """The innermost container of visible node ``nid`` (to collapse it)."""
         keys = self._node_groups.get(nid, [])
         return keys[-1] if keys else None
+
+
+def _depth(path: str) -> int:
+    """Nesting depth of a module path (the root "" is 0)."""
+    return 0 if not path else path.count(".") + 1
 
 
 def _label_text(label: Any) -> str:

@@ -92,6 +92,7 @@ class GraphView(QGraphicsView):
         from tensorscope.ui.minimap import Minimap
         self.minimap = Minimap(self, self._scene, self.theme)
         self._empty_text = "Waiting for a training script…"
+        self.auto_fit = True   # refit on resize until the user zooms or pans
 
     # ------------------------------------------------------------ content ---
     def set_empty_text(self, text: str) -> None:
@@ -271,6 +272,7 @@ class GraphView(QGraphicsView):
         self.minimap.refresh()
 
     def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 (Qt API)
+        self.auto_fit = False
         self.zoom(1.0015 ** event.angleDelta().y())
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802 (Qt API)
@@ -279,6 +281,8 @@ class GraphView(QGraphicsView):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
+        if self.auto_fit and self.nodes.cards:
+            self.fit_default()
         self.legend.reposition()
         self.minimap.reposition()
 
@@ -286,6 +290,8 @@ class GraphView(QGraphicsView):
         card = self.nodes.card_at(self.mapToScene(event.position().toPoint()))
         if card is not None and event.button() == Qt.MouseButton.LeftButton:
             self.node_clicked.emit(card.id)
+        else:
+            self.auto_fit = False   # dragging the canvas: the user navigates now
         super().mousePressEvent(event)
 
     def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 (Qt API)

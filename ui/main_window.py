@@ -36,7 +36,8 @@ class MainWindow(QMainWindow):
 
     refreshed = Signal()
 
-    def __init__(self, theme: Theme | None = None, settings_key: str = "main") -> None:
+    def __init__(self, theme: Theme | None = None, settings_key: str | None = "main") -> None:
+        """``settings_key`` None: neither restore nor save geometry (screenshots)."""
         super().__init__()
         self.setWindowTitle("TensorScope")
         self.theme = theme or make_theme()
@@ -295,6 +296,8 @@ class MainWindow(QMainWindow):
 
     # ---------------------------------------------------------- settings ---
     def _restore_settings(self) -> None:
+        if self._settings_key is None:
+            return
         s = QSettings("TensorScope", "TensorScope")
         geometry = s.value(f"{self._settings_key}/geometry")
         state = s.value(f"{self._settings_key}/state")
@@ -304,9 +307,10 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        s = QSettings("TensorScope", "TensorScope")
-        s.setValue(f"{self._settings_key}/geometry", self.saveGeometry())
-        s.setValue(f"{self._settings_key}/state", self.saveState())
+        if self._settings_key is not None:
+            s = QSettings("TensorScope", "TensorScope")
+            s.setValue(f"{self._settings_key}/geometry", self.saveGeometry())
+            s.setValue(f"{self._settings_key}/state", self.saveState())
         hook = getattr(self, "closing_hook", None)
         if hook is not None:
             hook()

@@ -21,7 +21,7 @@ class Minimap(QGraphicsView):
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setBackgroundBrush(theme.grid)
         self.setStyleSheet(f"border: 1px solid {theme.card_border.name()}; border-radius: 4px;")
-        self.resize(180, 130)
+        self.resize(150, 110)
         self.hide()
 
     def refresh(self) -> None:
@@ -32,7 +32,8 @@ class Minimap(QGraphicsView):
             return
         self.fitInView(rect.adjusted(-20, -20, 20, 20), Qt.AspectRatioMode.KeepAspectRatio)
         visible = self.main.mapToScene(self.main.viewport().rect()).boundingRect()
-        self.setVisible(not visible.contains(rect))
+        # only when much of the graph is off screen (it would hide nodes otherwise)
+        self.setVisible(rect.width() > 1.5 * visible.width() or rect.height() > 1.5 * visible.height())
         self.reposition()
         self.viewport().update()
 

@@ -108,6 +108,7 @@ class ModuleTreePanel(QWidget):
             self.view.expandToDepth(1)
             for col in range(len(COLUMNS)):
                 self.view.resizeColumnToContents(col)
+                self.view.setColumnWidth(col, min(self.view.columnWidth(col), 150))
 
     def _parent_item(self, model: SessionModel, key: ModuleKey) -> QStandardItem:
         root, path = key

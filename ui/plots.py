@@ -16,7 +16,7 @@ CURVE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948
                  "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
 STATS = {"norm": "activation norm", "zero_fraction": "zero fraction", "mean": "mean",
          "std": "std", "max": "max"}
-MAX_CURVES = 8
+MAX_CURVES = 6
 
 
 class PlotsPanel(QWidget):
@@ -69,8 +69,9 @@ class PlotsPanel(QWidget):
         w.setMinimumHeight(120)
         bg = self.theme.card
         bg.setAlpha(200)
-        w.addLegend(offset=(-4, 4), labelTextColor=self.theme.subtle, labelTextSize="7pt",
-                    brush=bg, verSpacing=-6)
+        legend = w.addLegend(offset=(40, 2), labelTextColor=self.theme.subtle,
+                             labelTextSize="7pt", brush=bg, verSpacing=-8, horSpacing=6)
+        legend.setColumnCount(3)
         return w
 
     def _force(self) -> None:
@@ -106,7 +107,8 @@ class PlotsPanel(QWidget):
         """The focus module plus the modules with the largest latest grad norm."""
         ranked = sorted(model.grad_norm_series.items(),
                         key=lambda kv: -(kv[1].last() or 0.0) if kv[1].last() == kv[1].last() else -np.inf)
-        keys = [k for k, _ in ranked if k[1]][:MAX_CURVES]
+        leaves = [k for k, _ in ranked if k[1] and not getattr(model.module(*k), "children", None)]
+        keys = leaves[:MAX_CURVES]
         if self.focus is not None and self.focus in model.modules:
             keys = [self.focus] + [k for k in keys if k != self.focus][:MAX_CURVES - 1]
         return keys

@@ -218,9 +218,10 @@ class SessionModel:
                     ser = per.get(name) or per.setdefault(name, Series(self.series_capacity))
                     ser.append(msg.step, _finite_or_nan(value))
         state.finite = msg.finite
-        state.grad_finite = msg.grad_finite
-        if msg.grad_norm is not None or msg.step != state.last_step:
-            state.grad_norm = msg.grad_norm
+        if msg.grad_enabled:  # an eval pass under no_grad keeps the last training gradients
+            state.grad_finite = msg.grad_finite
+            if msg.grad_norm is not None or msg.step != state.last_step:
+                state.grad_norm = msg.grad_norm
         if msg.grad_norm is not None:
             ser = self.grad_norm_series.get(state.key)
             if ser is None:

@@ -30,7 +30,9 @@ def mlp_tree() -> ModuleTree:
             _tree_entry("network", "Sequential", 109386, children=[m[0] for m in MLP])]
     mods += [_tree_entry(p, t, n, c) for p, t, _s, c, n in MLP]
     return ModuleTree(roots=[{"root": 0, "name": "Classifier", "type": "Classifier",
-                              "params": 109386, "modules": mods}])
+                              "params": 109386, "modules": mods},
+                             {"root": 1, "name": "CrossEntropyLoss", "type": "CrossEntropyLoss",
+                              "params": 0, "modules": [_tree_entry("", "CrossEntropyLoss")]}])
 
 
 def chain_graph(calls: list[tuple[str, str, list[int]]], in_shape: list[int],
@@ -57,8 +59,29 @@ def chain_graph(calls: list[tuple[str, str, list[int]]], in_shape: list[int],
 
 
 def mlp_module_graph() -> GraphStructure:
-    """The MLP's module graph."""
-    return chain_graph([(p, t, s) for p, t, s, _c, _n in MLP], [64, 784])
+    """The MLP's module graph as the hooks build it: container calls included.
+
+    The root call (``Classifier``, path "") and ``network`` (Sequential) are
+    nodes too, fed by the input, with their children's calls pointing at them
+    through ``parent``; the loss is a second root.
+    """
+    gs = chain_graph([(p, t, s) for p, t, s, _c, _n in MLP], [64, 784])
+    for node in gs.nodes:
+        if node["kind"] == "call":
+            node["parent"] = "cnet"
+    gs.nodes += [
+        {"id": "croot", "kind": "call", "label": "Classifier", "root": 0, "path": "", "call": 0,
+         "parent": None, "shape": [64, 10], "dtype": "float32", "device": "cpu"},
+        {"id": "cnet", "kind": "call", "label": "Sequential", "root": 0, "path": "network",
+         "call": 1, "parent": "croot", "shape": [64, 10], "dtype": "float32", "device": "cpu"},
+        {"id": "closs", "kind": "call", "label": "CrossEntropyLoss", "root": 1, "path": "",
+         "call": 7, "parent": None, "shape": [], "dtype": "float32", "device": "cpu"},
+        {"id": "in1", "kind": "input", "label": "in[1]", "root": 1, "path": "", "shape": [64],
+         "dtype": "int64", "device": "cpu"}]
+    gs.edges = [e for e in gs.edges if e[1] != "out0"]
+    gs.edges += [["in0", "croot", [64, 784]], ["in0", "cnet", [64, 784]],
+                 ["c4", "closs", [64, 10]], ["in1", "closs", [64]], ["closs", "out0", []]]
+    return gs
 
 
 def mlp_autograd_graph() -> GraphStructure:

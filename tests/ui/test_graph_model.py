@@ -51,10 +51,21 @@ def test_module_lookups():
     assert g.group_of(nid) == (0, "encoder.layers.2")
 
 
-def test_mlp_module_graph_stays_expanded():
+def test_mlp_module_graph_hides_expanded_container_calls():
     g = GraphModel("module")
     g.set_structure(mlp_module_graph())
-    assert g.visible_graph().number_of_nodes() == 7   # input, 5 calls, output
+    vis = g.visible_graph()
+    # 2 inputs, 5 layers, the loss, the output; Classifier/Sequential calls hidden
+    assert vis.number_of_nodes() == 9
+    assert {a.get("label") for _n, a in vis.nodes(data=True)} >= {"Linear", "CrossEntropyLoss"}
+    assert "Sequential" not in {a.get("label") for _n, a in vis.nodes(data=True)}
+    g.collapse((0, "network"))
+    vis = g.visible_graph()
+    assert vis.number_of_nodes() == 5
+    assert vis.nodes[group_id((0, "network"))]["shape"] == [64, 10]
+    assert vis.has_edge(group_id((0, "network")), "closs")
+    g.collapse((0, ""))
+    assert g.visible_graph().number_of_nodes() == 5   # root group replaces network group
 
 
 def test_autograd_ops_group_by_module():

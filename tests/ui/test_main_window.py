@@ -29,7 +29,7 @@ def _open(qtbot, msgs, count=None) -> MainWindow:
 
 @pytest.fixture
 def window(qtbot) -> MainWindow:
-    return _open(qtbot, mlp_session(10), count=7)
+    return _open(qtbot, mlp_session(10), count=9)
 
 
 def _click_card(qtbot, view, nid, double=False):
