@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from tensorscope.ui.inspector.theme import (accent_color, error_color, muted_color, plot_colors,
+from tensorscope.ui.inspector.theme import (accent_color, error_color, mute, plot_colors,
                                             style_plot)
 
 STAT_ORDER = ("min", "max", "mean", "std", "norm", "zero_fraction", "nan", "inf")
@@ -106,7 +106,7 @@ class InspectorHeader(QWidget):
         stats.setVerticalSpacing(1)
         for i, name in enumerate(STAT_ORDER):
             key = QLabel(STAT_LABELS.get(name, name), self)
-            key.setStyleSheet(f"color: {muted_color(self)};")
+            mute(key)
             value = QLabel("–", self)
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.stat_values[name] = value

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from tensorscope.ui.inspector.received import finite_range, format_value
 from tensorscope.ui.inspector.state import COLORMAPS
 from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, accent_color,
-                                            muted_color, plot_colors, style_plot)
+                                            mute, plot_colors, style_plot)
 
 MAX_LOCKED_ASPECT = 12.0   # beyond this rows:cols ratio a 1:1 aspect would leave a sliver
 MIN_PLOT_HEIGHT = 160
@@ -80,7 +80,7 @@ class _PlotHost(QWidget):
         self.plot = self.graphics.addPlot(axisItems=axes)
         style_plot(self.plot, self)
         self.readout = QLabel(" ", self)
-        self.readout.setStyleSheet(f"color: {muted_color(self)};")
+        mute(self.readout)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)

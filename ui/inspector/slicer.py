@@ -7,7 +7,7 @@ from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QLin
 
 from tensorscope.ui.inspector.received import COMPLEX_PARTS
 from tensorscope.ui.inspector.state import COLORMAPS, VIEWS, InspectorState
-from tensorscope.ui.inspector.theme import error_color, muted_color
+from tensorscope.ui.inspector.theme import error_color, mute
 
 NO_DIM = "—"
 
@@ -99,7 +99,7 @@ class SlicerPanel(QWidget):
 
     def _caption(self, text: str) -> QLabel:
         label = QLabel(text, self)
-        label.setStyleSheet(f"color: {muted_color(self)};")
+        mute(label)
         return label
 
     # ---------------------------------------------------------- user → state --
@@ -146,6 +146,7 @@ class SlicerPanel(QWidget):
 
     def show_error(self, message: str) -> None:
         """Show (or hide, for "") the inline slice error."""
+        self.error_label.setStyleSheet(f"color: {error_color(self)};")
         self.error_label.setText(message)
         self.error_label.setVisible(bool(message))
 

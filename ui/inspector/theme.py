@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 NAN_COLOR = (255, 0, 255)      # magenta: stands out on every colormap we offer
 POSINF_COLOR = (255, 80, 40)   # red-orange
@@ -52,3 +52,19 @@ def accent_color(widget: QWidget | None = None) -> QColor:
 def css(rgb: tuple[int, int, int]) -> str:
     """A CSS hex colour for an RGB tuple."""
     return "#%02x%02x%02x" % rgb
+
+
+def mute(label: QLabel) -> QLabel:
+    """Draw ``label`` in the palette's secondary text colour (follows palette changes)."""
+    label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+    return label
+
+
+def restyle(root: QWidget) -> None:
+    """Re-apply palette colours to every pyqtgraph view under ``root`` (after a theme change)."""
+    bg, _ = plot_colors(root)
+    for view in root.findChildren(pg.GraphicsView):
+        view.setBackground(bg)
+        for item in view.scene().items():
+            if isinstance(item, pg.PlotItem):
+                style_plot(item, root)

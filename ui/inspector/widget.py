@@ -12,11 +12,12 @@ import os
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QStackedWidget,
                                QVBoxLayout, QWidget)
 
-from tensorscope.ui.inspector import export
+from tensorscope.ui.inspector import export, theme
 from tensorscope.ui.inspector.grid import GridView
 from tensorscope.ui.inspector.header import InspectorHeader
 from tensorscope.ui.inspector.observe import Event
@@ -26,7 +27,7 @@ from tensorscope.ui.inspector.slicer import SlicerPanel
 from tensorscope.ui.inspector.state import InspectorState
 from tensorscope.ui.inspector.table import ArrayTableView
 from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, css,
-                                            error_color, muted_color)
+                                            error_color, mute)
 
 DEBOUNCE_MS = 80
 
@@ -82,7 +83,7 @@ class TensorInspector(QWidget):
         font = self.empty.font()
         font.setPointSizeF(font.pointSizeF() + 1.5)
         self.empty.setFont(font)
-        self.empty.setStyleSheet(f"color: {muted_color(self)};")
+        mute(self.empty)
         self.heatmap = HeatmapView(self)
         self.table = ArrayTableView(self)
         self.line = LineView(self)
@@ -201,6 +202,16 @@ class TensorInspector(QWidget):
         else:
             self._show_status(f"Saved {path}", False)
 
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt API)
+        """Follow a light/dark palette change at run time."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            QTimer.singleShot(0, self._palette_changed)   # once the children have the palette too
+
+    def _palette_changed(self) -> None:
+        theme.restyle(self)
+        self._render()
+
     # ------------------------------------------------------------ rendering --
     def _slice_changed(self, event: Event) -> None:
         self.slicer.refresh()
@@ -220,8 +231,8 @@ class TensorInspector(QWidget):
                                str(r.array.dtype) if r else "")
 
     def _show_status(self, message: str, is_error: bool) -> None:
-        color = error_color(self) if is_error else muted_color(self)
-        self.status.setStyleSheet(f"color: {color};")
+        self.status.setStyleSheet(f"color: {error_color(self)};" if is_error else "")
+        self.status.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         if message and message == self.state.hint:
             message = ""           # already shown large in the view area
         self.status.setText(message or self._describe_slice())
