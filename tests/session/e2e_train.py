@@ -1,0 +1,29 @@
+"""A tiny training script for the end-to-end tests (run under `tensorscope run`).
+
+Environment: STEPS (default 6), NAN_STEP (inject a NaN into the input of that
+step), STEP_DELAY (seconds to sleep per step).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+steps = int(os.environ.get("STEPS", "6"))
+nan_step = int(os.environ.get("NAN_STEP", "-1"))
+delay = float(os.environ.get("STEP_DELAY", "0"))
+for step in range(steps):
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4) + step
+    if step == nan_step:
+        x[0, 0] = float("nan")
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(delay)
+print(f"finished {steps} steps", flush=True)
