@@ -40,7 +40,7 @@ def build_cards(vis: nx.DiGraph, describe: Callable[[dict], tuple[str, str]] | N
         if kind == "op":
             title = title.removesuffix("Backward0").removesuffix("Backward1") or title
         if kind == "param":
-            title = str(a.get("param") or title).rsplit(".", 1)[-1]
+            title, path = str(a.get("param") or title), ""
         cards[nid] = Card(id=nid, kind=kind, title=title, path=path,
                           shape=shape_text(a.get("shape")), dtype=str(a.get("dtype") or ""),
                           device=str(a.get("device") or ""), members=int(a.get("members", 1)))
@@ -212,7 +212,10 @@ class GraphView(QGraphicsView):
         self.nodes.selected = {i for i in ids if i in self.nodes.by_id}
         self.nodes.update()
         if centre and ids and ids[0] in self.nodes.by_id:
-            self.centerOn(self.nodes.by_id[ids[0]].rect.center())
+            rect = self.nodes.by_id[ids[0]].rect
+            visible = self.mapToScene(self.viewport().rect()).boundingRect()
+            if not visible.contains(rect):   # only scroll when it is off screen
+                self.centerOn(rect.center())
 
     def set_related(self, ids: set[str]) -> None:
         """Highlight nodes (and edges between them) related to the selection."""

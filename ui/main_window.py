@@ -83,7 +83,7 @@ class MainWindow(QMainWindow):
         self.findings_dock = self._dock("Findings", self.findings,
                                         Qt.DockWidgetArea.BottomDockWidgetArea)
         self.splitDockWidget(self.plots_dock, self.findings_dock, Qt.Orientation.Horizontal)
-        self.resizeDocks([self.tree_dock, self.inspector_dock], [430, 380], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.tree_dock, self.inspector_dock], [480, 380], Qt.Orientation.Horizontal)
         self.resizeDocks([self.plots_dock], [250], Qt.Orientation.Vertical)
         self.resizeDocks([self.plots_dock, self.findings_dock], [1000, 480], Qt.Orientation.Horizontal)
 

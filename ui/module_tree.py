@@ -12,6 +12,7 @@ from tensorscope.ui.theme import Theme, make_theme
 
 COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",
            "Findings")
+COLUMN_CAPS = (150, 110, 90, 62, 50, 60, 72, 40)   # px: keep every column in view
 KEY_ROLE = Qt.ItemDataRole.UserRole + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole + 2
 
@@ -106,9 +107,9 @@ class ModuleTreePanel(QWidget):
             added = True
         if added:
             self.view.expandToDepth(1)
-            for col in range(len(COLUMNS)):
+            for col, cap in enumerate(COLUMN_CAPS):
                 self.view.resizeColumnToContents(col)
-                self.view.setColumnWidth(col, min(self.view.columnWidth(col), 150))
+                self.view.setColumnWidth(col, min(self.view.columnWidth(col), cap))
 
     def _parent_item(self, model: SessionModel, key: ModuleKey) -> QStandardItem:
         root, path = key
