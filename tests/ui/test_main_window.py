@@ -121,7 +121,7 @@ def test_autograd_view_toggle(qtbot, window):
     view = window.graph.views["autograd"]
     qtbot.waitUntil(lambda: len(view.nodes.cards) > 0, timeout=10_000)
     titles = {c.title for c in view.nodes.cards}
-    assert "Addmm" in titles and "weight" in titles
+    assert "Addmm" in titles and "network.0.weight" in titles
 
 
 def test_status_bar_shows_step_and_script(qtbot, window):
