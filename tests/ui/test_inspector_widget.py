@@ -232,3 +232,14 @@ def test_empty_and_scalar_tensors(inspector):
     inspector.slice_received(body)
     assert inspector.stack.currentWidget() is inspector.table
     assert inspector.table.array_model.data(inspector.table.array_model.index(0, 0)) == "2.5"
+
+
+def test_switching_views_before_the_new_slice_arrives_never_breaks(inspector):
+    data = np.random.default_rng(1).normal(size=(3, 8, 8)).astype(np.float32)
+    host = show(inspector, data)
+    inspector.tensor_requested.disconnect(host.answer)     # answers arrive later
+    for view in ("grid", "line", "table", "heatmap", "grid"):
+        assert inspector.state.set_view(view)               # old data redrawn meanwhile
+    inspector.tensor_requested.connect(host.answer)
+    inspector.request_now()
+    assert inspector.stack.currentWidget() is inspector.grid and inspector.grid.tile_count == 3

@@ -5,11 +5,17 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QRectF
 from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from tensorscope.ui.inspector.plots import AspectFit
 
 from tensorscope.ui.inspector.state import COLORMAPS
 from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, plot_colors,
                                             style_plot)
+
+
+SINGLE_ROW_TILES = 4   # a few channels (e.g. RGB) sit side by side
 
 
 def normalise_tile(tile: np.ndarray) -> np.ndarray:
@@ -38,6 +44,8 @@ def grid_shape(tile_dims_shape: tuple[int, ...]) -> tuple[int, int]:
     if len(tile_dims_shape) == 2:
         return tile_dims_shape[0], tile_dims_shape[1]
     count = tile_dims_shape[0]
+    if count <= SINGLE_ROW_TILES:
+        return 1, max(count, 1)
     cols = max(1, math.ceil(math.sqrt(count)))
     return math.ceil(count / cols), cols
 
@@ -59,11 +67,13 @@ class GridView(QWidget):
         self.plot.hideAxis("bottom")
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
+        self.fitter = AspectFit(self.graphics, self.plot)
         self.tile_count = 0
         self.mosaic = np.zeros((0, 0, 4), dtype=np.uint8)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.graphics)
+        layout.addWidget(self.graphics, 100)
+        layout.addStretch(1)
 
     def show_values(self, values: np.ndarray, tile_indices: list[np.ndarray],
                     tile_names: list[str], colormap: str) -> None:
@@ -82,7 +92,7 @@ class GridView(QWidget):
         self.mosaic = mosaic
         self.image.setImage(mosaic, autoLevels=False, levels=(0, 255))
         self._label_axes(rows, cols, h + gap, w + gap, tile_indices, tile_names)
-        self.plot.autoRange(padding=0.02)
+        self.fitter.fit(QRectF(0, 0, mosaic.shape[1], mosaic.shape[0]))
 
     def _label_axes(self, rows: int, cols: int, step_y: int, step_x: int,
                     tile_indices: list[np.ndarray], tile_names: list[str]) -> None:
@@ -96,6 +106,12 @@ class GridView(QWidget):
             top.setLabel(tile_names[1])
             return
         idx = tile_indices[0]
+        if rows == 1:
+            left.setTicks([[]])
+            left.setLabel("")
+            top.setTicks([[(c * step_x + half_x, str(idx[c])) for c in range(len(idx))]])
+            top.setLabel(tile_names[0])
+            return
         left.setTicks([[(r * step_y + half_y, str(idx[r * cols]))
                         for r in range(rows) if r * cols < len(idx)]])
         top.setTicks([[(c * step_x + half_x, f"+{c}") for c in range(cols)]])

@@ -68,6 +68,47 @@ class IndexAxis(pg.AxisItem):
         return [str(int(round(v))) for v in values]
 
 
+class AspectFit:
+    """Keeps an image plot hugging its image: height capped to the aspect, top-aligned.
+
+    Re-fits when the view is resized, until the user pans or zooms.
+    """
+
+    def __init__(self, graphics: pg.GraphicsLayoutWidget, plot: pg.PlotItem) -> None:
+        self.graphics, self.plot = graphics, plot
+        self.rect: QRectF | None = None
+        self.auto = True
+        plot.vb.sigResized.connect(self._refit)
+        plot.vb.sigRangeChangedManually.connect(self._user_moved)
+
+    def fit(self, rect: QRectF) -> None:
+        """Show ``rect`` (view coordinates) and keep fitting it on resize."""
+        self.rect, self.auto = rect, True
+        self._refit()
+
+    def _user_moved(self, *_: object) -> None:
+        self.auto = False
+
+    def _refit(self, *_: object) -> None:
+        if not self.auto or self.rect is None:
+            return
+        vb, rect = self.plot.vb, self.rect
+        self._cap_height()
+        vb.setRange(rect, padding=0.02)
+        y0, y1 = vb.viewRange()[1]
+        pad = 0.02 * rect.height()
+        if (y1 - y0) > rect.height() + 2 * pad:
+            vb.setYRange(rect.top() - pad, rect.top() - pad + (y1 - y0), padding=0)
+
+    def _cap_height(self) -> None:
+        vb, rect = self.plot.vb, self.rect
+        if rect is None or vb.width() <= 1 or rect.width() <= 0:
+            return
+        overhead = self.graphics.height() - vb.height()
+        want = overhead + vb.width() * rect.height() / rect.width() * 1.05
+        self.graphics.setMaximumHeight(int(min(max(want, MIN_PLOT_HEIGHT), QWIDGETSIZE_MAX)))
+
+
 class _PlotHost(QWidget):
     """A palette-coloured GraphicsLayoutWidget holding one PlotItem, plus a hover readout."""
 
@@ -117,10 +158,7 @@ class HeatmapView(_PlotHost):
         self.values: np.ndarray | None = None
         self.raw: np.ndarray | None = None
         self._rows = self._cols = np.arange(0)
-        self._rect = QRectF(0, 0, 1, 1)
-        self._auto_fit = True
-        self.plot.vb.sigResized.connect(self._fit)
-        self.plot.vb.sigRangeChangedManually.connect(self._user_moved)
+        self.fitter = AspectFit(self.graphics, self.plot)
 
     def show_values(self, values: np.ndarray, rows: np.ndarray, cols: np.ndarray,
                     labels: tuple[str, str], colormap: str, raw: np.ndarray | None = None) -> None:
@@ -147,23 +185,7 @@ class HeatmapView(_PlotHost):
         self.plot.setAspectLocked(ratio <= MAX_LOCKED_ASPECT, ratio=1.0)
         self.plot.setLabel("left", labels[0])
         self.plot.setLabel("bottom", labels[1])
-        self._rect, self._auto_fit = rect, True
-        self._fit()
-
-    def _user_moved(self, *_: object) -> None:
-        self._auto_fit = False     # the user panned or zoomed: stop re-fitting on resize
-
-    def _fit(self) -> None:
-        """Fit the image, top-aligned (not centred) when the aspect lock leaves room below."""
-        if not self._auto_fit or self.values is None:
-            return
-        vb, rect = self.plot.vb, self._rect
-        self._cap_height()
-        vb.setRange(rect, padding=0.02)
-        (y0, y1) = vb.viewRange()[1]
-        pad = 0.02 * rect.height()
-        if (y1 - y0) > rect.height() + 2 * pad:
-            vb.setYRange(rect.top() - pad, rect.top() - pad + (y1 - y0), padding=0)
+        self.fitter.fit(rect)
 
     def describe(self, x: float, y: float) -> str:
         """The element under the cursor: its tensor indices and value."""
@@ -176,14 +198,6 @@ class HeatmapView(_PlotHost):
         return f"[{self._rows[r]}, {self._cols[c]}] = {format_value(self.raw[r, c])}"
 
 
-    def _cap_height(self) -> None:
-        """Shrink the plot to the image's aspect so the axes and colour bar hug it."""
-        vb, rect = self.plot.vb, self._rect
-        if vb.width() <= 1 or rect.width() <= 0:
-            return
-        overhead = self.graphics.height() - vb.height()
-        want = overhead + vb.width() * rect.height() / rect.width() * 1.05
-        self.graphics.setMaximumHeight(int(min(max(want, MIN_PLOT_HEIGHT), QWIDGETSIZE_MAX)))
 
 class LineView(_PlotHost):
     """A 1-d slice as a line plot over its tensor indices (gaps at NaN/Inf)."""

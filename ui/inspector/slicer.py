@@ -172,8 +172,11 @@ class SlicerPanel(QWidget):
     def _rebuild_sliders(self) -> None:
         while self.slider_grid.count():
             item = self.slider_grid.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget()
+            if widget is not None:
+                widget.hide()              # gone now, even before the deferred delete runs
+                widget.setParent(None)
+                widget.deleteLater()
         self.sliders = {}
         for row, dim in enumerate(self.state.slider_dims):
             size = self.state.shape[dim]

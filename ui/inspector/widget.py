@@ -243,6 +243,9 @@ class TensorInspector(QWidget):
             return ""
         shape = "×".join(str(n) for n in r.oriented.shape) or "scalar"
         text = f"slice [{r.text}] → {shape} of {list(r.full_shape)}"
+        steps = {e.step for e in r.key if isinstance(e, slice) and (e.step or 1) > 1}
+        if steps:
+            text += f" · every {'/'.join(map(str, sorted(steps)))}th element (type a slice to zoom)"
         return text + (" (truncated)" if r.truncated else "")
 
     def _render(self) -> None:
@@ -269,12 +272,15 @@ class TensorInspector(QWidget):
         self._show_status(state.status, state.status_is_error)
 
     def _view_for(self, r: ReceivedSlice) -> str:
+        """The view that can draw ``r``: the chosen one when it fits the slice's rank."""
         view, n = self.state.view, len(r.dims)
         if n >= 3:
             return "grid"
-        if n == 0 or (n == 2 and view == "line"):
-            return "table" if n == 0 else "heatmap"
-        return "line" if (n == 1 and view in ("heatmap", "grid")) else view
+        if n == 0:
+            return "table"
+        if view == "table":
+            return view
+        return "line" if n == 1 else ("heatmap" if view in ("line", "grid") else view)
 
     def _draw(self, view: str, r: ReceivedSlice, values: np.ndarray) -> None:
         names = [f"dim {d}" for d in r.dims]
