@@ -252,6 +252,17 @@ def start_live(session: "Session", gate: "Gate", *, record: str | None = None,
     """Start recording / serving / connecting as asked (interfaces.md §4)."""
     hub = LiveHub(gate)
     links = LiveLinks(session, hub)
+    try:
+        _start(links, record, listen, wait, allow_remote, connect)
+    except BaseException:
+        links.close()
+        raise
+    return links
+
+
+def _start(links: LiveLinks, record: str | None, listen: str | int | None, wait: bool,
+           allow_remote: bool, connect: bool | str) -> None:
+    session, hub, gate = links.session, links.hub, links.hub.gate
     if record:
         from tensorscope.recording import Recorder
 
@@ -273,4 +284,3 @@ def start_live(session: "Session", gate: "Gate", *, record: str | None = None,
             print("tensorscope: --wait needs --listen or a GUI; not waiting", file=sys.stderr)
         else:
             gate.wait_for_client()
-    return links

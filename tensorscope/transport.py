@@ -225,6 +225,11 @@ class Listener:
                  name: str = "tensorscope-listener") -> None:
         check_bind_host(host, allow_remote)
         self.token = token or new_token()
+        try:
+            bytes.fromhex(self.token)
+        except ValueError:
+            raise ValueError("the session token must be hex digits (check "
+                             "$TENSORSCOPE_TOKEN)") from None
         self._on_channel = on_channel
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._sock = socket.socket(family, socket.SOCK_STREAM)
