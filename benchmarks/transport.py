@@ -19,7 +19,7 @@ import time
 import torch
 from torch import nn
 
-from tensorscope.client import GuiServer, attach
+from tensorscope.client import attach
 from tensorscope.events import CallDigest, Continue, GetTensor, Pause, PausedAt, StepSummary
 from tensorscope.hooks.gate import Gate
 from tensorscope.live import start_live
@@ -221,7 +221,7 @@ def main() -> None:
     rate = bench_decoder(5_000 if q else 50_000)
     print(f"GUI-side decoder:        {rate:12,.0f} events/s   (target >= 20,000)")
     print(f"loopback events:         {bench_loopback(5_000 if q else 50_000):12,.0f} digests/s")
-    print(f"tensor slices:           {bench_slices(8 if q else 64):12,.1f} MB/s")
+    print(f"tensor slices:           {bench_slices(8 if q else 32):12,.1f} MB/s")
     print(f"recording:               {bench_recording(50 if q else 400, 50):12,.0f} messages/s")
     h, s, ratio = bench_streaming(10 if q else 30, 2 if q else 5)
     print(f"streaming vs headless:   {h * 1e3:.2f} ms -> {s * 1e3:.2f} ms per step, "

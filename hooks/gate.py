@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from tensorscope.conditions import ConditionError, digest_values, parse_condition
+from tensorscope.conditions import ConditionError, digest_values
 from tensorscope.events import (CallDigest, Continue, Finding, GetTensor, Pause,
                                 PausedAt, PinModules, Request, Response, Resumed, RunToStep,
                                 SetBreakpoints, StepBatch, StepModule, StepSummary)
