@@ -94,8 +94,8 @@ def _unpack(payload: bytes) -> Frame:
         raise VersionMismatch(version)
     if not isinstance(type_, str) or not isinstance(seq, int) or isinstance(seq, bool):
         raise ProtocolError("malformed frame: type must be a string and seq an integer")
-    if not isinstance(body, dict) or not all(isinstance(k, str) for k in body):
-        raise ProtocolError(f"malformed frame: body of {type_!r} is not a map of names")
+    if not isinstance(body, dict):
+        raise ProtocolError(f"malformed frame: body of {type_!r} is not a map")
     return Frame(version, type_, seq, body)
 
 
@@ -104,6 +104,7 @@ _BASE_TYPES: dict[str, tuple[type, ...]] = {
     "list": (list,), "dict": (dict,), "None": (type(None),),
 }
 _FIELD_TYPES: dict[type, dict[str, tuple[type, ...] | None]] = {}
+_UNKNOWN = object()
 
 
 def _field_types(cls: type[Message]) -> dict[str, tuple[type, ...] | None]:
@@ -119,7 +120,8 @@ def _field_types(cls: type[Message]) -> dict[str, tuple[type, ...] | None]:
                     allowed = ()
                     break
                 allowed += base
-            cached[f.name] = allowed or None
+            if f.name != "seq":
+                cached[f.name] = allowed or None
         _FIELD_TYPES[cls] = cached
     return cached
 
@@ -134,15 +136,21 @@ def to_message(frame: Frame) -> Message | None:
         log.warning("skipping a message of unknown type %r (seq %d)", frame.type, frame.seq)
         return None
     types = _field_types(cls)
+    fields = {}
     for name, value in frame.body.items():
-        allowed = types.get(name)
+        allowed = types.get(name, _UNKNOWN)
+        if allowed is _UNKNOWN:
+            continue  # a field from a newer version (or a non-name key): ignored
         if allowed is not None and not isinstance(value, allowed):
             raise ProtocolError(f"malformed {frame.type!r} message: field {name!r} is "
                                 f"{type(value).__name__}")
+        fields[name] = value
     try:
-        return cls.from_dict(frame.body, frame.seq)
+        msg = cls(**fields)
     except Exception as exc:
         raise ProtocolError(f"malformed {frame.type!r} message: {exc}") from exc
+    msg.seq = frame.seq
+    return msg
 
 
 def decode(data: bytes) -> Message | None:
@@ -151,8 +159,8 @@ def decode(data: bytes) -> Message | None:
     msgs = decoder.feed(data)
     if decoder.pending:
         raise ProtocolError("trailing or incomplete bytes after the frame")
-    if len(decoder.frames_seen) != 1:
-        raise ProtocolError(f"expected one frame, got {len(decoder.frames_seen)}")
+    if decoder.frames_seen != 1:
+        raise ProtocolError(f"expected one frame, got {decoder.frames_seen}")
     return msgs[0] if msgs else None
 
 
@@ -166,31 +174,45 @@ class FrameDecoder:
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self.max_frame = max_frame
         self._buf = bytearray()
-        self.frames_seen: list[str] = []  # the last few frame types seen
+        self._pos = 0  # start of the first unread frame in _buf
+        self.frames_seen = 0
 
     @property
     def pending(self) -> int:
         """Bytes received that do not yet form a whole frame."""
-        return len(self._buf)
+        return len(self._buf) - self._pos
 
     def feed_frames(self, data: bytes) -> Iterator[Frame]:
-        """Add ``data`` and yield every whole frame now available."""
+        """Add ``data`` and yield every whole frame now available.
+
+        Frames not consumed (the caller stopped iterating) stay buffered.
+        """
         self._buf += data
-        while len(self._buf) >= HEADER.size:
-            (length,) = HEADER.unpack_from(self._buf, 0)
-            if length > self.max_frame:
-                raise ProtocolError(f"frame of {length} bytes exceeds the limit of "
-                                    f"{self.max_frame} bytes")
-            end = HEADER.size + length
-            if len(self._buf) < end:
+        while True:
+            frame = self._next()
+            if frame is None:
                 return
-            payload = bytes(self._buf[HEADER.size:end])
-            del self._buf[:end]
-            frame = _unpack(payload)
-            self.frames_seen.append(frame.type)
-            if len(self.frames_seen) > 8:
-                del self.frames_seen[:-1]
             yield frame
+
+    def _next(self) -> Frame | None:
+        buf = self._buf
+        if self._pos and self._pos * 2 > len(buf):  # compact now and then, not per frame
+            del buf[:self._pos]
+            self._pos = 0
+        pos = self._pos
+        if len(buf) - pos < HEADER.size:
+            return None
+        (length,) = HEADER.unpack_from(buf, pos)
+        if length > self.max_frame:
+            raise ProtocolError(f"frame of {length} bytes exceeds the limit of "
+                                f"{self.max_frame} bytes")
+        end = pos + HEADER.size + length
+        if len(buf) < end:
+            return None
+        self._pos = end
+        frame = _unpack(buf[pos + HEADER.size:end])
+        self.frames_seen += 1
+        return frame
 
     def feed(self, data: bytes) -> list[Message]:
         """Add ``data`` and return the messages it completes (unknown types skipped)."""
