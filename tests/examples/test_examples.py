@@ -223,8 +223,13 @@ def test_02_regression_target_matches_prediction(runs):
     prediction, target = tensor(mse["inputs"], "in[0]"), tensor(mse["inputs"], "in[1]")
     assert prediction["shape"] == target["shape"]
     assert prediction["shape"][1:] == [1]
-    ratios = [p["update_ratio"] for p in report["parameters"]]
-    assert ratios and all(r is not None and r > 0 for r in ratios), report["parameters"]
+
+
+def test_02_regression_reports_update_ratios(runs):
+    params = report_of(runs, "02_regression.py")["parameters"]
+    ratios = {p["name"]: p["update_ratio"] for p in params}
+    assert set(ratios) == {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"}
+    assert all(r is not None and r > 0 for r in ratios.values()), ratios
 
 
 def test_03_cnn_permute_is_visible(runs):
