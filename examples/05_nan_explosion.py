@@ -18,7 +18,7 @@ Run it with a breakpoint on the first non-finite value::
 
     tensorscope run --break-on non_finite examples/05_nan_explosion.py
 
-What you will see: training pauses at step 1 (the second step), right after
+What you should see: training pauses at step 1 (the second step), right after
 the forward of ``norm`` (``BatchStdNorm``). Its input ``in[0]`` is finite,
 with a whole column of zeros (the dead unit); its output ``out`` holds NaN,
 so ``norm`` is the module that produced it. The findings list shows

@@ -8,6 +8,7 @@ for the correct examples; ``non_finite`` at ``norm`` for example 5).
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -170,6 +171,14 @@ def bad_findings(report: dict[str, Any]) -> list[dict[str, Any]]:
 def test_every_example_has_a_fast_run():
     found = sorted(p.name for p in EXAMPLES.glob("*.py"))
     assert found == sorted(RUNS), "add new examples to RUNS with tiny step counts"
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_example_docstring_says_how_to_run_and_what_to_see(name):
+    doc = ast.get_docstring(ast.parse((EXAMPLES / name).read_text(encoding="utf-8")))
+    assert doc, f"{name} has no docstring"
+    assert "tensorscope run " in doc and f"examples/{name}" in doc
+    assert "What you should see" in doc
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
