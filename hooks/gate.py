@@ -337,9 +337,16 @@ class Gate:
                 raise ValueError(f"bad module {m!r}: expected {{'root': int, 'path': str}}")
             pins.add((int(m.get("root", 0)), m["path"]))
         with self._cond:
+            if not pins:
+                self._drop_pins_locked()
             self._pins = pins
             self._update_armed()
         return Response(body={"count": len(pins)})
+
+    def _drop_pins_locked(self) -> None:
+        self._pins = set()
+        self._pinned_cur = {}
+        self._pinned_bytes = 0
 
     def get_tensor_request(self, req: GetTensor) -> Response:
         """Slice a tensor of the current pause (done on the training thread)."""
@@ -376,7 +383,7 @@ class Gate:
             self._pending = None
             self._mode, self._target = "run", None
             self._bps = self._base
-            self._pins = set()
+            self._drop_pins_locked()
             self._resume_locked()
 
     def close(self) -> None:

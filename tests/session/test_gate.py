@@ -223,6 +223,9 @@ def test_pinned_tensors_available_at_step_boundary_then_released(gate):
     gate.handle_request(Continue())
     t.join(5)
     assert gate._pinned_prev == {} and gate._pinned_bytes == 0
+    gate.keep_pinned(0, "fc", 4, {"out": x})
+    gate.release()  # the GUI left: nothing stays pinned
+    assert gate._pinned_cur == {} and not gate.is_pinned(0, "fc")
 
 
 def test_pin_budget(gate, capsys):
