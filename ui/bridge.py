@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from tensorscope.events import Message, Response
 
-DRAIN_BUDGET_S = 0.03
+DRAIN_BUDGET_S = 0.012
 
 
 class Bridge(QObject):
@@ -87,7 +87,7 @@ class Bridge(QObject):
     def _drain(self) -> None:
         deadline = time.monotonic() + DRAIN_BUDGET_S
         while True:
-            batch = self._take(512)
+            batch = self._take(128)
             if not batch:
                 return
             self._dispatch(batch)

@@ -85,12 +85,15 @@ class NodeLayer(QGraphicsItem):
         self._bounds = QRectF()
         self._fonts = (ui_font(0.5, bold=True), ui_font(-1.0), mono_font(-0.5),
                        ui_font(-2.0, bold=True))
+        self._metrics = [QFontMetricsF(f) for f in self._fonts]
+        self._text_cache: dict[str, tuple[float, str]] = {}
 
     def set_cards(self, cards: list[Card]) -> None:
         """Replace every card (after a layout)."""
         self.prepareGeometryChange()
         self.cards = cards
         self.by_id = {c.id: c for c in cards}
+        self._text_cache = {}
         rect = QRectF()
         for c in cards:
             rect = rect.united(c.rect)
@@ -162,34 +165,46 @@ class NodeLayer(QGraphicsItem):
             painter.setBrush(t.breakpoint)
             painter.drawEllipse(QPointF(r.left() + 1, r.top() + 1), 6, 6)
 
+    def _texts(self, card: Card) -> tuple[float, str]:
+        """Title width and the elided path text of a card (computed once per layout)."""
+        cached = self._text_cache.get(card.id)
+        if cached is None:
+            title_m, small_m = self._metrics[0], self._metrics[1]
+            r = card.rect
+            avail = r.width() - 24
+            if card.kind == "op":
+                cached = (0.0, small_m.elidedText(card.path, Qt.TextElideMode.ElideLeft, avail))
+            else:
+                title_w = title_m.horizontalAdvance(card.title)
+                path = card.path if card.kind != "group" else f"{card.path}  ▸{card.members}"
+                room = avail - title_w - 10
+                text = small_m.elidedText(path, Qt.TextElideMode.ElideLeft, room) if room > 20 else ""
+                cached = (title_w, text)
+            self._text_cache[card.id] = cached
+        return cached
+
     def _paint_text(self, painter: QPainter, card: Card) -> None:
         t, r = self.theme, card.rect
-        title_f, small_f, mono_f, badge_f = self._fonts
+        title_f, small_f, mono_f, _badge_f = self._fonts
         left, right = r.left() + 14, r.right() - 10
+        _title_w, path = self._texts(card)
+        painter.setFont(title_f)
+        painter.setPen(t.text)
         if card.kind == "op":
-            painter.setFont(title_f)
-            painter.setPen(t.text)
             top = QRectF(left, r.top() + 4, right - left, 20 if card.path else r.height() - 8)
             painter.drawText(top, Qt.AlignmentFlag.AlignVCenter, card.title)
             if card.path:
                 painter.setFont(small_f)
                 painter.setPen(t.subtle)
                 painter.drawText(QRectF(left, r.top() + 21, right - left, 16),
-                                 Qt.AlignmentFlag.AlignVCenter,
-                                 QFontMetricsF(small_f).elidedText(card.path, Qt.TextElideMode.ElideLeft, right - left))
+                                 Qt.AlignmentFlag.AlignVCenter, path)
             return
-        painter.setFont(title_f)
-        painter.setPen(t.text)
         head = QRectF(left, r.top() + 6, right - left, 20)
-        title_w = QFontMetricsF(title_f).horizontalAdvance(card.title)
         painter.drawText(head, Qt.AlignmentFlag.AlignVCenter, card.title)
-        painter.setFont(small_f)
-        painter.setPen(t.subtle)
-        path = card.path if card.kind != "group" else f"{card.path}  ▸{card.members}"
-        avail = right - left - title_w - 10
-        if avail > 20:
-            painter.drawText(head, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
-                             QFontMetricsF(small_f).elidedText(path, Qt.TextElideMode.ElideLeft, avail))
+        if path:
+            painter.setFont(small_f)
+            painter.setPen(t.subtle)
+            painter.drawText(head, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, path)
         base = QRectF(left, r.bottom() - 26, right - left, 20)
         painter.setFont(mono_f)
         painter.setPen(t.text)
@@ -203,7 +218,7 @@ class NodeLayer(QGraphicsItem):
     def _badge(self, painter: QPainter, right: float, cy: float, text: str,
                colour: QColor) -> float:
         font = self._fonts[3]
-        w = QFontMetricsF(font).horizontalAdvance(text) + 10
+        w = self._metrics[3].horizontalAdvance(text) + 10
         rect = QRectF(right - w, cy - 8, w, 16)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(colour)
@@ -247,15 +262,20 @@ class EdgeLabel:
 
 
 class EdgeLayer(QGraphicsItem):
-    """All edges: one path per style, arrowheads, and non-overlapping labels."""
+    """All edges: a few paths per style, arrowheads, and non-overlapping labels.
+
+    Edges are batched into chunks of ``CHUNK`` per style (one QPainterPath
+    each, with its bounding box) so that a paint strokes only the chunks in
+    the exposed area instead of every edge of a large graph.
+    """
 
     STYLES = ("normal", "device", "precision", "related")
+    CHUNK = 48
 
     def __init__(self, theme: Theme) -> None:
         super().__init__()
         self.theme = theme
-        self.paths: dict[str, QPainterPath] = {s: QPainterPath() for s in self.STYLES}
-        self.arrows: dict[str, QPainterPath] = {s: QPainterPath() for s in self.STYLES}
+        self.chunks: list[tuple[str, QRectF, QPainterPath, QPainterPath]] = []
         self.labels: list[EdgeLabel] = []
         self._bounds = QRectF()
         self._font = mono_font(-1.5)
@@ -263,20 +283,30 @@ class EdgeLayer(QGraphicsItem):
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt API)
         return self._bounds
 
+    def paths(self, style: str) -> list[QPainterPath]:
+        """The edge paths of one style (for tests and export)."""
+        return [c[2] for c in self.chunks if c[0] == style]
+
     def set_edges(self, polylines: list[tuple[list[QPointF], str]],
                   labels: list[EdgeLabel], related: list[list[QPointF]] = ()) -> None:
         """Rebuild the paths from polylines (scene coordinates) tagged by style."""
         self.prepareGeometryChange()
-        self.paths = {s: QPainterPath() for s in self.STYLES}
-        self.arrows = {s: QPainterPath() for s in self.STYLES}
+        by_style: dict[str, list[list[QPointF]]] = {s: [] for s in self.STYLES}
         for pts, style in polylines:
-            _add_polyline(self.paths[style], self.arrows[style], pts)
-        for pts in related:
-            _add_polyline(self.paths["related"], self.arrows["related"], pts)
-        self.labels = labels
+            by_style[style].append(pts)
+        by_style["related"] += list(related)
+        self.chunks = []
         rect = QRectF()
-        for p in self.paths.values():
-            rect = rect.united(p.boundingRect())
+        for style, lines in by_style.items():
+            lines.sort(key=lambda pts: (pts[0].y(), pts[0].x()))
+            for i in range(0, len(lines), self.CHUNK):
+                path, arrows = QPainterPath(), QPainterPath()
+                for pts in lines[i:i + self.CHUNK]:
+                    _add_polyline(path, arrows, pts)
+                box = path.boundingRect().united(arrows.boundingRect()).adjusted(-4, -4, 4, 4)
+                self.chunks.append((style, box, path, arrows))
+                rect = rect.united(box)
+        self.labels = labels
         for lab in labels:
             rect = rect.united(lab.rect)
         self._bounds = rect.adjusted(-10, -10, 10, 10)
@@ -291,22 +321,28 @@ class EdgeLayer(QGraphicsItem):
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
+        exposed = option.exposedRect
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, lod > 0.2)
-        for style, pen in self.pens().items():
+        pens = self.pens()
+        for pen in pens.values():
             pen.setCosmetic(lod < LOD_TEXT)
+        for style, box, path, arrows in self.chunks:
+            if not box.intersects(exposed):
+                continue
+            pen = pens[style]
             painter.setPen(pen)
             painter.setBrush(Qt.BrushStyle.NoBrush)
-            painter.drawPath(self.paths[style])
+            painter.drawPath(path)
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(pen.color())
-            painter.drawPath(self.arrows[style])
+            painter.drawPath(arrows)
         if lod < LOD_TEXT:
             return
         painter.setFont(self._font)
         colours = {"normal": self.theme.edge_label, "device": self.theme.device_change,
                    "precision": self.theme.precision_change}
         for lab in self.labels:
-            if not lab.rect.intersects(option.exposedRect):
+            if not lab.rect.intersects(exposed):
                 continue
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(self.theme.background)

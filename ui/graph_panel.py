@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
@@ -21,6 +22,7 @@ from tensorscope.ui.theme import Theme
 
 log = logging.getLogger("tensorscope.ui")
 KINDS = ("module", "autograd")
+RECOLOUR_S = 0.1   # live colours change at most 10 times a second (repaints cost)
 
 
 class GraphPanel(QWidget):
@@ -40,6 +42,7 @@ class GraphPanel(QWidget):
         self._laid_out = {k: False for k in KINDS}
         self._hash = {k: None for k in KINDS}
         self._data_rev = -1
+        self._recoloured_at = 0.0
         self.colour_metric = "grad_norm"
         self.selected: ModuleKey | None = None
         self.compare: dict[ModuleKey, float] | None = None
@@ -102,8 +105,10 @@ class GraphPanel(QWidget):
                 self._hash[kind] = gs.hash or id(gs)
                 self.graphs[kind].set_structure(gs)
                 self.relayout(kind, incremental=False)
-        if self.model.data_rev != self._data_rev:
+        now = time.monotonic()
+        if self.model.data_rev != self._data_rev and now - self._recoloured_at >= RECOLOUR_S:
             self._data_rev = self.model.data_rev
+            self._recoloured_at = now
             self.recolour()
 
     def relayout(self, kind: str, incremental: bool = True) -> int:

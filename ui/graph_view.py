@@ -18,7 +18,8 @@ from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 from tensorscope.ui.graph_items import (Card, EdgeLabel, EdgeLayer, NodeLayer, card_size,
                                         shape_text, short_dtype)
 from tensorscope.ui.legend import MetricLegend
-from tensorscope.ui.theme import Theme, make_theme, mono_font, normalise
+from tensorscope.ui.minimap import Minimap
+from tensorscope.ui.theme import Theme, make_theme, mono_font
 from PySide6.QtGui import QFontMetricsF
 
 LOG_METRICS = ("activation_norm", "grad_norm", "update_ratio")
@@ -65,6 +66,36 @@ def edge_style(vis: nx.DiGraph, u: str, v: str) -> str:
     return "normal"
 
 
+_LUTS: dict[int, list[QColor]] = {}
+
+
+def colour_lookup(values: Mapping[str, float | None], lo: float, hi: float, log: bool,
+                  theme: Theme) -> dict[str, QColor]:
+    """Map values to ramp colours through a 256-entry table (fast for thousands)."""
+    lut = _LUTS.get(id(theme))
+    if lut is None:
+        lut = _LUTS[id(theme)] = [theme.ramp(i / 255) for i in range(256)]
+    if log:
+        lo, hi = math.log10(max(lo, 1e-30)), math.log10(max(hi, 1e-30))
+    scale = 255.0 / (hi - lo) if hi > lo else 0.0
+    mid, bad, out = lut[128], theme.non_finite, {}
+    log10, isfinite = math.log10, math.isfinite
+    for nid, v in values.items():
+        if v is None:
+            continue
+        if not isfinite(v):
+            out[nid] = bad
+            continue
+        if log:
+            v = log10(v) if v > 0 else lo
+        if scale == 0.0:
+            out[nid] = mid
+            continue
+        i = int((v - lo) * scale)
+        out[nid] = lut[0 if i < 0 else 255 if i > 255 else i]
+    return out
+
+
 class GraphView(QGraphicsView):
     """Zoomable, pannable view of one graph; emits what the user picks."""
 
@@ -89,7 +120,6 @@ class GraphView(QGraphicsView):
         self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
         self.setBackgroundBrush(self.theme.background)
         self.legend = MetricLegend(self.viewport(), self.theme)
-        from tensorscope.ui.minimap import Minimap
         self.minimap = Minimap(self, self._scene, self.theme)
         self._empty_text = "Waiting for a training script…"
         self.auto_fit = True   # refit on resize until the user zooms or pans
@@ -183,19 +213,14 @@ class GraphView(QGraphicsView):
     def set_metric_values(self, values: Mapping[str, float | None], metric: str) -> None:
         """Colour nodes by ``metric`` (NaN/Inf red); update the legend. ≤16 ms for 2k."""
         self.colour_metric = metric
-        finite = [v for v in values.values() if v is not None and math.isfinite(v)]
         log = metric in LOG_METRICS
-        if log:
-            finite = [v for v in finite if v > 0]
+        finite = [v for v in values.values()
+                  if v is not None and math.isfinite(v) and (v > 0 or not log)]
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
-        ramp, colours = self.theme.ramp, {}
-        for nid, v in values.items():
-            if v is None:
-                continue
-            colours[nid] = ramp(normalise(v, lo, hi, log=log))
-        self.nodes.colours = colours
+        self.nodes.colours = colour_lookup(values, lo, hi, log, self.theme)
         self.nodes.update()
-        self.legend.set_range(metric, lo, hi, log, bool(finite) or bool(colours))
+        self.minimap.refresh(force=False)
+        self.legend.set_range(metric, lo, hi, log, bool(self.nodes.colours))
 
     def set_difference_values(self, diffs: Mapping[str, float | None], metric: str) -> None:
         """Colour nodes by relative change between two steps (diverging)."""
@@ -258,21 +283,21 @@ class GraphView(QGraphicsView):
         else:
             self.scale(scale, scale)
             self.centerOn(rect.center())
-        self.minimap.refresh()
+        self.minimap.refresh(force=False)
 
     def fit_all(self) -> None:
         """Fit the whole graph in the window."""
         rect = self.nodes.boundingRect().united(self.edges.boundingRect())
         if not rect.isEmpty():
             self.fitInView(rect, Qt.AspectRatioMode.KeepAspectRatio)
-            self.minimap.refresh()
+            self.minimap.refresh(force=False)
 
     def zoom(self, factor: float) -> None:
         """Zoom by ``factor`` (clamped to 3%–400%)."""
         current = self.transform().m11()
         factor = max(0.03 / current, min(4.0 / current, factor))
         self.scale(factor, factor)
-        self.minimap.refresh()
+        self.minimap.refresh(force=False)
 
     def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 (Qt API)
         self.auto_fit = False
@@ -280,7 +305,7 @@ class GraphView(QGraphicsView):
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802 (Qt API)
         super().scrollContentsBy(dx, dy)
-        self.minimap.viewport().update()
+        self.minimap.update()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)

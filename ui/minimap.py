@@ -1,58 +1,99 @@
-"""A small overview of the whole graph with the visible region outlined."""
+"""A small overview of the whole graph with the visible region outlined.
+
+The overview is a cached pixmap of the scene, re-rendered when the layout
+changes (and at most every two seconds for colour changes), so panning and
+live recolouring never repaint thousands of nodes twice.
+"""
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QPainter, QPen
-from PySide6.QtWidgets import QFrame, QGraphicsScene, QGraphicsView
+import time
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QPainter, QPen, QPixmap
+from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 
 from tensorscope.ui.theme import Theme
 
+RERENDER_S = 2.0
 
-class Minimap(QGraphicsView):
-    """Overview in the main view's bottom-right corner; click to jump there."""
+
+class Minimap(QWidget):
+    """Overview in the main view's bottom-right corner; click or drag to jump there."""
 
     def __init__(self, main: QGraphicsView, scene: QGraphicsScene, theme: Theme) -> None:
-        super().__init__(scene, main)
-        self.main = main
-        self.theme = theme
-        self.setInteractive(False)
-        self.setFrameShape(QFrame.Shape.Box)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setBackgroundBrush(theme.grid)
-        self.setStyleSheet(f"border: 1px solid {theme.card_border.name()}; border-radius: 4px;")
-        self.resize(150, 110)
+        super().__init__(main)
+        self.main, self._scene, self.theme = main, scene, theme
+        self._pixmap: QPixmap | None = None
+        self._source = QRectF()
+        self._target = QRectF()
+        self._rendered_at = 0.0
+        self.resize(160, 116)
         self.hide()
 
-    def refresh(self) -> None:
-        """Refit the overview; shown only when the graph overflows the view."""
-        rect = self.scene().itemsBoundingRect()
+    def refresh(self, force: bool = True) -> None:
+        """Re-render the overview (``force`` False: only if it is stale)."""
+        rect = self._scene.itemsBoundingRect()
         if rect.isEmpty():
             self.hide()
             return
-        self.fitInView(rect.adjusted(-20, -20, 20, 20), Qt.AspectRatioMode.KeepAspectRatio)
-        visible = self.main.mapToScene(self.main.viewport().rect()).boundingRect()
+        visible = self._visible()
         # only when much of the graph is off screen (it would hide nodes otherwise)
-        self.setVisible(rect.width() > 1.5 * visible.width() or rect.height() > 1.5 * visible.height())
+        wanted = rect.width() > 1.5 * visible.width() or rect.height() > 1.5 * visible.height()
+        self.setVisible(wanted)
         self.reposition()
-        self.viewport().update()
+        if wanted and (force or self._pixmap is None or time.monotonic() - self._rendered_at > RERENDER_S):
+            self._render(rect.adjusted(-20, -20, 20, 20))
+        self.update()
+
+    def _render(self, source: QRectF) -> None:
+        ratio = min(self.width() / source.width(), self.height() / source.height())
+        w, h = source.width() * ratio, source.height() * ratio
+        self._target = QRectF((self.width() - w) / 2, (self.height() - h) / 2, w, h)
+        self._source = source
+        pixmap = QPixmap(self.size())
+        pixmap.fill(self.theme.grid)
+        painter = QPainter(pixmap)
+        self._scene.render(painter, self._target, source)
+        painter.end()
+        self._pixmap = pixmap
+        self._rendered_at = time.monotonic()
+
+    def _visible(self) -> QRectF:
+        return self.main.mapToScene(self.main.viewport().rect()).boundingRect()
 
     def reposition(self) -> None:
         """Stick to the bottom-right corner of the main view."""
         vp = self.main.viewport()
         self.move(vp.width() - self.width() - 12, vp.height() - self.height() - 12)
 
-    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:  # noqa: N802
-        visible = self.main.mapToScene(self.main.viewport().rect()).boundingRect()
-        painter.setPen(QPen(self.theme.accent, 0))
-        colour = self.theme.accent
-        colour.setAlpha(40)
-        painter.setBrush(colour)
-        painter.drawRect(visible)
+    def _to_minimap(self, r: QRectF) -> QRectF:
+        s = self._target.width() / self._source.width() if self._source.width() else 1.0
+        return QRectF(self._target.left() + (r.left() - self._source.left()) * s,
+                      self._target.top() + (r.top() - self._source.top()) * s,
+                      r.width() * s, r.height() * s)
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        p = QPainter(self)
+        if self._pixmap is not None:
+            p.drawPixmap(0, 0, self._pixmap)
+            colour = self.theme.accent
+            p.setPen(QPen(colour, 1.5))
+            colour.setAlpha(40)
+            p.setBrush(colour)
+            p.drawRect(self._to_minimap(self._visible()).intersected(QRectF(self.rect())))
+        p.setPen(QPen(self.theme.card_border, 1))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.drawRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5))
+        p.end()
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        self.main.centerOn(self.mapToScene(event.position().toPoint()))
-        self.viewport().update()
+        if self._source.isEmpty() or not self._target.width():
+            return
+        s = self._source.width() / self._target.width()
+        pos = event.position()
+        self.main.centerOn(QPointF(self._source.left() + (pos.x() - self._target.left()) * s,
+                                   self._source.top() + (pos.y() - self._target.top()) * s))
+        self.update()
 
     def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt API)
         self.mousePressEvent(event)

@@ -4,6 +4,8 @@ Clicking a curve selects its module and the step under the cursor.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
@@ -17,6 +19,8 @@ CURVE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948
 STATS = {"norm": "activation norm", "zero_fraction": "zero fraction", "mean": "mean",
          "std": "std", "max": "max"}
 MAX_CURVES = 6
+PLOT_INTERVAL_S = 0.2
+NEW_CURVES_PER_REFRESH = 3
 
 
 class PlotsPanel(QWidget):
@@ -45,6 +49,8 @@ class PlotsPanel(QWidget):
         self.focus: ModuleKey | None = None
         self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
         self._rev = -1
+        self._refreshed_at = 0.0
+        self._budget = NEW_CURVES_PER_REFRESH
         self.step_line = None
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Statistic:", self))
@@ -76,19 +82,26 @@ class PlotsPanel(QWidget):
 
     def _force(self) -> None:
         self._rev = -1
+        self._refreshed_at = 0.0
 
     def set_focus(self, key: ModuleKey | None) -> None:
         """Always plot this module (the selection) first, highlighted."""
         if key != self.focus:
             self.focus = key
-            self._rev = -1
+            self._force()
 
     # ----------------------------------------------------------- refresh ---
     def refresh(self, model: SessionModel) -> None:
-        """Redraw from the model's bounded series (GUI thread, ~30 Hz at most)."""
-        if model.data_rev == self._rev:
+        """Redraw from the model's bounded series (GUI thread, at most 5 times a second).
+
+        New curves are added a few per call so that a burst never stalls the GUI.
+        """
+        now = time.monotonic()
+        if model.data_rev == self._rev or now - self._refreshed_at < PLOT_INTERVAL_S:
             return
         self._rev = model.data_rev
+        self._refreshed_at = now
+        self._budget = NEW_CURVES_PER_REFRESH
         steps, values = model.loss.arrays()
         self.loss_curve.setData(steps, values)
         keys = self._chosen(model)
@@ -99,28 +112,34 @@ class PlotsPanel(QWidget):
                 plot = self.grad_plot if tag[0] == "grad" else self.stat_plot
                 plot.removeItem(self._curves.pop(tag))
         for i, key in enumerate(keys):
-            self._update_curve(("grad", key), self.grad_plot, model.grad_norm_series.get(key), i, model)
-            series = model.stat_series.get(key, {}).get(stat)
-            self._update_curve(("stat", key), self.stat_plot, series, i, model)
+            series = model.module_series.get(key)
+            self._update_curve(("grad", key), self.grad_plot, series, "grad_norm", i)
+            self._update_curve(("stat", key), self.stat_plot, series, stat, i)
 
     def _chosen(self, model: SessionModel) -> list[ModuleKey]:
         """The focus module plus the modules with the largest latest grad norm."""
-        ranked = sorted(model.grad_norm_series.items(),
-                        key=lambda kv: -(kv[1].last() or 0.0) if kv[1].last() == kv[1].last() else -np.inf)
+        def rank(kv) -> float:
+            last = kv[1].last("grad_norm")
+            return -last if last is not None and last == last else 0.0
+        ranked = sorted(model.module_series.items(), key=rank)
         leaves = [k for k, _ in ranked if k[1] and not getattr(model.module(*k), "children", None)]
         keys = leaves[:MAX_CURVES]
         if self.focus is not None and self.focus in model.modules:
             keys = [self.focus] + [k for k in keys if k != self.focus][:MAX_CURVES - 1]
         return keys
 
-    def _update_curve(self, tag, plot: pg.PlotWidget, series, i: int, model: SessionModel) -> None:
+    def _update_curve(self, tag, plot: pg.PlotWidget, series, column: str, i: int) -> None:
         if series is None or not len(series):
             return
-        steps, values = series.arrays()
-        if tag[0] == "grad":
-            values = np.where(values > 0, values, np.nan)
+        steps, values = series.arrays(column, finite=True)
+        if not len(steps):
+            return
         item = self._curves.get(tag)
         if item is None:
+            if self._budget <= 0:
+                self._rev = -1   # come back for the rest next time
+                return
+            self._budget -= 1
             key = tag[1]
             width = 3 if key == self.focus else 1.5
             item = plot.plot(pen=pg.mkPen(CURVE_COLOURS[i % len(CURVE_COLOURS)], width=width),

@@ -29,23 +29,28 @@ METRICS = {
 }
 
 
-class Series:
-    """A bounded (step, value) series: when full it halves its resolution.
+SERIES_COLUMNS = ("grad_norm", "norm", "zero_fraction", "mean", "std", "max")
 
-    Memory is fixed at ``capacity`` points; the series always spans the whole
-    run, with older points thinned as it grows.
+
+class Series:
+    """A bounded series of (step, value...) rows: when full it halves its resolution.
+
+    Memory is fixed at ``capacity`` rows; the series always spans the whole
+    run, with older points thinned as it grows. ``columns`` names the values
+    of a row (one by default).
     """
 
-    def __init__(self, capacity: int = 2048) -> None:
+    def __init__(self, capacity: int = 2048, columns: tuple[str, ...] = ("value",)) -> None:
         self.capacity = capacity
+        self.columns = columns
         self._steps = np.zeros(capacity, dtype=np.int64)
-        self._values = np.zeros(capacity, dtype=np.float64)
+        self._values = np.zeros((capacity, len(columns)), dtype=np.float64)
         self._n = 0
         self._stride = 1
         self._skip = 0
 
-    def append(self, step: int, value: float) -> None:
-        """Add one point (kept according to the current stride)."""
+    def append(self, step: int, value) -> None:
+        """Add one row (a float, or a tuple for several columns); kept per the stride."""
         if self._n and self._steps[self._n - 1] == step:
             self._values[self._n - 1] = value
             return
@@ -66,13 +71,20 @@ class Series:
     def __len__(self) -> int:
         return self._n
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of the steps and values."""
-        return self._steps[:self._n].copy(), self._values[:self._n].copy()
+    def arrays(self, column: str | None = None, finite: bool = False
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the steps and one column's values (``finite``: drop NaN rows)."""
+        col = 0 if column is None else self.columns.index(column)
+        steps, values = self._steps[:self._n].copy(), self._values[:self._n, col].copy()
+        if finite:
+            keep = np.isfinite(values)
+            steps, values = steps[keep], values[keep]
+        return steps, values
 
-    def last(self) -> float | None:
-        """The newest value, or None."""
-        return float(self._values[self._n - 1]) if self._n else None
+    def last(self, column: str | None = None) -> float | None:
+        """The newest value of a column, or None."""
+        col = 0 if column is None else self.columns.index(column)
+        return float(self._values[self._n - 1, col]) if self._n else None
 
 
 @dataclass
@@ -141,8 +153,7 @@ class SessionModel:
         self.step = -1
         self.steps_seen = 0
         self.loss = Series(16384)
-        self.grad_norm_series: dict[ModuleKey, Series] = {}
-        self.stat_series: dict[ModuleKey, dict[str, Series]] = {}
+        self.module_series: dict[ModuleKey, Series] = {}
         self.devices: set[str] = set()
         self.dropped = 0
         self.events = 0
@@ -212,24 +223,28 @@ class SessionModel:
                 self.devices.add(state.device)
         if msg.stats is not None:
             state.stats = msg.stats
-            per = self.stat_series.setdefault(state.key, {})
-            for name, value in msg.stats.items():
-                if name in ("norm", "zero_fraction", "mean", "std", "max", "min"):
-                    ser = per.get(name) or per.setdefault(name, Series(self.series_capacity))
-                    ser.append(msg.step, _finite_or_nan(value))
         state.finite = msg.finite
         if msg.grad_enabled:  # an eval pass under no_grad keeps the last training gradients
             state.grad_finite = msg.grad_finite
             if msg.grad_norm is not None or msg.step != state.last_step:
                 state.grad_norm = msg.grad_norm
-        if msg.grad_norm is not None:
-            ser = self.grad_norm_series.get(state.key)
-            if ser is None:
-                ser = self.grad_norm_series[state.key] = Series(self.series_capacity)
-            ser.append(msg.step, _finite_or_nan(msg.grad_norm))
+        if msg.grad_norm is not None or msg.stats is not None:
+            self._record(state.key, msg)
         state.last_step = msg.step
         self.step = max(self.step, msg.step)
         self.data_rev += 1
+
+    def _record(self, key: ModuleKey, msg: CallDigest) -> None:
+        """One row per digest: grad norm and the plotted statistics (NaN: not taken)."""
+        ser = self.module_series.get(key)
+        if ser is None:
+            ser = self.module_series[key] = Series(self.series_capacity, SERIES_COLUMNS)
+        stats, nan = msg.stats or {}, float("nan")
+        ser.append(msg.step, (
+            nan if msg.grad_norm is None else _finite_or_nan(msg.grad_norm),
+            _finite_or_nan(stats.get("norm", nan)), _finite_or_nan(stats.get("zero_fraction", nan)),
+            _finite_or_nan(stats.get("mean", nan)), _finite_or_nan(stats.get("std", nan)),
+            _finite_or_nan(stats.get("max", nan))))
 
     def _summary(self, msg: StepSummary) -> None:
         self.step = max(self.step, msg.step)

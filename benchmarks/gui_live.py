@@ -1,0 +1,242 @@
+"""GUI live-rate benchmarks: recolour, ingest and memory (sections of gui_scale.py).
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/gui_scale.py --section recolour
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/gui_live.py   # all three
+
+* ``recolour``: colour 2,000 laid-out nodes by a metric (target ≤ 16 ms),
+  and repaint them; side by side with recolouring 2,000 per-node items.
+* ``ingest``: a producer thread posts call digests through the bridge as fast
+  as it can while the GUI thread ingests and repaints; reports events/s and
+  the longest GUI-thread stall (target ≥ 20,000 events/s, stalls ≤ 100 ms).
+* ``memory``: 10,000 steps of a 50-module model into the window's model;
+  traced Python memory at 2k/5k/10k steps (target: flat).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+import tracemalloc
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import networkx as nx  # noqa: E402
+
+from tensorscope.events import (CallDigest, GraphStructure, ModuleTree, StepSummary,  # noqa: E402
+                                tensor_meta)
+
+
+def _app():
+    from tensorscope.ui.app import make_application
+    return make_application()
+
+
+def _spin(ms: int) -> None:
+    from PySide6.QtCore import QEventLoop, QTimer
+    loop = QEventLoop()
+    QTimer.singleShot(ms, loop.quit)
+    loop.exec()
+
+
+def wide_graph(n: int, seed: int = 0) -> nx.DiGraph:
+    """A deep-net-like DAG of ``n`` call nodes (chain plus skip edges)."""
+    rng = random.Random(seed)
+    g = nx.DiGraph()
+    for i in range(n):
+        g.add_node(f"c{i}", kind="call", label=rng.choice(["Linear", "Conv2d", "ReLU", "LayerNorm"]),
+                   root=0, path=f"blocks.{i // 8}.m{i % 8}", shape=[64, 128], dtype="float32",
+                   device="cpu", members=1)
+        if i:
+            g.add_edge(f"c{i - 1}", f"c{i}", label="64×128")
+        if i > 4 and rng.random() < 0.2:
+            g.add_edge(f"c{i - rng.randint(2, 4)}", f"c{i}", label="64×128")
+    return g
+
+
+def bench_recolour(args: argparse.Namespace) -> list[dict]:
+    """Median time to recolour (and to repaint) 2,000 nodes."""
+    _app()
+    from PySide6.QtGui import QColor
+    from PySide6.QtWidgets import QGraphicsRectItem, QGraphicsScene
+    from tensorscope.ui.graph_view import GraphView, build_cards, card_sizes
+    from tensorscope.ui.layout import layered_layout
+    n = 2000
+    g = wide_graph(n)
+    view = GraphView()
+    view.resize(1200, 800)
+    view.show()
+    cards = build_cards(g)
+    view.apply_layout(g, cards, layered_layout(g, card_sizes(cards)))
+    rng = random.Random(1)
+    recolour, paint = [], []
+    for _ in range(args.repeat * 5):
+        values = {nid: rng.lognormvariate(0, 2) for nid in cards}
+        values["c7"] = math.nan
+        t0 = time.perf_counter()
+        view.set_metric_values(values, "grad_norm")
+        t1 = time.perf_counter()
+        view.grab()   # renders the visible scene now (a real paint)
+        t2 = time.perf_counter()
+        recolour.append((t1 - t0) * 1e3)
+        paint.append((t2 - t1) * 1e3)
+    view.fit_all()
+    overview = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        view.grab()
+        overview.append((time.perf_counter() - t0) * 1e3)
+    scene = QGraphicsScene()
+    items = [scene.addRect(0, i * 40.0, 150, 30) for i in range(n)]
+    per_item = []
+    for _ in range(args.repeat):
+        colour = QColor(rng.randrange(256), 80, 120)
+        t0 = time.perf_counter()
+        for item in items:
+            item.setBrush(colour)
+        per_item.append((time.perf_counter() - t0) * 1e3)
+    assert isinstance(items[0], QGraphicsRectItem)
+    return [{"nodes": n, "recolour_ms": statistics.median(recolour), "target_ms": 16.0,
+             "repaint_default_zoom_ms": statistics.median(paint),
+             "repaint_fit_all_ms": statistics.median(overview),
+             "per_item_setBrush_ms": statistics.median(per_item)}]
+
+
+def _digests(modules: int, step: int) -> list:
+    out = [tensor_meta("out", shape=[64, 256], dtype="float32", device="cpu", numel=16384)]
+    stats = {"min": -1.0, "max": 1.0, "mean": 0.0, "std": 0.5, "norm": 12.0, "nan": 0, "inf": 0,
+             "zero_fraction": 0.1}
+    return [CallDigest(step=step, index=i, root=0, path=f"layers.{i}", type="Linear",
+                       outputs=out, stats=stats, grad_norm=0.1 + 0.001 * i)
+            for i in range(modules)]
+
+
+def _summary(step: int, modules: int) -> StepSummary:
+    params = [{"name": f"layers.{i}.weight", "root": 0, "module": f"layers.{i}", "shape": [256, 256],
+               "grad_norm": 0.1, "norm": 1.0, "update_ratio": 1e-3, "in_optimizer": True,
+               "requires_grad": True} for i in range(modules)]
+    return StepSummary(step=step, loss=1.0 / (1 + step), params=params, calls=modules)
+
+
+def _structure(modules: int) -> list:
+    mods = [{"path": "", "type": "Net", "params": 0, "children": [f"layers.{i}" for i in range(modules)]}]
+    mods += [{"path": f"layers.{i}", "type": "Linear", "params": 65792, "children": []}
+             for i in range(modules)]
+    nodes = [{"id": f"c{i}", "kind": "call", "label": "Linear", "root": 0, "path": f"layers.{i}",
+              "call": i, "shape": [64, 256], "dtype": "float32", "device": "cpu"}
+             for i in range(modules)]
+    edges = [[f"c{i}", f"c{i + 1}", [64, 256]] for i in range(modules - 1)]
+    return [ModuleTree(roots=[{"root": 0, "name": "Net", "type": "Net", "modules": mods}]),
+            GraphStructure(kind="module", hash="bench", nodes=nodes, edges=edges)]
+
+
+def _ingest_run(rate: float | None, seconds: float, modules: int = 50) -> dict:
+    """Post digests at ``rate`` events/s (None: flat out) while the window runs."""
+    from PySide6.QtCore import QTimer
+    from tensorscope.ui.main_window import MainWindow
+    w = MainWindow(settings_key=None)
+    w.resize(1400, 900)
+    w.show()
+    w.ingest(_structure(modules))
+    _spin(500)
+    conn = 7
+    w._conn_id = conn
+    gaps, stamps, last = [], [], [time.perf_counter()]
+
+    def tick() -> None:
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        stamps.append(now)
+        last[0] = now
+    probe = QTimer()
+    probe.setInterval(5)
+    probe.timeout.connect(tick)
+    batches = [_digests(modules, s) + [_summary(s, modules)] for s in range(200)]
+    sent = [0]
+    done = threading.Event()
+
+    def produce() -> None:   # plays the connection's reader thread
+        start = time.perf_counter()
+        step = 0
+        while time.perf_counter() - start < seconds:
+            for msg in batches[step % len(batches)]:
+                w.bridge.post_message(conn, msg)
+            sent[0] += modules + 1
+            step += 1
+            if rate is not None:
+                ahead = sent[0] / rate - (time.perf_counter() - start)
+                if ahead > 0:
+                    time.sleep(ahead)   # pacing the producer, not the GUI
+        done.set()
+    start_events = w.model.events
+    t0 = time.perf_counter()
+    last[0] = t0
+    probe.start()
+    threading.Thread(target=produce, name="bench-producer", daemon=True).start()
+    while not done.is_set() or w.bridge.pending():
+        _spin(20)
+    elapsed = time.perf_counter() - t0
+    probe.stop()
+    ingested = w.model.events - start_events
+    w.close()
+    return {"rate_offered": rate or "max", "events": ingested, "seconds": elapsed,
+            "events_per_s": ingested / elapsed, "target_events_per_s": 20000,
+            "ticks": len(gaps), "max_gui_stall_ms": max(gaps) * 1e3,
+            "p99_tick_ms": sorted(gaps)[int(len(gaps) * 0.99)] * 1e3,
+            "top_gaps_at_s": [(round(t - t0, 2), round(g * 1e3)) for g, t in sorted(zip(gaps, stamps))[-4:]],
+            "max_queue": w.bridge.max_queue}
+
+
+def bench_ingest(args: argparse.Namespace) -> list[dict]:
+    """Events/s through bridge → model with the window repainting; longest stall."""
+    _app()
+    return [_ingest_run(rate, 4.0) for rate in (20_000.0, 40_000.0, None)]
+
+
+def bench_memory(args: argparse.Namespace) -> list[dict]:
+    """Traced memory of the model + window over 10,000 steps (should be flat)."""
+    _app()
+    from tensorscope.ui.main_window import MainWindow
+    modules = 50
+    w = MainWindow(settings_key=None)
+    w.ingest(_structure(modules))
+    tracemalloc.start()
+    rows = []
+    for step in range(10_000):
+        w.model.ingest_many(_digests(modules, step) + [_summary(step, modules)])
+        if step % 100 == 0:
+            w.refresh()
+        if step + 1 in (2000, 5000, 10_000):
+            current, _peak = tracemalloc.get_traced_memory()
+            rows.append({"steps": step + 1, "traced_mb": current / 2**20})
+    tracemalloc.stop()
+    w.close()
+    base = rows[0]["traced_mb"]
+    for r in rows:
+        r["growth_vs_2k_mb"] = r["traced_mb"] - base
+    return rows
+
+
+SECTIONS = {"recolour": bench_recolour, "ingest": bench_ingest, "memory": bench_memory}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every section here and print the rows."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--section", action="append", choices=sorted(SECTIONS))
+    args = p.parse_args(argv)
+    for name in args.section or list(SECTIONS):
+        print(f"== {name}")
+        for row in SECTIONS[name](args):
+            print("  " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                                   for k, v in row.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
