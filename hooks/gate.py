@@ -89,6 +89,7 @@ class Gate:
         self._paused: PausedAt | None = None
         self._tensors: dict[str, Any] = {}
         self._jobs: collections.deque[_Job] = collections.deque()
+        self._post_mortem: BaseException | None = None
         self._closed = False
 
     # ------------------------------------------------------------ state ---
@@ -149,6 +150,7 @@ class Gate:
             self._pause(PausedAt(step=step, rank=self.rank, where="step", reason=reason,
                                  detail=detail, tensors=describe_tensors(tensors)), tensors)
         with self._cond:
+            self._post_mortem = None
             self._pinned_prev = {}  # pinned tensors live until the next step starts
             self._pinned_bytes = sum(_nbytes(t) for t in self._pinned_cur.values())
 
@@ -187,6 +189,9 @@ class Gate:
         """Post-mortem: an exception is leaving module ``path``; pause if asked to."""
         if not self._bps.exception or isinstance(exc, KeyboardInterrupt):
             return
+        if exc is self._post_mortem:
+            return  # already inspected at the innermost module; enclosing ones rethrow it
+        self._post_mortem = exc
         refs = {tensor_ref(root, path, call, k): v for k, v in tensors.items()}
         self._pause(PausedAt(step=step, rank=self.rank, where="exception", reason="exception",
                              root=root, path=path, call=call,

@@ -31,6 +31,10 @@ class Collect:
     def close(self):
         pass
 
+    def of_type(self, cls):
+        with self.cond:
+            return [m for m in self.msgs if isinstance(m, cls)]
+
     def wait_paused(self, n=1, timeout=5.0) -> PausedAt:
         with self.cond:
             ok = self.cond.wait_for(
@@ -195,9 +199,13 @@ def test_exception_post_mortem(gate):
     gate.set_breakpoints([{"kind": "exception"}])
     x = torch.ones(2, 3)
 
+    exc = RuntimeError("shapes cannot be multiplied")
+
     def train():
         gate.at_exception(step=0, root=0, path="head", call=2, type="Linear",
-                          tensors={"in[0]": x}, exc=RuntimeError("shapes cannot be multiplied"))
+                          tensors={"in[0]": x}, exc=exc)
+        gate.at_exception(step=0, root=0, path="", call=0, type="Net",  # enclosing module
+                          tensors={}, exc=exc)
 
     t = run(train)
     p = gate.sink.wait_paused()
@@ -206,6 +214,7 @@ def test_exception_post_mortem(gate):
     assert r.ok and decode_slice(r.body).shape == (2, 3)
     gate.handle_request(Continue())
     t.join(5)
+    assert not t.is_alive() and len(gate.sink.of_type(PausedAt)) == 1
 
 
 def test_pinned_tensors_available_at_step_boundary_then_released(gate):
