@@ -292,6 +292,9 @@ class Gate:
                 resp = handler(req)
         except (BreakpointError, ConditionError, ValueError) as exc:
             resp = Response(ok=False, error=str(exc))
+        except Exception as exc:  # a malformed request must never break training
+            log.warning("request %s failed", req.TYPE, exc_info=True)
+            resp = Response(ok=False, error=f"{req.TYPE} failed: {type(exc).__name__}: {exc}")
         resp.request_seq = req.seq
         return resp
 

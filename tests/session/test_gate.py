@@ -273,3 +273,12 @@ def test_ctrl_c_while_paused_stops_normally(gate):
         gate.at_step_boundary(0)  # on the main thread, as in a script
     timer.join()
     assert gate.paused is None and isinstance(gate.sink.msgs[-1], Resumed)
+
+
+def test_malformed_requests_get_error_responses(gate):
+    r = gate.handle_request(PinModules(modules=[{"root": None, "path": "fc"}]))
+    assert not r.ok and "failed" in r.error
+    r = gate.handle_request(PinModules(modules=["fc"]))
+    assert not r.ok and "bad module" in r.error
+    r = gate.handle_request(SetBreakpoints(breakpoints=[{"kind": "module", "path": 3}]))
+    assert not r.ok and "path" in r.error
