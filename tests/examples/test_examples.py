@@ -74,12 +74,11 @@ class ExampleRuns:
         self._running: dict[str, tuple[subprocess.Popen, Path, Path, Path, float]] = {}
         self._done: dict[str, Run] = {}
 
-    def start(self, key: str, argv: list[str], report: bool = True) -> None:
-        """Start ``argv`` (in ``workdir``) under ``key``; output goes to files."""
+    def start(self, key: str, argv: list[str]) -> None:
+        """Start ``argv`` (in ``workdir``) under ``key``; ``{report}`` names its report file."""
         out, err = self.workdir / f"{key}.out", self.workdir / f"{key}.err"
         report_path = self.workdir / f"{key}.json"
-        if report:
-            argv = [a if a != "{report}" else str(report_path) for a in argv]
+        argv = [a if a != "{report}" else str(report_path) for a in argv]
         with open(out, "wb") as fo, open(err, "wb") as fe:
             proc = subprocess.Popen(argv, cwd=self.workdir, env=_env(), stdout=fo, stderr=fe)
         self._running[key] = (proc, out, err, report_path, time.monotonic())
@@ -93,6 +92,8 @@ class ExampleRuns:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+                with open(err, "a") as fe:
+                    fe.write(f"\n[test] killed after {TIMEOUT:.0f}s\n")
             report = json.loads(report_path.read_text()) if report_path.exists() else None
             self._done[key] = Run(key, proc.returncode, out.read_text(errors="replace"),
                                   err.read_text(errors="replace"), report, time.monotonic() - t0)
@@ -120,10 +121,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     for name in RUNS:
         runs.start(name, headless_argv(name))
     runs.start("watch_01", [sys.executable, str(EXAMPLES / "01_classifier.py"),
-                            "--watch", "--epochs", "1", "--steps", "2"], report=False)
+                            "--watch", "--epochs", "1", "--steps", "2"])
     runs.start("watch_listen_08", [sys.executable, str(EXAMPLES / "08_attach.py"),
                                    "--watch-listen", "127.0.0.1:0", "--steps", "3",
-                                   "--delay", "0"], report=False)
+                                   "--delay", "0"])
     yield runs
     runs.close()
 
