@@ -4,6 +4,10 @@
 hook (``with_kwargs``/``always_call`` where this torch has them) and the
 global optimizer step pre/post hooks, and returns their handles. Roots are
 discovered as they are called (``Watch.resolve_module``).
+
+``install_loss_hooks`` is the ``watch()`` variant: only loss modules called
+outside the watched model (``loss_fn(model(x), y)``) are captured, so that
+the step summary knows the loss.
 """
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch.nn.modules.module as module_hooks
 import torch.optim.optimizer as optimizer_hooks
+
+from tensorscope.hooks.registry import is_loss_module
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import Capture
@@ -37,6 +43,33 @@ def install(capture: "Capture", optimizer_pre: Any, optimizer_post: Any) -> list
     handles.append(optimizer_hooks.register_optimizer_step_pre_hook(optimizer_pre))
     handles.append(optimizer_hooks.register_optimizer_step_post_hook(optimizer_post))
     return handles
+
+
+def install_loss_hooks(capture: "Capture", hooked: set[int]) -> list[Any]:
+    """Global hooks that pass unwatched loss modules to ``capture``."""
+    is_loss: dict[type, bool] = {}
+    forward_pre, forward = capture.forward_pre, capture.forward
+
+    def wanted(module: Any) -> bool:
+        if id(module) in hooked:
+            return False
+        cls = type(module)
+        hit = is_loss.get(cls)
+        if hit is None:
+            hit = is_loss[cls] = is_loss_module(module)
+        return hit
+
+    def pre(module: Any, args: tuple) -> None:
+        if wanted(module):
+            forward_pre(module, args, None)
+
+    def post(module: Any, args: tuple, *rest: Any) -> None:
+        if wanted(module):
+            forward(module, args, *rest)
+
+    fwd = module_hooks.register_module_forward_hook
+    kwargs = {k: True for k in ("with_kwargs", "always_call") if _supports(fwd, k)}
+    return [module_hooks.register_module_forward_pre_hook(pre), fwd(post, **kwargs)]
 
 
 def _pre_adapter(capture: "Capture") -> Any:

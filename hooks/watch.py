@@ -26,7 +26,7 @@ from tensorscope.hooks.capture import Capture, StepBuffer
 from tensorscope.hooks.gate import Gate
 from tensorscope.hooks.observer import CallRecord, Observer
 from tensorscope.hooks.params import ParamTracker
-from tensorscope.hooks.registry import ModelIndex
+from tensorscope.hooks.registry import ModelIndex, is_loss_module
 from tensorscope.hooks.watch_events import StepEmitter, exception_message
 from tensorscope.session import Session
 
@@ -84,6 +84,7 @@ class Watch:
         self._observers: list[Observer] = []
         self._errors: set[str] = set()
         self._compiled_warned = False
+        self._refreshed: dict[int, int] = {}
         self._live: Any = None
         self._report: Any = None
         self.closed = False
@@ -108,9 +109,15 @@ class Watch:
         spec = importlib.util.find_spec("tensorscope.hooks.diagnostics")
         if spec is None or spec.origin in (None, "namespace"):  # not written yet
             return
-        from tensorscope.hooks.diagnostics import default_observers
+        try:
+            from tensorscope.hooks.diagnostics import default_observers
 
-        for obs in default_observers(self.mode):
+            observers = list(default_observers(self.mode))
+        except Exception as exc:  # a broken diagnostic must not stop training
+            print(f"tensorscope: diagnostics unavailable ({type(exc).__name__}: {exc}); "
+                  f"capture continues without them", file=sys.stderr)
+            return
+        for obs in observers:
             self.add_observer(obs)
 
     def _hello(self, name: str | None, script: str | None, argv: Sequence[str] | None) -> None:
@@ -142,6 +149,10 @@ class Watch:
             from tensorscope.hooks.global_hooks import install
 
             self._handles += install(cap, self.optimizer_pre, self.optimizer_post)
+        else:
+            from tensorscope.hooks.global_hooks import install_loss_hooks
+
+            self._handles += install_loss_hooks(cap, self._hooked)
 
     def _add_root(self, module: nn.Module) -> int:
         rid = self.index.add_root(module)
@@ -164,13 +175,15 @@ class Watch:
         parameterless root (a loss module created every step).
         """
         if parent is not None:
-            self.index.refresh(parent.root)
-            loc = self.index.lookup(module)
-            if loc is not None:
-                return loc
+            if self._refreshed.get(parent.root) != self.step_index:  # at most once a step
+                self._refreshed[parent.root] = self.step_index
+                self.index.refresh(parent.root)
+                loc = self.index.lookup(module)
+                if loc is not None:
+                    return loc
             prefix = f"{parent.path}~" if parent.path else "~"
             return parent.root, prefix + type(module).__name__
-        if not self.global_hooks:
+        if not self.global_hooks and not is_loss_module(module):
             return None
         alias = self.index.find_equal_root(module)
         if alias is not None:

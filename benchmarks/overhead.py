@@ -1,0 +1,201 @@
+"""Instrumentation overhead: a plain training step against an instrumented one.
+
+Four reference models (MLP, small CNN, ResNet-18-shaped net, Transformer
+encoder) and three capture modes. For each model and mode, a plain copy and
+an instrumented copy (same weights) are timed in interleaved rounds (the
+order alternates each round) and the ratio of the median step times is
+reported. A benchmark, not a test: run it on a quiet machine.
+
+    .venv/bin/python benchmarks/overhead.py                 # table
+    .venv/bin/python benchmarks/overhead.py --json          # one JSON object per line
+    .venv/bin/python benchmarks/overhead.py --models resnet --modes default --rounds 9
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+MODES = ("shapes", "default", "full")
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block (two 3x3 convs, BN, identity or 1x1 projection shortcut)."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + (x if self.down is None else self.down(x)))
+
+
+class ResNet18(nn.Module):
+    """The ResNet-18 layout ([2, 2, 2, 2] basic blocks, 64-512 channels)."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
+                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], 64
+        for i, cout in enumerate((64, 128, 256, 512)):
+            stride = 1 if i == 0 else 2
+            layers.append(nn.Sequential(BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)))
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.pool(self.layers(self.stem(x))), 1))
+
+
+class SmallCNN(nn.Module):
+    """Two conv-BN-ReLU-pool stages, dropout, a linear head (3x32x32 input)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(0.1), nn.Linear(32 * 8 * 8, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+class Encoder(nn.Module):
+    """nn.TransformerEncoder (d=256, 4 layers, 4 heads) with a mean-pooled head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(256, 4, 512, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+        self.head = nn.Linear(256, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x).mean(dim=1))
+
+
+def mlp() -> nn.Module:
+    """MLP 784-128-64-10."""
+    return nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(),
+                         nn.Linear(64, 10))
+
+
+MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "mlp": (mlp, (64, 784)),
+    "cnn": (SmallCNN, (32, 3, 32, 32)),
+    "resnet": (ResNet18, (8, 3, 64, 64)),
+    "transformer": (Encoder, (8, 128, 256)),
+}
+
+
+def make(name: str, device: str) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """A model of the zoo, one input batch and labels."""
+    torch.manual_seed(0)
+    factory, shape = MODELS[name]
+    model = factory().to(device)
+    x = torch.randn(*shape, device=device)
+    y = torch.randint(0, 10, (shape[0],), device=device)
+    return model, x, y
+
+
+class Trainer:
+    """One model copy with its optimizer and loss; ``run(k)`` does k steps."""
+
+    def __init__(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.model, self.x, self.y = model, x, y
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def run(self, steps: int, sync: Callable[[], None]) -> float:
+        """Seconds per step over ``steps`` steps."""
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            self.opt.zero_grad(set_to_none=True)
+            loss = self.loss_fn(self.model(self.x), self.y)
+            loss.backward()
+            self.opt.step()
+        sync()
+        return (time.perf_counter() - t0) / steps
+
+
+def _sync(device: str) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
+def measure(name: str, mode: str, rounds: int, steps: int, device: str,
+            watch_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Interleaved rounds of plain and instrumented steps; medians and their ratio."""
+    import tensorscope
+    from tensorscope.report import ReportBuilder
+
+    model, x, y = make(name, device)
+    plain = Trainer(model, x, y)
+    inst = Trainer(copy.deepcopy(model), x, y)
+    sync = _sync(device)
+    watch = tensorscope.watch([inst.model, inst.loss_fn], inst.opt, mode=mode, connect=False,
+                              **(watch_options or {}))
+    watch.session.add_sink(ReportBuilder(None))
+    try:
+        plain.run(3, sync)
+        inst.run(3, sync)
+        times: dict[str, list[float]] = {"plain": [], "inst": []}
+        for r in range(rounds):
+            order = ("plain", "inst") if r % 2 == 0 else ("inst", "plain")
+            for which in order:
+                trainer = plain if which == "plain" else inst
+                times[which].append(trainer.run(steps, sync))
+    finally:
+        watch.close()
+    p, i = statistics.median(times["plain"]), statistics.median(times["inst"])
+    return {"model": name, "mode": mode, "device": device, "plain_ms": p * 1e3,
+            "instrumented_ms": i * 1e3, "ratio": i / p, "rounds": rounds, "steps": steps}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="steps per round (default: per model, about 0.3 s a round)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--json", action="store_true", help="one JSON object per model and mode")
+    args = parser.parse_args(argv)
+    default_steps = {"mlp": 60, "cnn": 10, "resnet": 3, "transformer": 3}
+    rows = []
+    for name in args.models.split(","):
+        for mode in args.modes.split(","):
+            steps = args.steps or default_steps.get(name, 5)
+            row = measure(name, mode, args.rounds, steps, args.device)
+            rows.append(row)
+            if args.json:
+                print(json.dumps(row), flush=True)
+            else:
+                print(f"{name:<12} {mode:<8} plain {row['plain_ms']:8.2f} ms   "
+                      f"instrumented {row['instrumented_ms']:8.2f} ms   ratio {row['ratio']:.3f}",
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
