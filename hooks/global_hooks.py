@@ -23,6 +23,30 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import Capture
 
 
+class _ForwardHookHandle:
+    """Removes a global forward hook completely.
+
+    ``register_module_forward_hook(with_kwargs=True)`` returns a handle whose
+    ``remove`` leaves the id in ``_global_forward_hooks_with_kwargs``; this
+    wrapper removes that entry too, so detach leaves the dicts as they were.
+    """
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def remove(self) -> None:
+        self.handle.remove()
+        extra = getattr(module_hooks, "_global_forward_hooks_with_kwargs", None)
+        if extra is not None:
+            extra.pop(self.handle.id, None)
+
+
+def _register_forward(hook: Any) -> _ForwardHookHandle:
+    fwd = module_hooks.register_module_forward_hook
+    kwargs = {k: True for k in ("with_kwargs", "always_call") if _supports(fwd, k)}
+    return _ForwardHookHandle(fwd(hook, **kwargs))
+
+
 def _supports(fn: Any, name: str) -> bool:
     try:
         return name in inspect.signature(fn).parameters
@@ -32,14 +56,8 @@ def _supports(fn: Any, name: str) -> bool:
 
 def install(capture: "Capture", optimizer_pre: Any, optimizer_post: Any) -> list[Any]:
     """Register the global hooks; returns the handles to remove on detach."""
-    handles = [module_hooks.register_module_forward_pre_hook(_pre_adapter(capture))]
-    fwd = module_hooks.register_module_forward_hook
-    kwargs: dict[str, bool] = {}
-    if _supports(fwd, "with_kwargs"):
-        kwargs["with_kwargs"] = True
-    if _supports(fwd, "always_call"):
-        kwargs["always_call"] = True
-    handles.append(fwd(capture.forward, **kwargs))
+    handles = [module_hooks.register_module_forward_pre_hook(_pre_adapter(capture)),
+               _register_forward(capture.forward)]
     handles.append(optimizer_hooks.register_optimizer_step_pre_hook(optimizer_pre))
     handles.append(optimizer_hooks.register_optimizer_step_post_hook(optimizer_post))
     return handles
@@ -67,9 +85,7 @@ def install_loss_hooks(capture: "Capture", hooked: set[int]) -> list[Any]:
         if wanted(module):
             forward(module, args, *rest)
 
-    fwd = module_hooks.register_module_forward_hook
-    kwargs = {k: True for k in ("with_kwargs", "always_call") if _supports(fwd, k)}
-    return [module_hooks.register_module_forward_pre_hook(pre), fwd(post, **kwargs)]
+    return [module_hooks.register_module_forward_pre_hook(pre), _register_forward(post)]
 
 
 def _pre_adapter(capture: "Capture") -> Any:
