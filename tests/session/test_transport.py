@@ -244,3 +244,16 @@ def test_sender_survives_a_dead_peer():
 def test_attach_refuses_a_bad_address():
     with pytest.raises(OSError):
         attach("127.0.0.1:1", new_token(), timeout=1)
+
+
+def test_sender_disconnects_a_gui_that_stopped_reading():
+    ch = _SlowChannel()  # never released: the GUI is frozen
+    closed = threading.Event()
+    ch.close = closed.set
+    sender = Sender(ch, max_essential=5)
+    sender.start()
+    for i in range(20):
+        sender.put(StepSummary(step=i))  # returns at once every time
+    assert closed.is_set() and "stopped reading" in sender.stopped_reason
+    ch.gate.set()
+    sender.close(timeout=2)
