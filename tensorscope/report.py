@@ -59,7 +59,7 @@ class ReportBuilder:
         self.modules: dict[tuple[int, str], _ModuleInfo] = {}
         self.devices: list[str] = []
         self.steps = 0
-        self.params: list[dict[str, Any]] = []
+        self.params: dict[str, dict[str, Any]] = {}
         self.losses: list[list[Any]] = []
         self.findings: dict[tuple[str, int, str], dict[str, Any]] = {}
         self.dropped = 0
@@ -74,8 +74,9 @@ class ReportBuilder:
             self._digest(msg)
         elif isinstance(msg, StepSummary):
             self.steps += 1
-            if msg.params:
-                self.params = msg.params
+            for row in msg.params:  # keep each field's latest known value
+                known = self.params.setdefault(row.get("name"), {})
+                known.update({k: v for k, v in row.items() if v is not None or k not in known})
             if msg.loss is not None and len(self.losses) < MAX_LOSSES:
                 self.losses.append([msg.step, msg.loss])
         elif isinstance(msg, Finding):
@@ -129,7 +130,7 @@ class ReportBuilder:
             "torch": hello.torch, "devices": self.devices or list(hello.devices[:1]),
             "mode": hello.mode, "steps": self.steps, "dropped_events": self.dropped,
             "roots": [self._root(r) for r in self.tree],
-            "parameters": [_param(p) for p in self.params],
+            "parameters": [_param(p) for p in self.params.values()],
             "findings": sorted(self.findings.values(), key=lambda f: (f["step"], f["kind"])),
             "losses": self.losses, "exception": self.exception,
         })
