@@ -7,7 +7,9 @@ dicts); add new ones (recolour, ingest...) there. Each prints as a table.
 
 ``layout``: layered layouts of synthetic deep-net-like DAGs (layers of 1-6
 nodes, 1-3 parents each, residual skip edges over 2-6 layers), timed as the
-median of ``--repeat`` runs, with adjacent-layer crossings (dummies included).
+median of ``--repeat`` runs (wall ``seconds`` and ``cpu_s``, which shows how much
+of the wall time other processes on a shared machine took), with adjacent-layer
+crossings (dummies included) and ``bends`` (dummy nodes).
 When Graphviz ``dot`` is on PATH, the same graph is laid out by ``dot -Tplain``
 up to ``--dot-max`` nodes and its crossings are counted by the same counter
 (layers from its y coordinates, long edges read off its splines).
@@ -115,13 +117,17 @@ def bench_layout(args: argparse.Namespace) -> list[dict]:
     for n in args.sizes:
         g = layered_dag(n, seed=args.seed)
         sizes = {v: NODE_SIZE for v in g.nodes}
-        times = []
+        times, cpu = [], []
         for _ in range(args.repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             layout = layered_layout(g, sizes)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         row = {"nodes": n, "edges": g.number_of_edges(), "seconds": statistics.median(times),
-               "target_s": LAYOUT_TARGETS.get(n), "crossings": count_crossings(g, layout)}
+               "cpu_s": statistics.median(cpu), "target_s": LAYOUT_TARGETS.get(n),
+               "layers": 1 + max(layout.layers.values()),
+               "bends": sum(len(p) - 2 for p in layout.edge_points.values()),
+               "crossings": count_crossings(g, layout)}
         if have_dot and n <= args.dot_max:
             try:
                 dl, secs = dot_layout(g, args.dot_timeout)

@@ -104,12 +104,14 @@ def _seeded_order(g: layout_rank.LayeredGraph, seed: list[float], previous: Layo
 
 
 def _iterations(n: int) -> tuple[int, int]:
-    """(max_iter, min_quit) for crossing reduction, fewer on huge graphs."""
-    if n <= 20_000:
-        return 24, 8
-    if n <= 60_000:
-        return 12, 4
-    return 6, 3
+    """(max_iter, min_quit) of crossing reduction for ``n`` nodes with dummies.
+
+    Measured on deep-net-like DAGs: nearly all of the gain comes in the first
+    four sweeps, so big graphs stop sooner to stay interactive.
+    """
+    if n <= 15_000:
+        return 24, 4
+    return 4, 2
 
 
 def layered_layout(graph: nx.DiGraph, sizes: Mapping[Hashable, tuple[float, float]] | None = None,

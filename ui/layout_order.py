@@ -81,13 +81,15 @@ def _median(nb: list[int], pos: list[int]) -> float:
 
 
 def _sweep(layers: list[list[int]], pos: list[int], nbrs: list[list[int]], nbr1: list[int],
-           comp: list[int] | None, ranks: Iterable[int], flip_ties: bool) -> None:
+           comp: list[int] | None, ranks: Iterable[int], flip_ties: bool) -> list[bool]:
     """Sort each layer in ``ranks`` by the median of its neighbours in ``nbrs``.
 
+    Returns, per layer, whether its order changed.
     ``nbr1[v]`` is v's lone neighbour (or -1); with several components,
     ``comp`` keeps each in its block. Nodes without neighbours keep their slot.
     """
     sign = -1 if flip_ties else 1
+    changed = [False] * len(layers)
     for r in ranks:
         row = layers[r]
         if len(row) < 2:
@@ -109,8 +111,11 @@ def _sweep(layers: list[list[int]], pos: list[int], nbrs: list[list[int]], nbr1:
         keys.sort()
         for i, item in zip(free, keys):
             v = item[-1]
-            row[i] = v
-            pos[v] = i
+            if row[i] != v:
+                row[i] = v
+                pos[v] = i
+                changed[r] = True
+    return changed
 
 
 def _pair_cost(a: list[int], b: list[int], pos: list[int]) -> tuple[int, int]:
@@ -192,14 +197,22 @@ def _transpose_row(row: list[int], pos: list[int], g: LayeredGraph, reverse: boo
     return gain, swaps
 
 
-def transpose(layers: list[list[int]], pos: list[int], g: LayeredGraph, reverse: bool) -> None:
+def transpose(layers: list[list[int]], pos: list[int], g: LayeredGraph, reverse: bool,
+              changed: list[bool] | None = None) -> None:
     """Swap adjacent nodes while that lowers crossings (dot's ``transpose``).
 
-    Only layers next to a layer that changed are revisited. With ``reverse``,
-    swaps that keep the count equal are made too, to leave plateaus.
+    Only layers that changed (``changed``; default all) or sit next to one
+    are visited, and revisited while swaps next to them still help. With
+    ``reverse``, swaps that keep the count equal are made too (in the first
+    :data:`REVERSE_ROUNDS` rounds), to leave plateaus.
     """
-    candidate = [len(row) > 1 for row in layers]
     n_layers = len(layers)
+    if changed is None:
+        candidate = [len(row) > 1 for row in layers]
+    else:
+        candidate = [len(row) > 1 and (changed[r] or (r > 0 and changed[r - 1])
+                                       or (r + 1 < n_layers and changed[r + 1]))
+                     for r, row in enumerate(layers)]
     rounds = 0
     while True:
         delta = 0
@@ -301,7 +314,8 @@ def reduce_crossings(g: LayeredGraph, layers: list[list[int]], *, max_iter: int 
     orders and their crossing count.
     """
     pos = _positions(layers, g.n)
-    transpose(layers, pos, g, reverse=False)
+    if keep_start:
+        transpose(layers, pos, g, reverse=False)
     counter = CrossingCounter(g)
     start_count = counter.count(pos)
     start = [row[:] for row in layers]
@@ -323,10 +337,11 @@ def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: C
             break
         comp = g.comp if g.n_comps > 1 else None
         if it % 2 == 0:
-            _sweep(layers, pos, g.up, g.up1, comp, range(1, n_layers), it % 4 == 2)
+            changed = _sweep(layers, pos, g.up, g.up1, comp, range(1, n_layers), it % 4 == 2)
         else:
-            _sweep(layers, pos, g.down, g.down1, comp, range(n_layers - 2, -1, -1), it % 4 == 3)
-        transpose(layers, pos, g, reverse=True)
+            changed = _sweep(layers, pos, g.down, g.down1, comp, range(n_layers - 2, -1, -1),
+                             it % 4 == 3)
+        transpose(layers, pos, g, reverse=True, changed=None if it == 0 else changed)
         count = counter.count(pos)
         trying += 1
         if count <= best_count:

@@ -160,13 +160,28 @@ class LayeredGraph:
         return len(self.layer)
 
 
+def dummy_budget(n: int, n_edges: int) -> int:
+    """Most dummy nodes to create; beyond it the longest edges are drawn straight."""
+    return 2 * (n + n_edges) + 10_000
+
+
 def split_long_edges(n: int, edges: list[tuple[int, int]], layer: list[int],
                      comp: list[int]) -> LayeredGraph:
-    """Insert a dummy node on every layer that an edge crosses."""
+    """Insert a dummy node on every layer that an edge crosses.
+
+    On pathological graphs (dense cycles make very deep layerings) the
+    longest edges beyond :func:`dummy_budget` get no dummies: they are drawn
+    as straight lines and ignored by crossing reduction (``chains[e]`` is
+    then just ``[u, v]`` and the pair is not in ``up``/``down``).
+    """
     g = LayeredGraph(n, list(layer), list(comp),
                      [[] for _ in range(n)], [[] for _ in range(n)], [])
+    straight = _straight_edges(edges, layer, dummy_budget(n, len(edges)))
     lay, cmp_, up, down = g.layer, g.comp, g.up, g.down
-    for u, v in edges:
+    for e, (u, v) in enumerate(edges):
+        if e in straight:
+            g.chains.append([u, v])
+            continue
         chain = [u]
         prev = u
         for r in range(layer[u] + 1, layer[v]):
@@ -184,3 +199,17 @@ def split_long_edges(n: int, edges: list[tuple[int, int]], layer: list[int],
         g.chains.append(chain)
     g.finish()
     return g
+
+
+def _straight_edges(edges: list[tuple[int, int]], layer: list[int], budget: int) -> set[int]:
+    spans = [layer[v] - layer[u] - 1 for u, v in edges]
+    total = sum(spans)
+    straight: set[int] = set()
+    if total <= budget:
+        return straight
+    for e in sorted(range(len(edges)), key=lambda e: (-spans[e], e)):
+        if total <= budget:
+            break
+        straight.add(e)
+        total -= spans[e]
+    return straight

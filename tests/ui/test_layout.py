@@ -242,3 +242,25 @@ def test_numpy_crossing_counter_matches_the_plain_count():
             for i, v in enumerate(row):
                 pos[v] = i
         assert counter.count(pos) == layout_order.total_crossings(layers, pos, lg.down) > 0
+
+
+def test_dense_cyclic_graph_stays_bounded():
+    """A random hairball layers very deep; the longest edges go straight, no blow-up."""
+    g = nx.gnp_random_graph(300, 0.03, seed=2, directed=True)
+    g.add_edges_from((v, v) for v in range(0, 300, 50))
+    n, e = g.number_of_nodes(), g.number_of_edges()
+    lay = layered_layout(g)
+    _check(g, lay)
+    bends = sum(len(p) - 2 for (u, v), p in lay.edge_points.items() if u != v)
+    assert bends <= layout_rank.dummy_budget(n, e)
+    assert any(len(p) == 2 and abs(lay.layers[u] - lay.layers[v]) > 1
+               for (u, v), p in lay.edge_points.items())
+
+
+def test_many_components_keep_their_own_order_and_rows():
+    g = nx.disjoint_union_all([nx.balanced_tree(2, 3, nx.DiGraph)] * 30)
+    lay = layered_layout(g)
+    _check(g, lay)
+    assert count_crossings(g, lay) == 0
+    roots = sorted((lay.positions[v][0], v) for v in g if g.in_degree(v) == 0)
+    assert [v for _, v in roots] == sorted(v for v in g if g.in_degree(v) == 0)
