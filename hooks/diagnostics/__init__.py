@@ -1,0 +1,57 @@
+"""Diagnostics: name the classic PyTorch training mistakes at the module that causes them.
+
+Each diagnostic is an ``Observer`` (``tensorscope.hooks.observer``) that a
+``Watch`` adds at construction through ``default_observers(mode)``. They
+read what the hooks record (call metadata, the step's finite flags,
+gradient and parameter norms, brought over in the step's one host transfer)
+and report through ``WatchContext.emit_finding``. See ``docs/diagnostics.md``
+for every kind: meaning, example, fix, detection, cost and thresholds.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tensorscope.hooks.diagnostics.hints import exception_hint
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.observer import Observer
+
+__all__ = ["default_observers", "exception_hint", "KINDS"]
+
+KINDS = (
+    "non_finite", "exception", "device_mismatch", "grad_accumulation", "train_mode_in_eval",
+    "eval_mode_in_training", "grad_tracking_in_inference", "double_activation",
+    "loss_broadcast", "graph_retained", "unused_parameter", "param_not_in_optimizer",
+    "dead_activation", "vanishing_gradient", "exploding_gradient", "fp16_overflow",
+    "host_sync_in_forward",
+)
+
+
+def default_observers(mode: str) -> "list[Observer]":
+    """The diagnostics for a capture ``mode`` (``shapes``, ``default`` or ``full``).
+
+    ``shapes`` mode takes no device values, so the diagnostics that need
+    finite flags, norms or activation samples are left out there.
+    """
+    from tensorscope.hooks.diagnostics.activations import DeadActivationObserver, \
+        Fp16OverflowObserver
+    from tensorscope.hooks.diagnostics.cuda import HostSyncObserver
+    from tensorscope.hooks.diagnostics.device import DeviceObserver
+    from tensorscope.hooks.diagnostics.gradnorms import GradScaleObserver
+    from tensorscope.hooks.diagnostics.grads import GradAccumulationObserver, \
+        ParamCoverageObserver
+    from tensorscope.hooks.diagnostics.losses import LossInputObserver
+    from tensorscope.hooks.diagnostics.memory import GraphObserver
+    from tensorscope.hooks.diagnostics.modes import ModeObserver
+    from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
+
+    observers: list[Observer] = [
+        ModeObserver(), LossInputObserver(), GraphObserver(), GradAccumulationObserver(),
+        ParamCoverageObserver(), DeviceObserver(),
+    ]
+    if mode != "shapes":
+        observers += [NonFiniteObserver(), GradScaleObserver(), DeadActivationObserver(),
+                      Fp16OverflowObserver()]
+    if HostSyncObserver.available():
+        observers.append(HostSyncObserver())
+    return observers

@@ -1,0 +1,173 @@
+"""``dead_activation`` and ``fp16_overflow``: activations out of their useful range.
+
+* ``dead_activation``: the output of a ReLU-family activation, the
+  ``nn.ReLU``/``nn.ReLU6`` module or a module whose forward ends in
+  ``F.relu`` (its output's ``grad_fn`` is ``ReluBackward``), is zero for at
+  least 99% of a strided sample of at most 4096 elements, in training
+  forwards, for three consecutive steps: the layer passes (almost) no
+  gradient. Cost: one ``count_nonzero`` over the small sample per ReLU call,
+  deferred into the step's single transfer.
+* ``fp16_overflow``: a float16 output that holds Inf while the call's inputs
+  were finite (the finite flags the hooks take every step), or whose
+  magnitude came within 10% of the float16 maximum (65504) on a statistics
+  step (the exact min/max taken there), names the innermost such module; a
+  float16 output gradient that overflowed names the module whose output
+  gradient overflowed first, unless a GradScaler is in use (it skips such
+  steps by design). No extra device work.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+from torch import nn
+
+from tensorscope.events import CallDigest
+from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
+from tensorscope.hooks.observer import CallRecord, StepRecord
+
+SAMPLE = 4096
+DEAD_FRACTION = 0.99
+DEAD_STEPS = 3
+MIN_ELEMENTS = 8
+FP16_MAX = 65504.0
+NEAR_MAX = 0.9 * FP16_MAX
+
+_RELU_FNS = frozenset({"ReluBackward0", "ReluBackward1", "ThresholdBackward0",
+                       "ThresholdBackward1"})
+_RELU6_FNS = frozenset({"HardtanhBackward0", "HardtanhBackward1"})
+
+
+def _is_relu_output(module: nn.Module, fn: Any) -> bool:
+    name = type(fn).__name__
+    return name in _RELU_FNS or (isinstance(module, nn.ReLU6) and name in _RELU6_FNS)
+
+
+def _sample(v: torch.Tensor) -> torch.Tensor:
+    flat = v.detach()
+    flat = flat.view(-1) if flat.is_contiguous() else flat.reshape(-1)
+    n = flat.numel()
+    stride = max(1, n // SAMPLE)
+    if stride > 1 and stride % 2 == 0:
+        stride += 1   # odd stride: do not land on the same channel/position every time
+    return flat[::stride]
+
+
+class DeadActivationObserver(Diagnostic):
+    """ReLU outputs that are all (or nearly all) zero, step after step."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[int, tuple[int, str, int], int, str]] = []
+        self._seen: dict[int, weakref.ref] = {}
+        self._occurrence: dict[tuple[int, str], int] = {}
+        self._streak: dict[tuple[int, str, int], int] = {}
+
+    def on_forward(self, call: CallRecord) -> None:
+        """Queue a zero count of each ReLU output's sample (training forwards)."""
+        if not call.grad_enabled or not call.outputs:
+            return
+        v = call.outputs[0][1]
+        if not isinstance(v, torch.Tensor) or v.grad_fn is None:
+            return
+        if not _is_relu_output(call.module, v.grad_fn) or v.numel() < MIN_ELEMENTS:
+            return
+        seen = self._seen.get(id(v))
+        if seen is not None and seen() is v:
+            return    # the same tensor returned by an enclosing module
+        self._seen[id(v)] = weakref.ref(v)
+        where = (call.root, call.path)
+        occ = self._occurrence.get(where, 0)
+        self._occurrence[where] = occ + 1
+        with torch.no_grad():
+            sample = _sample(v)
+            handle = self.ctx.defer({"nz": torch.count_nonzero(sample)})
+        self._pending.append((handle, (call.root, call.path, occ), sample.numel(), call.type))
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """Update the per-activation streaks of near-total zeros."""
+        pending, self._pending = self._pending, []
+        self._seen.clear()
+        self._occurrence.clear()
+        for handle, key, n, type_ in pending:
+            nz = record.deferred.get(handle, {}).get("nz")
+            if nz is None or n == 0:
+                continue
+            zero = 1.0 - float(nz) / n
+            if zero < DEAD_FRACTION:
+                self._streak[key] = 0
+                continue
+            self._streak[key] = streak = self._streak.get(key, 0) + 1
+            if streak >= DEAD_STEPS:
+                self._report(key, type_, zero, streak, record.step)
+
+    def _report(self, key: tuple[int, str, int], type_: str, zero: float, streak: int,
+                step: int) -> None:
+        rid, path, _ = key
+        where = module_label(self.ctx, rid, path)
+        what = f"{where} ({type_})" if type_ in ("ReLU", "ReLU6") else \
+            f"the ReLU at the end of {where}'s forward ({type_})"
+        self.emit("dead_activation", "warning", "forward", rid, path,
+                  f"The output of {what} was zero for {zero:.1%} of its units across the "
+                  f"batch for {streak} consecutive steps: the units are dead and pass no "
+                  f"gradient, so the layers before them stop learning. Usual causes: a large "
+                  f"negative bias or bad initialisation, a learning rate too high, or "
+                  f"unnormalised inputs. Fix: default/He initialisation, a lower learning "
+                  f"rate, normalised inputs, or LeakyReLU/GELU.", step=step - streak + 1)
+
+
+class Fp16OverflowObserver(Diagnostic):
+    """float16 activations or gradients at or near the float16 limit."""
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """Read the step's finite flags and statistics of float16 outputs."""
+        halves = [d for d in record.digests if _half(d)]
+        if not halves:
+            return
+        calls = record.calls
+        over = [d for d in halves if _overflowed(d) and d.inputs_finite]
+        inner = [d for d in over if not any(
+            o is not d and _encloses(calls, d.index, o.index) for o in over)]
+        if inner:
+            d = min(inner, key=lambda x: x.index)
+            self._report(d, "forward", "activations", record.step)
+        grads = [d for d in halves if not d.grad_finite]
+        if grads and not inner and not grad_scaler_in_use():
+            self._report(max(grads, key=lambda x: x.index), "backward", "gradients",
+                         record.step)
+
+    def _report(self, d: CallDigest, phase: str, what: str, step: int) -> None:
+        where = module_label(self.ctx, d.root, d.path)
+        level = "overflowed to Inf" if phase == "backward" or not d.finite else \
+            f"came within 10% of the float16 maximum ({FP16_MAX:.0f})"
+        self.emit("fp16_overflow", "warning", phase, d.root, d.path,
+                  f"float16 {what} of {where} ({d.type}) {level} at step {step}. float16 "
+                  f"holds at most ±65504. Fix: use bfloat16 (same range as float32), "
+                  f"autocast with a GradScaler instead of a model-wide .half(), or normalise "
+                  f"the inputs/scale down the values entering {where}.", step=step)
+
+
+def _half(d: CallDigest) -> bool:
+    return any(m.get("dtype") == "float16" for m in d.outputs)
+
+
+def _overflowed(d: CallDigest) -> bool:
+    if not d.finite:
+        return True
+    s = d.stats
+    if not s:
+        return False
+    lo, hi = s.get("min"), s.get("max")
+    return any(isinstance(x, (int, float)) and abs(x) >= NEAR_MAX for x in (lo, hi))
+
+
+def _encloses(calls: list[CallRecord], outer: int, inner: int) -> bool:
+    if inner >= len(calls) or outer >= len(calls):
+        return False
+    p = calls[inner].parent
+    while p is not None:
+        if p is calls[outer]:
+            return True
+        p = p.parent
+    return False

@@ -1,0 +1,170 @@
+"""Shared pieces of the diagnostics: the observer base class and helpers.
+
+Every diagnostic is an ``Observer`` (``tensorscope.hooks.observer``) that
+reports through ``WatchContext.emit_finding``. Helpers here are cheap and
+metadata-only: they read ``grad_fn`` names, module types and paths, never a
+device value.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Iterable
+
+import torch
+from torch import nn
+
+from tensorscope.hooks.observer import CallRecord, Observer, WatchContext
+
+_LOSS_MODULE = "torch.nn.modules.loss"
+
+# grad_fn names of ops that only reshape or move data: walking through them
+# from a loss input finds the activation that really produced it.
+PASS_THROUGH_FNS = frozenset({
+    "ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0", "SqueezeBackward0",
+    "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0", "PermuteBackward0",
+    "TransposeBackward0", "TransposeBackward1", "TBackward0", "SliceBackward0",
+    "SelectBackward0", "CloneBackward0", "ToCopyBackward0", "ExpandBackward0",
+    "AliasBackward0", "ContiguousBackward0", "IndexBackward0", "FlattenBackward0",
+})
+
+
+def is_loss_module(module: nn.Module) -> bool:
+    """True for ``torch.nn`` loss classes and their subclasses."""
+    return any(cls.__module__ == _LOSS_MODULE for cls in type(module).__mro__)
+
+
+def fn_name(fn: Any) -> str:
+    """The class name of a ``grad_fn`` node (``""`` for None)."""
+    return type(fn).__name__ if fn is not None else ""
+
+
+def producing_fn(t: torch.Tensor, max_hops: int = 6) -> Any:
+    """The ``grad_fn`` that produced ``t``, skipping reshapes, views and casts."""
+    fn = t.grad_fn
+    for _ in range(max_hops):
+        if fn is None or fn_name(fn) not in PASS_THROUGH_FNS:
+            return fn
+        nxt = [f for f, _ in fn.next_functions if f is not None]
+        if len(nxt) != 1:
+            return fn
+        fn = nxt[0]
+    return fn
+
+
+def first_tensor(pairs: list[tuple[str, Any]]) -> torch.Tensor | None:
+    """The first tensor of flattened ``(path, value)`` pairs."""
+    for _, v in pairs:
+        if isinstance(v, torch.Tensor):
+            return v
+    return None
+
+
+def root_call(call: CallRecord) -> CallRecord:
+    """The outermost call enclosing ``call`` (itself for a root call)."""
+    while call.parent is not None:
+        call = call.parent
+    return call
+
+
+def is_ancestor_path(ancestor: str, path: str) -> bool:
+    """Whether module path ``ancestor`` contains ``path`` (or equals it)."""
+    return ancestor == "" or path == ancestor or path.startswith(ancestor + ".")
+
+
+def maximal_modules(owners: dict[str, str], flagged: set[str]) -> list[str]:
+    """The largest module subtrees in which every eligible parameter is flagged.
+
+    ``owners`` maps each eligible parameter name to its owning module path;
+    ``flagged`` is a set of parameter names. Returns module paths, outermost
+    first, none inside another; ``""`` when every eligible parameter is flagged.
+    """
+    candidates: set[str] = set()
+    for name in flagged:
+        mod = owners.get(name)
+        if mod is None:
+            continue
+        parts = mod.split(".") if mod else []
+        for k in range(len(parts) + 1):
+            candidates.add(".".join(parts[:k]))
+    good = []
+    for cand in sorted(candidates, key=lambda p: (p.count(".") if p else -1, p)):
+        under = [n for n, m in owners.items() if is_ancestor_path(cand, m)]
+        if under and all(n in flagged for n in under):
+            if not any(is_ancestor_path(g, cand) for g in good):
+                good.append(cand)
+    return good
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``"1.5 KiB"``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def module_label(ctx: WatchContext, root: int, path: str) -> str:
+    """``fc1`` or, for a root, its display name (``Net``)."""
+    if path:
+        return path
+    names = ctx.root_names
+    return names[root] if 0 <= root < len(names) else "the model"
+
+
+def params_frozen(module: nn.Module) -> bool | None:
+    """True if ``module`` has parameters and none is trainable; None without parameters."""
+    seen = False
+    for p in module.parameters():
+        seen = True
+        if p.requires_grad:
+            return False
+    return True if seen else None
+
+
+def submodule(root: nn.Module, path: str) -> nn.Module | None:
+    """``root.get_submodule(path)``, or None when it does not exist."""
+    try:
+        return root.get_submodule(path) if path else root
+    except AttributeError:
+        return None
+
+
+class Diagnostic(Observer):
+    """An observer that reports findings; keeps the context from ``on_attach``."""
+
+    ctx: WatchContext
+
+    def on_attach(self, ctx: WatchContext) -> None:
+        """Keep the watch context."""
+        self.ctx = ctx
+        try:
+            params = inspect.signature(ctx.emit_finding).parameters
+            self._step_kw = "step" in params
+        except (TypeError, ValueError):
+            self._step_kw = False
+
+    def emit(self, kind: str, severity: str, phase: str, root: int, module: str,
+             message: str, step: int | None = None) -> None:
+        """Report a finding (the watch deduplicates per (kind, root, module)).
+
+        ``step`` is the step the problem was seen in, when the watch accepts it
+        (findings decided at step end would otherwise carry the next step).
+        """
+        if step is not None and self._step_kw:
+            self.ctx.emit_finding(kind, severity, phase, root, module, message, step=step)
+        else:
+            self.ctx.emit_finding(kind, severity, phase, root, module, message)
+
+
+def root_module(ctx: WatchContext, root: int) -> nn.Module | None:
+    """The root module with id ``root``, or None."""
+    roots = ctx.roots
+    return roots[root] if 0 <= root < len(roots) else None
+
+
+def iter_tensors(pairs: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, torch.Tensor]]:
+    """The tensor entries of flattened ``(path, value)`` pairs."""
+    for path, v in pairs:
+        if isinstance(v, torch.Tensor):
+            yield path, v

@@ -1,0 +1,179 @@
+"""Gradient bookkeeping: ``grad_accumulation``, ``unused_parameter``, ``param_not_in_optimizer``.
+
+None of these reads a device value.
+
+* ``grad_accumulation`` (forgotten ``zero_grad()``): after each optimizer
+  step, remember for each of its parameters the identity and version counter
+  of ``p.grad``. At the start of the next backward (its first output
+  gradient, before any parameter gradient is accumulated) a gradient that is
+  still the very same tensor at the very same version was neither set to
+  None (``zero_grad()``) nor zeroed in place (``zero_grad(set_to_none=False)``
+  bumps the version): this backward adds into it. If the optimizer then
+  steps with such a gradient, that is the finding. Deliberate accumulation
+  (several backwards, then ``step()``, then ``zero_grad()``) never matches,
+  because the check looks at the first backward after a step only.
+* ``unused_parameter``: at the end of each training step, a trainable
+  parameter of a root that took part in the backward has no gradient; after
+  three such steps without it ever getting one, the largest module whose
+  trainable parameters all never got a gradient is named.
+* ``param_not_in_optimizer``: a trainable parameter got a gradient but is in
+  no parameter group of any optimizer seen so far, at two training steps.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, maximal_modules, module_label
+from tensorscope.hooks.observer import CallRecord, StepRecord
+
+UNUSED_STEPS = 3
+NOT_IN_OPTIMIZER_STEPS = 2
+
+
+class GradAccumulationObserver(Diagnostic):
+    """Detects backwards that add into gradients left over from before ``step()``."""
+
+    def __init__(self) -> None:
+        self._after_step: dict[int, list[tuple[weakref.ref, int, int]]] = {}
+        self._stale: dict[int, bool] = {}
+        self._need_check = False
+
+    def on_optimizer_step(self, optimizer: Any) -> None:
+        """Remember each gradient's identity and version right after the step."""
+        entries = []
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is not None:
+                    entries.append((weakref.ref(p), id(g), g._version))
+        self._after_step[id(optimizer)] = entries
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """A new forward: the next output gradient starts a new backward."""
+        if call.parent is None:
+            self._need_check = True
+
+    def on_output_grad(self, call: CallRecord, grad_path: str, grad: torch.Tensor) -> None:
+        """First gradient of a backward: which gradients are still the stale ones?"""
+        if not self._need_check:
+            return
+        self._need_check = False
+        for entries in self._after_step.values():
+            for ref, gid, version in entries:
+                p = ref()
+                if p is None:
+                    continue
+                g = p.grad
+                self._stale[id(p)] = g is not None and id(g) == gid and g._version == version
+
+    def on_optimizer_step_pre(self, optimizer: Any) -> None:
+        """The optimizer steps: did its last backward add into stale gradients?"""
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        stale = [p for p in params if self._stale.pop(id(p), False)]
+        if stale:
+            self._report(params, stale)
+
+    def _report(self, params: list[torch.Tensor], stale: list[torch.Tensor]) -> None:
+        owners: dict[int, dict[str, str]] = {}
+        for p in params:
+            hit = self.ctx.param_name(p)
+            if hit is not None and p.grad is not None:
+                owners.setdefault(hit[0], {})[hit[2]] = hit[1]
+        flagged = set()
+        for p in stale:
+            hit = self.ctx.param_name(p)
+            if hit is not None:
+                flagged.add(hit[2])
+        step = self.ctx.step_index
+        for rid, names in owners.items():
+            for mod in maximal_modules(names, flagged):
+                where = module_label(self.ctx, rid, mod)
+                self.emit("grad_accumulation", "warning", "backward", rid, mod,
+                          f"The backward of step {step} added into the gradients of {where} "
+                          f"that were left over from before the previous optimizer.step(): "
+                          f"zero_grad() was not called in between, so every update uses the "
+                          f"sum of all past gradients. Fix: call optimizer.zero_grad() once per "
+                          f"step (for deliberate accumulation, after each step()).", step=step)
+
+
+class ParamCoverageObserver(Diagnostic):
+    """Parameters that never get a gradient, or get one but are never updated."""
+
+    def __init__(self) -> None:
+        self._no_grad: dict[tuple[int, str], int] = {}
+        self._got_grad: set[tuple[int, str]] = set()
+        self._outside: dict[tuple[int, str], int] = {}
+        self._reported: set[tuple[str, int, str]] = set()
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """Update the per-parameter counters from the step's parameter rows."""
+        if record.kind != "train":
+            return
+        rows = [r for r in record.summary.params
+                if isinstance(r.get("root"), int) and r.get("requires_grad")]
+        called = {c.root for c in record.calls if c.grad_enabled}
+        backward_roots = {r["root"] for r in rows if r.get("grad_norm") is not None}
+        unused: dict[int, set[str]] = {}
+        outside: dict[int, set[str]] = {}
+        for r in rows:
+            key = (r["root"], r["name"])
+            if r.get("grad_norm") is None:
+                if r["root"] in called and r["root"] in backward_roots:
+                    self._no_grad[key] = self._no_grad.get(key, 0) + 1
+            else:
+                self._got_grad.add(key)
+                if not r.get("in_optimizer") and self.ctx.optimizers:
+                    self._outside[key] = self._outside.get(key, 0) + 1
+            if key not in self._got_grad and self._no_grad.get(key, 0) >= UNUSED_STEPS:
+                unused.setdefault(key[0], set()).add(key[1])
+            if self._outside.get(key, 0) >= NOT_IN_OPTIMIZER_STEPS:
+                outside.setdefault(key[0], set()).add(key[1])
+        self._report_unused(rows, unused, record.step)
+        self._report_outside(rows, outside, record.step)
+
+    def _report_unused(self, rows: list[dict[str, Any]], unused: dict[int, set[str]],
+                       step: int) -> None:
+        for rid, names in unused.items():
+            owners = {r["name"]: r.get("module", "") for r in rows if r["root"] == rid}
+            for mod in maximal_modules(owners, names):
+                if not self._first(("unused_parameter", rid, mod)):
+                    continue
+                where = module_label(self.ctx, rid, mod)
+                listed = sorted(n for n in names if owners.get(n, "").startswith(mod))
+                self.emit("unused_parameter", "warning", "backward", rid, mod,
+                          f"The trainable parameters of {where} ({_names(listed)}) have not "
+                          f"received a gradient in {UNUSED_STEPS} training steps: forward() "
+                          f"never uses {where}, or its output does not reach the loss. Fix: "
+                          f"call it in forward(), delete it, or freeze it "
+                          f"(requires_grad_(False)) if that is intended.", step=step)
+
+    def _report_outside(self, rows: list[dict[str, Any]], outside: dict[int, set[str]],
+                        step: int) -> None:
+        for rid, names in outside.items():
+            owners = {r["name"]: r.get("module", "") for r in rows
+                      if r["root"] == rid and r.get("grad_norm") is not None}
+            for mod in maximal_modules(owners, names):
+                if not self._first(("param_not_in_optimizer", rid, mod)):
+                    continue
+                where = module_label(self.ctx, rid, mod)
+                listed = sorted(n for n in names if owners.get(n, "").startswith(mod))
+                self.emit("param_not_in_optimizer", "warning", "optimizer", rid, mod,
+                          f"The parameters of {where} ({_names(listed)}) receive gradients "
+                          f"but belong to no parameter group of any optimizer, so they never "
+                          f"change. Common cause: the layer was created (or replaced) after "
+                          f"the optimizer. Fix: build the optimizer after the model is "
+                          f"complete, or optimizer.add_param_group({{'params': ...}}).",
+                          step=step)
+
+    def _first(self, key: tuple[str, int, str]) -> bool:
+        if key in self._reported:
+            return False
+        self._reported.add(key)
+        return True
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")

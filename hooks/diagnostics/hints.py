@@ -1,0 +1,158 @@
+"""Hints for exceptions raised inside a module's forward.
+
+``exception_hint(module, inputs, exc)`` turns the common PyTorch errors into
+one plain-words sentence with the likely fix. It runs only when a forward
+raised, so it may look at shapes, dtypes and devices freely (never at
+values). It returns ``""`` when it has nothing useful to add.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+_MAT = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+)")
+_DEVICES = re.compile(r"Expected all tensors to be on the same device|found at least two "
+                      r"devices|to be on the same device|Input type \(torch\.(?:cuda|mps)\.\w+\) "
+                      r"and weight type \(torch\.\w+\)|Input type \(torch\.\w+\) and weight "
+                      r"type \(torch\.(?:cuda|mps)")
+_DTYPE = re.compile(r"expected (?:scalar type|mat1 and mat2 to have the same dtype|both "
+                    r"vectors to have same dtype)|must have the same dtype|expected m1 and m2 "
+                    r"to have the same dtype|Input type \(.*\) and weight type \(.*\) should be "
+                    r"the same|found dtype", re.IGNORECASE)
+_BATCH = re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)")
+_TARGET_BOUNDS = re.compile(r"Target (-?\d+) is out of bounds")
+_MULTI_TARGET = re.compile(r"(?:0D or 1D target tensor expected, multi-target not supported)")
+_INDEX = re.compile(r"index out of range in self")
+_CONV_DIM = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to (conv\w+), "
+                       r"but got input of size: \[([\d, ]+)\]")
+_LONG_TARGET = re.compile(r"expected scalar type Long but found", re.IGNORECASE)
+_RNN_SIZE = re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+), got (\d+)")
+
+
+def _tensors(inputs: list[tuple[str, Any]]) -> list[tuple[str, torch.Tensor]]:
+    return [(p, v) for p, v in inputs if isinstance(v, torch.Tensor)]
+
+
+def _mat_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    got, want = int(m.group(2)), int(m.group(3))
+    tail = ("; after a flatten this means the image size or an earlier layer changed "
+            "(use nn.LazyLinear or adaptive pooling to make it robust)")
+    if isinstance(module, nn.Linear):
+        return (f"{type(module).__name__} expects {module.in_features} input features but the "
+                f"input has {got} in its last dimension: the input size changed{tail}. Fix: "
+                f"set in_features={got}, or fix the shape that reaches this layer.")
+    return (f"a matrix multiply inside this module expects {want} features but got {got}"
+            f"{tail}.")
+
+
+def _channel_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    shape = [int(s) for s in m.group(1).split(",")]
+    want, got = int(m.group(2)), int(m.group(3))
+    if len(shape) >= 3 and shape[-1] == want:
+        order = "(0, 3, 1, 2)" if len(shape) == 4 else "(0, 2, 1)" if len(shape) == 3 \
+            else "(0, 4, 1, 2, 3)"
+        return (f"the input {shape} looks channels-last (N x H x W x C with C={want}) but "
+                f"convolutions expect N x C x H x W. Fix: x = x.permute{order} (or "
+                f"torchvision ToTensor, which does this).")
+    return (f"the layer was built for {want} input channels but the input has {got}: the "
+            f"previous layer's out_channels or the data's channels do not match. Fix: set "
+            f"in_channels={got} or fix the input.")
+
+
+def _device_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    where = [f"{p} on {v.device}" for p, v in _tensors(inputs)]
+    for name, p in list(module.named_parameters(recurse=False))[:3]:
+        where.append(f"parameter {name} on {p.device}")
+    for name, b in list(module.named_buffers(recurse=False))[:2]:
+        where.append(f"buffer {name} on {b.device}")
+    return (f"tensors on different devices: {', '.join(where)}. Fix: move the model and "
+            f"every input to one device (model.to(device); x = x.to(device)); tensors "
+            f"created inside forward need device=x.device.")
+
+
+def _dtype_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    where = [f"{p} is {str(v.dtype).replace('torch.', '')}" for p, v in _tensors(inputs)]
+    w = getattr(module, "weight", None)
+    if isinstance(w, torch.Tensor):
+        where.append(f"weight is {str(w.dtype).replace('torch.', '')}")
+    return (f"mixed dtypes: {', '.join(where)}. Fix: convert the input to the model's dtype "
+            f"(x.float(), or x.to(model_dtype)); numpy arrays give float64 tensors.")
+
+
+def _batch_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return (f"the prediction has {m.group(1)} rows but the target has {m.group(2)}: a view/"
+            f"reshape or flatten merged dimensions (e.g. view(-1, C) with the wrong C). Fix: "
+            f"reshape so the batch dimension stays the same (x.flatten(1)).")
+
+
+def _target_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    ts = _tensors(inputs)
+    n = ts[0][1].shape[1] if ts and ts[0][1].dim() >= 2 else None
+    classes = f" (the input has {n} classes, so targets must be in [0, {n - 1}])" if n else ""
+    return (f"a class index in the target is outside the number of classes{classes}. Fix: "
+            f"check the label encoding (1-based labels?) or the size of the last layer.")
+
+
+def _multi_target_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return ("the target has an extra dimension (e.g. [N, 1]); class-index targets must be "
+            "[N]. Fix: target.squeeze(1) (or target.view(-1)).")
+
+
+def _index_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    n = getattr(module, "num_embeddings", None)
+    size = f" ({n} rows: valid indices are 0..{n - 1})" if n else ""
+    return (f"an index is outside the embedding table{size}. Fix: size the embedding for the "
+            f"whole vocabulary (num_embeddings = max index + 1) or check the tokenizer.")
+
+
+def _conv_dim_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return (f"{m.group(3)} needs {m.group(1)}D or {m.group(2)}D input but got "
+            f"[{m.group(4)}]: a flatten came too early or the channel dimension is missing. "
+            f"Fix: x.unsqueeze(1) for a missing channel dimension, or reshape to N x C x ...")
+
+
+def _long_target_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return ("the target must hold class indices as int64. Fix: target.long() (or use "
+            "probabilities as a float target of the same shape as the input).")
+
+
+def _rnn_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return (f"the recurrent layer expects {m.group(1)} features per time step but got "
+            f"{m.group(2)}: check input_size, and batch_first (N x T x F when True, "
+            f"T x N x F otherwise).")
+
+
+_RULES: list[tuple[re.Pattern, Callable[..., str]]] = [
+    (_MAT, _mat_hint), (_CHANNELS, _channel_hint), (_DEVICES, _device_hint),
+    (_BATCH, _batch_hint), (_TARGET_BOUNDS, _target_hint), (_MULTI_TARGET, _multi_target_hint),
+    (_INDEX, _index_hint), (_CONV_DIM, _conv_dim_hint), (_LONG_TARGET, _long_target_hint),
+    (_RNN_SIZE, _rnn_hint), (_DTYPE, _dtype_hint),
+]
+
+
+def exception_hint(module: nn.Module | None, inputs: list[tuple[str, Any]],
+                   exc: BaseException) -> str:
+    """A one-sentence hint with the likely fix for ``exc`` raised in ``module``'s forward.
+
+    ``inputs`` are the call's flattened ``(path, value)`` pairs. Returns ``""``
+    for errors it does not recognise. Never raises.
+    """
+    text = str(exc)
+    for pattern, hint in _RULES:
+        m = pattern.search(text)
+        if m is None:
+            continue
+        try:
+            return "Hint: " + hint(module if module is not None else nn.Identity(), inputs, m)
+        except Exception as err:  # a hint must never hide the user's exception
+            return f"(no hint: {type(err).__name__} while building it)"
+    return ""
+
+
+def is_device_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is PyTorch's tensors-on-different-devices error."""
+    return bool(_DEVICES.search(str(exc)))

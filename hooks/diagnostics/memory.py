@@ -1,0 +1,178 @@
+"""``graph_retained`` and ``grad_tracking_in_inference``: autograd graphs that live too long or are never used.
+
+Both follow the lifetime of each root call's autograd graph without keeping
+it alive: a tiny callable *token* is registered as a hook on the ``grad_fn``
+of the root call's first output that has one. The node owns the hook, so
+the token is freed exactly when the node (the graph) is freed; a weak
+reference to the token tells whether the graph is still alive. The token is
+marked *used* when a gradient reaches the root call's output (a backward ran
+through the graph). Cost: one hook registration per root call.
+
+* ``graph_retained``: at the end of each training step, count the graphs of
+  steps at least two steps old that a backward has used and that are still
+  alive. Keeping the last step's loss in a variable keeps one; when three or
+  more older graphs are alive and their number grew since the last check,
+  something accumulates them (``total_loss += loss``, ``losses.append(loss)``).
+* ``grad_tracking_in_inference``: a graph freed without any backward having
+  used it was built for nothing. Three such graphs in a row with no backward
+  in between (a prediction or validation loop without ``torch.no_grad()``)
+  make a finding; the message estimates the activation memory each forward
+  kept for it.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, format_bytes, is_loss_module, \
+    module_label
+from tensorscope.hooks.observer import CallRecord, StepRecord
+
+UNUSED_GRAPHS = 3      # graphs freed unused in a row, no backward in between
+RETAINED_GRAPHS = 3    # old-step graphs alive at once (and growing)
+TOKEN_KEY = "diagnostics.graph_token"
+
+
+class GraphState:
+    """What is known about one root call's graph (outlives the graph)."""
+
+    __slots__ = ("root", "step", "used", "loss")
+
+    def __init__(self, root: int, step: int, loss: bool) -> None:
+        self.root = root
+        self.step = step
+        self.used = False
+        self.loss = loss
+
+
+class GraphToken:
+    """Registered as a no-op hook on a graph node; freed with the node."""
+
+    __slots__ = ("state", "__weakref__")
+
+    def __init__(self, state: GraphState) -> None:
+        self.state = state
+
+    def __call__(self, *args: Any) -> None:
+        return None
+
+
+class GraphObserver(Diagnostic):
+    """Follows each root call's graph from creation to release."""
+
+    def __init__(self) -> None:
+        self._live: dict[int, tuple[weakref.ref, GraphState]] = {}
+        self._dead: list[GraphState] = []
+        self._unused_run = 0          # graphs freed unused since the last backward
+        self._unused_roots: dict[int, int] = {}
+        self._last_alive = 0
+        self._bytes: dict[int, int] = {}
+
+    # -------------------------------------------------------------- tracking
+    def on_forward(self, call: CallRecord) -> None:
+        """Tag the graph of each root call with gradients enabled."""
+        if call.parent is not None or not call.grad_enabled:
+            return
+        for _, v in call.outputs:
+            if isinstance(v, torch.Tensor) and v.grad_fn is not None:
+                loss = call.module is not None and is_loss_module(call.module)
+                state = GraphState(call.root, call.step, loss)
+                token = GraphToken(state)
+                v.grad_fn.register_hook(token)
+                call.extra[TOKEN_KEY] = state
+                ref = weakref.ref(token, self._released)
+                self._live[id(ref)] = (ref, state)
+                return
+
+    def on_output_grad(self, call: CallRecord, grad_path: str, grad: torch.Tensor) -> None:
+        """A backward reached a root call: its graph is used."""
+        if call.parent is not None:
+            return
+        state = call.extra.get(TOKEN_KEY)
+        if state is not None:
+            state.used = True
+        self._unused_run = 0
+        self._unused_roots.clear()
+
+    def _released(self, ref: weakref.ref) -> None:
+        """The token (and so the graph) was freed; may run wherever the graph died."""
+        entry = self._live.pop(id(ref), None)
+        if entry is not None:
+            self._dead.append(entry[1])
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """Check for unused graphs when a new root forward starts."""
+        if call.parent is None:
+            self._check_unused(call.step)
+
+    # ------------------------------------------------------------ decisions
+    def on_step_end(self, record: StepRecord) -> None:
+        """Estimate activation memory per root; look for retained graphs."""
+        self._note_bytes(record)
+        self._check_unused(record.step)
+        if record.kind == "train":
+            self._check_retained(record.step)
+
+    def _note_bytes(self, record: StepRecord) -> None:
+        per_root: dict[int, int] = {}
+        for d in record.digests:
+            if d.grad_enabled:
+                per_root[d.root] = per_root.get(d.root, 0) + sum(
+                    int(m.get("bytes", 0)) for m in d.outputs if m.get("requires_grad"))
+        for rid, n in per_root.items():
+            calls = sum(1 for c in record.calls if c.parent is None and c.root == rid) or 1
+            self._bytes[rid] = n // calls
+
+    def _check_unused(self, step: int) -> None:
+        self._collect_unused()
+        if self._unused_run < UNUSED_GRAPHS:
+            return
+        for rid, n in self._unused_roots.items():
+            if n <= 0:
+                continue
+            per = self._bytes.get(rid)
+            mem = f" (about {format_bytes(per)} of activations per forward)" if per else ""
+            name = module_label(self.ctx, rid, "")
+            self.emit("grad_tracking_in_inference", "warning", "forward", rid, "",
+                      f"{n} forwards of {name} ran with gradients enabled and their autograd "
+                      f"graphs were freed without any backward{mem}: each forward stored "
+                      f"activations for a backward that never came, wasting memory and time. "
+                      f"Fix: wrap prediction/validation loops in `with torch.no_grad():` (or "
+                      f"torch.inference_mode()).", step=step)
+            self._unused_roots[rid] = 0
+
+    def _collect_unused(self) -> None:
+        """Count graphs freed without a backward (their token died unused)."""
+        dead, self._dead = self._dead, []
+        for state in dead:
+            if state.used or state.loss:
+                continue
+            self._unused_run += 1
+            self._unused_roots[state.root] = self._unused_roots.get(state.root, 0) + 1
+
+    def _check_retained(self, step: int) -> None:
+        alive: dict[int, set[int]] = {}
+        for ref, state in list(self._live.values()):
+            if ref() is not None and state.used and state.step <= step - 2:
+                alive.setdefault(state.root, set()).add(state.step)
+        steps = set().union(*alive.values()) if alive else set()
+        n = len(steps)
+        grew = n > self._last_alive
+        self._last_alive = n
+        if n < RETAINED_GRAPHS or not grew:
+            return
+        roots = sorted(alive, key=lambda r: (self._is_loss_root(r), r))
+        rid = roots[0]
+        self.emit("graph_retained", "warning", "loss", rid, "",
+                  f"At step {step} the autograd graphs of {n} earlier steps are still alive "
+                  f"(graph of {module_label(self.ctx, rid, '')}), one more each step, so memory "
+                  f"grows every step. Something keeps a tensor that requires grad across steps, "
+                  f"usually `total_loss += loss` or `losses.append(loss)`. Fix: accumulate "
+                  f"loss.item() (or loss.detach()); detach recurrent states between batches.",
+                  step=step)
+
+    def _is_loss_root(self, rid: int) -> bool:
+        roots = self.ctx.roots
+        return 0 <= rid < len(roots) and is_loss_module(roots[rid])

@@ -1,0 +1,125 @@
+"""``train_mode_in_eval`` and ``eval_mode_in_training``: ``train()``/``eval()`` slips.
+
+Both read only the module's ``training`` flag and ``torch.is_grad_enabled()``
+as the hooks recorded them (``CallRecord.training``/``grad_enabled``): no
+device work at all.
+
+* ``train_mode_in_eval``: a Dropout or BatchNorm module runs in training
+  mode inside a root forward that runs entirely with gradients disabled
+  (``no_grad``/``inference_mode``: an evaluation). A ``no_grad`` block inside
+  a training forward, and a root whose parameters are all frozen (a teacher
+  or feature extractor), are left alone.
+* ``eval_mode_in_training``: an optimizer steps after a forward with
+  gradients enabled in which a Dropout or BatchNorm module was in eval mode.
+  Deliberately frozen parts are skipped: the module's own parameters are all
+  frozen (BatchNorm kept in eval with frozen affine), or the nearest
+  enclosing module that has parameters has them all frozen (a frozen
+  backbone).
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, params_frozen, root_call, \
+    root_module
+from tensorscope.hooks.observer import CallRecord
+
+_MODE_TYPES = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
+
+
+def mode_sensitive(module: nn.Module) -> bool:
+    """Dropout with p > 0, or BatchNorm: modules whose output depends on ``training``."""
+    if isinstance(module, nn.modules.dropout._DropoutNd):
+        return float(getattr(module, "p", 0.0)) > 0.0
+    return isinstance(module, nn.modules.batchnorm._BatchNorm)
+
+
+def _kind(module: nn.Module) -> str:
+    return "Dropout" if isinstance(module, nn.modules.dropout._DropoutNd) else "BatchNorm"
+
+
+class ModeObserver(Diagnostic):
+    """Checks the training flag of Dropout/BatchNorm calls against the context."""
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[int, str], tuple[CallRecord, nn.Module, int]] = {}
+        self._frozen_roots: dict[int, bool] = {}
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """Note Dropout/BatchNorm calls in the wrong mode for their context."""
+        module = call.module
+        if not isinstance(module, _MODE_TYPES) or not mode_sensitive(module):
+            return
+        if call.training and not call.grad_enabled:
+            self._train_in_eval(call)
+        elif not call.training and call.grad_enabled:
+            key = (call.root, call.path)
+            if key not in self._pending:
+                self._pending[key] = (call, module, call.step)
+
+    def _train_in_eval(self, call: CallRecord) -> None:
+        top = root_call(call)
+        if top.grad_enabled:
+            return  # a no_grad block inside a training forward
+        if self._root_frozen(call.root):
+            return
+        kind = _kind(call.module)
+        effect = ("keeps dropping units at random, so predictions are noisy and metrics "
+                  "too low" if kind == "Dropout" else
+                  "normalises with the batch's statistics and overwrites its running "
+                  "statistics with evaluation data")
+        self.emit("train_mode_in_eval", "warning", "forward", call.root, call.path,
+                  f"{call.path or 'The model'} ({call.type}) ran in training mode during a "
+                  f"forward with gradients disabled (an evaluation under torch.no_grad() or "
+                  f"inference_mode) at step {call.step}: it {effect}. Fix: call model.eval() "
+                  f"before evaluating (and model.train() before training again).",
+                  step=call.step)
+
+    def _root_frozen(self, root: int) -> bool:
+        hit = self._frozen_roots.get(root)
+        if hit is None:
+            mod = root_module(self.ctx, root)
+            hit = bool(mod is not None and params_frozen(mod))
+            self._frozen_roots[root] = hit
+        return hit
+
+    def on_optimizer_step_pre(self, optimizer: object) -> None:
+        """Report eval-mode Dropout/BatchNorm that took part in this training step."""
+        pending, self._pending = self._pending, {}
+        self._frozen_roots.clear()
+        for (rid, path), (call, module, step) in pending.items():
+            if self._deliberately_frozen(rid, path, module):
+                continue
+            kind = _kind(module)
+            effect = ("is switched off, so the model trains without its regularisation"
+                      if kind == "Dropout" else
+                      "uses its running statistics and stops adapting them to the "
+                      "training data")
+            self.emit("eval_mode_in_training", "warning", "forward", rid, path,
+                      f"{path or 'The model'} ({call.type}) was in eval mode in a training "
+                      f"forward at step {step}, and the optimizer stepped: the {kind} "
+                      f"{effect}. Usually model.eval() was called for validation and "
+                      f"model.train() was not called again. Fix: call model.train() at the "
+                      f"start of each training epoch.", step=step)
+
+    def _deliberately_frozen(self, rid: int, path: str, module: nn.Module) -> bool:
+        own = params_frozen(module)
+        if own is not None:
+            return own
+        root = root_module(self.ctx, rid)
+        if root is None:
+            return False
+        parts = path.split(".") if path else []
+        for k in range(len(parts) - 1, -1, -1):
+            try:
+                anc = root.get_submodule(".".join(parts[:k])) if k else root
+            except AttributeError:
+                return False
+            frozen = params_frozen(anc)
+            if frozen is not None:
+                return frozen
+        return False
+
+    def on_step_end(self, record: object) -> None:
+        """Forget eval-mode calls of steps that had no optimizer step."""
+        self._pending.clear()
