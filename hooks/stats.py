@@ -179,13 +179,13 @@ def stats_from(slots: StatSlots, v: list[float]) -> dict[str, float]:
     if slots.exact:
         norm = v[slots.ssq]
         var = (norm * norm - n * mean * mean) / max(n - 1, 1)
-        zero = 1.0 - v[slots.nnz] / n
+        zero = (n - v[slots.nnz]) / n
     else:
         ns = slots.n_sample
         ssq_s, mean_s = v[slots.ssq], v[slots.sum_s] / ns
         var = (ssq_s - ns * mean_s * mean_s) / max(ns - 1, 1)
         norm = math.sqrt(max(ssq_s, 0.0) * n / ns) if math.isfinite(ssq_s) else ssq_s
-        zero = 1.0 - v[slots.nnz] / ns
+        zero = (n - v[slots.nnz]) / ns
     std = math.sqrt(max(var, 0.0)) if math.isfinite(var) else math.nan
     out = {"min": mn, "max": mx, "mean": mean, "std": std, "norm": norm,
            "nan": 0, "inf": 0, "zero_fraction": zero}

@@ -1,0 +1,137 @@
+"""Step boundaries, global-hook roots, graphs sent only when they change, observers."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from hooks_zoo import Classifier, EventLog, train_steps, watch
+from tensorscope.events import GraphStructure, ModuleTree, StepBegin
+from tensorscope.hooks.observer import Observer
+from tensorscope.hooks.watch import Watch
+
+
+def _batches(n: int, batch: int = 4):
+    return [(torch.randn(batch, 784), torch.randint(0, 10, (batch,))) for _ in range(n)]
+
+
+def test_optimizer_steps_end_steps_and_graphs_are_sent_once():
+    torch.manual_seed(0)
+    model = Classifier()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, log = watch(model, opt)
+    with w:
+        train_steps(model, opt, _batches(3) + _batches(1, batch=2))
+    assert [s.step for s in log.summaries()] == [0, 1, 2, 3]
+    assert [b.step for b in log.of(StepBegin)] == [0, 1, 2, 3]
+    graphs = log.graphs("module")
+    assert [g.step for g in graphs] == [0, 3]  # the batch size changed at step 3
+    assert len(log.graphs("autograd")) == 1  # no shapes in it: unchanged
+    assert all(m.step == 0 or m.step == 3 for m in log.of(GraphStructure))
+
+
+def test_explicit_steps_and_gradient_accumulation():
+    torch.manual_seed(0)
+    model = Classifier()
+    w, log = watch(model)
+    with w:
+        w.step()  # nothing happened yet: no step, but boundaries are the user's from now on
+        for _ in range(2):
+            for x, y in _batches(2):
+                nn.functional.cross_entropy(model(x), y).backward()
+            w.step()
+    sums = log.summaries()
+    assert [(s.step, s.kind, s.calls) for s in sums] == [(0, "train", 14), (1, "train", 14)]
+    assert sums[0].params and sums[0].params[0]["in_optimizer"] is False
+
+
+def test_global_hooks_discover_roots_and_optimizers():
+    torch.manual_seed(0)
+    w = Watch([], None, connect=False, global_hooks=True)
+    log = EventLog()
+    w.session.add_sink(log)
+    model = Classifier()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with w:
+        for x, y in _batches(2):
+            opt.zero_grad()
+            loss = nn.CrossEntropyLoss()(model(x), y)  # a new loss module every step
+            loss.backward()
+            opt.step()
+    tree = log.of(ModuleTree)[-1].roots
+    assert [(r["name"], r["type"]) for r in tree] == [("Classifier", "Classifier"),
+                                                      ("CrossEntropyLoss", "CrossEntropyLoss")]
+    sums = log.summaries()
+    assert [s.kind for s in sums] == ["train", "train"] and all(s.loss for s in sums)
+    assert {(d.root, d.path) for d in log.digests(1)} >= {(0, "network.0"), (1, "")}
+    assert all(p["in_optimizer"] for p in sums[0].params)
+
+
+def test_inference_with_grad_and_no_optimizer_splits_per_forward():
+    model = Classifier()
+    w, log = watch(model)
+    with w:
+        for x, _ in _batches(3):
+            model(x)
+    assert [s.kind for s in log.summaries()] == ["inference"] * 3
+
+
+class Recorder(Observer):
+    """Sees every callback; defers a device value to the step's transfer."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.deferred: list[float] = []
+        self.handle = None
+
+    def on_attach(self, ctx):
+        self.ctx = ctx
+
+    def on_forward(self, call):
+        self.events.append(f"fwd {call.path}")
+        if call.path == "network.4":
+            self.handle = self.ctx.defer({"max": call.outputs[0][1].max()})
+
+    def on_output_grad(self, call, grad_path, grad):
+        self.events.append(f"grad {call.path} {grad_path}")
+
+    def on_optimizer_step(self, optimizer):
+        self.events.append("opt")
+
+    def on_step_end(self, record):
+        self.events.append(f"end {record.step} {record.kind}")
+        self.deferred.append(record.deferred[self.handle]["max"])
+        if record.step == 0:
+            self.ctx.emit_finding("demo", "info", "forward", 0, "network.4", "seen")
+        assert all(c.outputs == [] or c.step == record.step for c in record.calls)
+
+
+def test_observers_see_calls_grads_steps_and_can_defer_values():
+    torch.manual_seed(0)
+    model = Classifier()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, log = watch(model, opt)
+    obs = Recorder()
+    w.add_observer(obs)
+    with w:
+        train_steps(model, opt, _batches(2))
+    assert "fwd network.4" in obs.events and "grad network.4 out" in obs.events
+    assert obs.events.index("opt") < obs.events.index("end 0 train")
+    assert len(obs.deferred) == 2 and all(isinstance(v, float) for v in obs.deferred)
+    assert w.param_name(model.network[0].weight) is None  # cleared on close
+    findings = [m for m in log.messages if type(m).__name__ == "Finding"]
+    assert findings[0].kind == "demo" and findings[0].module == "network.4"
+
+
+def test_a_failing_observer_is_detached_and_training_goes_on(capsys):
+    class Broken(Observer):
+        def on_forward(self, call):
+            raise ValueError("bug")
+
+    model = Classifier()
+    w, log = watch(model)
+    w.add_observer(Broken())
+    with w:
+        model(torch.randn(2, 784)).sum().backward()
+        w.step()
+    assert "Broken.on_forward failed and was detached" in capsys.readouterr().err
+    assert len(log.summaries()) == 1
