@@ -246,9 +246,13 @@ class Watch:
         return handle
 
     def emit_finding(self, kind: str, severity: str, phase: str, root: int, module: str,
-                     message: str) -> None:
-        """Emit a finding the first time per (kind, root, module); count it after."""
-        self.emitter.finding(kind, severity, phase, root, module, message)
+                     message: str, step: int | None = None) -> None:
+        """Emit a finding the first time per (kind, root, module); count it after.
+
+        ``step`` is the step the problem was seen in (default: the current
+        step; diagnostics that decide at step end pass the finished step).
+        """
+        self.emitter.finding(kind, severity, phase, root, module, message, step=step)
 
     # ------------------------------------------------------ capture callbacks
     def notify(self, obs: Observer, method: str, *args: Any) -> None:

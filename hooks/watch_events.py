@@ -38,7 +38,17 @@ def exception_message(call: "CallRecord", exc: BaseException, name: str) -> str:
         parts.append(f"... ({len(call.in_meta)} inputs)")
     inputs = ("; input " if len(parts) == 1 else "; inputs ") + ", ".join(parts) if parts else ""
     config = describe_plain(call.module) if call.module is not None else call.type
-    return f"{type(exc).__name__} in {name} ({config}): {exc}{inputs}"
+    hint = _hint(call, exc)
+    return f"{type(exc).__name__} in {name} ({config}): {exc}{inputs}" + (f". {hint}" if hint else "")
+
+
+def _hint(call: "CallRecord", exc: BaseException) -> str:
+    """The diagnostics' plain-words hint for a common error (``""`` if none)."""
+    try:
+        from tensorscope.hooks.diagnostics import exception_hint
+    except ImportError:  # diagnostics not installed
+        return ""
+    return exception_hint(call.module, call.inputs, exc)
 
 
 def _memory() -> int | None:
@@ -99,7 +109,7 @@ class StepEmitter:
         return True
 
     def finding(self, kind: str, severity: str, phase: str, root: int, module: str,
-                message: str) -> None:
+                message: str, step: int | None = None) -> None:
         """First time per (kind, root, module): emit and tell the gate; later: count."""
         key = (kind, root, module)
         f = self.findings.get(key)
@@ -108,7 +118,8 @@ class StepEmitter:
             self.dirty.add(key)
             return
         w = self.watch
-        f = self.findings[key] = Finding(kind=kind, severity=severity, step=w.step_index,
+        f = self.findings[key] = Finding(kind=kind, severity=severity,
+                                         step=w.step_index if step is None else step,
                                          rank=w.rank, phase=phase, root=root, module=module,
                                          message=message, count=1)
         w.session.emit(dataclasses.replace(f))
