@@ -6,6 +6,7 @@ input order.
 """
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -13,36 +14,68 @@ from dataclasses import dataclass, field
 def break_cycles(n: int, edges: list[tuple[int, int]]) -> list[bool]:
     """Return, per edge, whether to reverse it so that the graph becomes acyclic.
 
-    A depth-first search that starts from the sources (then from any node not yet
-    reached, in index order) reverses exactly its back edges. Self-loops must
-    have been removed by the caller.
+    Eades-Lin-Smyth greedy feedback arc set: peel sinks to the back and
+    sources to the front; when neither is left, move the node with the most
+    surplus of outgoing over incoming edges to the front. Edges that point
+    backwards in the resulting order are reversed (none for a DAG). Ties go
+    to the lower index, so the result is deterministic. Self-loops must have
+    been removed by the caller.
     """
-    out: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for i, (u, v) in enumerate(edges):
-        out[u].append((v, i))
-        indeg[v] += 1
-    reverse = [False] * len(edges)
-    state = [0] * n                      # 0 unseen, 1 on the stack, 2 done
-    starts = [v for v in range(n) if indeg[v] == 0] + list(range(n))
-    for root in starts:
-        if state[root]:
-            continue
-        state[root] = 1
-        stack = [(root, iter(out[root]))]
-        while stack:
-            node, it = stack[-1]
-            for v, i in it:
-                if state[v] == 1:
-                    reverse[i] = True
-                elif state[v] == 0:
-                    state[v] = 1
-                    stack.append((v, iter(out[v])))
-                    break
-            else:
-                state[node] = 2
-                stack.pop()
-    return reverse
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pred: list[list[int]] = [[] for _ in range(n)]
+    for u, v in edges:
+        succ[u].append(v)
+        pred[v].append(u)
+    outd = [len(s) for s in succ]
+    ind = [len(p) for p in pred]
+    alive = [True] * n
+    rank = [0] * n
+    front, back = 0, n - 1
+    sinks = deque(v for v in range(n) if outd[v] == 0)
+    sources = deque(v for v in range(n) if outd[v] and ind[v] == 0)
+    heap = [(ind[v] - outd[v], v) for v in range(n) if outd[v] and ind[v]]
+    heapq.heapify(heap)
+
+    def remove(v: int) -> None:
+        alive[v] = False
+        for w in succ[v]:
+            if alive[w]:
+                ind[w] -= 1
+                _reclassify(w, ind, outd, sinks, sources, heap)
+        for w in pred[v]:
+            if alive[w]:
+                outd[w] -= 1
+                _reclassify(w, ind, outd, sinks, sources, heap)
+
+    placed = 0
+    while placed < n:
+        if sinks:
+            v = sinks.popleft()
+            if alive[v]:
+                rank[v], back, placed = back, back - 1, placed + 1
+                remove(v)
+        elif sources:
+            v = sources.popleft()
+            if alive[v] and outd[v]:
+                rank[v], front, placed = front, front + 1, placed + 1
+                remove(v)
+        else:
+            prio, v = heapq.heappop(heap)
+            if alive[v] and outd[v] and ind[v] and prio == ind[v] - outd[v]:
+                rank[v], front, placed = front, front + 1, placed + 1
+                remove(v)
+    return [rank[u] > rank[v] for u, v in edges]
+
+
+def _reclassify(w: int, ind: list[int], outd: list[int], sinks: deque, sources: deque,
+                heap: list[tuple[int, int]]) -> None:
+    """Queue w again after its degrees changed (stale queue entries are skipped)."""
+    if outd[w] == 0:
+        sinks.append(w)
+    elif ind[w] == 0:
+        sources.append(w)
+    else:
+        heapq.heappush(heap, (ind[w] - outd[w], w))
 
 
 def topological_order(n: int, succ: list[list[int]], pred: list[list[int]]) -> list[int]:

@@ -264,3 +264,11 @@ def test_many_components_keep_their_own_order_and_rows():
     assert count_crossings(g, lay) == 0
     roots = sorted((lay.positions[v][0], v) for v in g if g.in_degree(v) == 0)
     assert [v for _, v in roots] == sorted(v for v in g if g.in_degree(v) == 0)
+
+
+def test_feedback_edge_is_reversed_not_the_forward_chain():
+    """A loop back to the input keeps the input on top (greedy feedback arc set)."""
+    g = nx.DiGraph([("x", "a"), ("a", "b"), ("b", "c"), ("x", "c"), ("w", "a"), ("c", "x")])
+    lay = layered_layout(g)
+    assert lay.layers["x"] == 0 and lay.layers["c"] == max(lay.layers.values())
+    assert not layout_rank.break_cycles(3, [(0, 1), (1, 2), (0, 2)]).count(True)
