@@ -16,7 +16,7 @@ from tensorscope.ui.layout_rank import LayeredGraph
 
 DUMMY_WEIGHT = 8.0
 LONELY_WEIGHT = 0.05          # a node with no neighbour on the side aligned to stays put
-PASSES = ("down", "up", "down", "up", "both")
+PASSES = ("down", "up", "down", "up")
 
 
 def fit_row(targets: Sequence[float], weights: Sequence[float], seps: Sequence[float]) -> list[float]:
@@ -70,37 +70,41 @@ def _runs(row: list[int], comp: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def _target(v: int, x: list[float], g: LayeredGraph, side: str) -> tuple[float, int] | None:
-    """Where v would like to be (median x of its neighbours on ``side``) and how many."""
+def _target(v: int, x: list[float], g: LayeredGraph, side: str) -> tuple[float, float]:
+    """Where v would like to be on ``side`` and how strongly.
+
+    Dummies, and nodes whose lone neighbour on that side has v as its lone
+    neighbour back (a chain link), pull hard so chains and long edges run
+    straight.
+    """
+    if side == "both":
+        up, down = g.up[v], g.down[v]
+        if up and down:
+            return (_median_x(up, x) + _median_x(down, x)) * 0.5, 1.5
+        nb = up or down
+        if not nb:
+            return x[v], LONELY_WEIGHT
+        return _median_x(nb, x), 0.75 + 0.25 * len(nb)
     if side == "down":
-        a, nb = g.up1[v], g.up[v]
-    elif side == "up":
-        a, nb = g.down1[v], g.down[v]
+        a, nb, back = g.up1[v], g.up[v], g.down1
     else:
-        if g.up[v] and g.down[v]:
-            return (_median_x(g.up[v], x) + _median_x(g.down[v], x)) * 0.5, 2
-        nb = g.up[v] or g.down[v]
-        a = nb[0] if len(nb) == 1 else -1
+        a, nb, back = g.down1[v], g.down[v], g.up1
     if a >= 0:
-        return x[a], 1
+        strong = v >= g.n_real or back[a] == v
+        return x[a], DUMMY_WEIGHT if strong else 1.0
     if nb:
-        return _median_x(nb, x), len(nb)
-    return None
+        return _median_x(nb, x), (DUMMY_WEIGHT if v >= g.n_real else 0.75 + 0.25 * len(nb))
+    return x[v], LONELY_WEIGHT
 
 
 def _place_row(row: list[int], x: list[float], g: LayeredGraph, side: str,
                seps: list[float]) -> None:
     targets: list[float] = []
     weights: list[float] = []
-    n_real = g.n_real
     for v in row:
-        t = _target(v, x, g, side)
-        if t is None:
-            targets.append(x[v])
-            weights.append(LONELY_WEIGHT)
-        else:
-            targets.append(t[0])
-            weights.append(DUMMY_WEIGHT if v >= n_real else 0.75 + 0.25 * t[1])
+        t, w = _target(v, x, g, side)
+        targets.append(t)
+        weights.append(w)
     if len(row) == 1:
         x[row[0]] = targets[0]
         return
