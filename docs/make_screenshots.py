@@ -7,7 +7,8 @@ drives the debugger (pause, step into a module, fetch a slice) and saves:
 * ``module_graph.png`` / ``autograd_graph.png``: the graphs as exported;
 * ``paused.png``: paused inside a module with a slice in the inspector;
 * ``transformer_graph.png``: example 7's module graph, containers collapsed;
-* ``nan_breakpoint.png``: example 5 stopped at the first non-finite value.
+* ``nan_breakpoint.png``: example 5 stopped at the first non-finite value;
+* ``mixed_precision_graph.png``: example 6, precision changes highlighted.
 
 Usage (headless works)::
 
@@ -136,11 +137,23 @@ def nan_shot(out: Path) -> None:
         s.close()
 
 
+def mixed_precision_shot(out: Path) -> None:
+    s = Session(str(ROOT / "examples" / "06_mixed_precision.py"), ["--steps", "400"])
+    w = s.window
+    try:
+        wait_until(lambda: w.model.steps_seen >= 5 and w.graph.pending_layouts() == 0
+                   and w.graph.views["module"].nodes.cards, what="mixed precision steps")
+        settle()
+        w.graph.views["module"].export_png(str(out / "mixed_precision_graph.png"), scale=1.5)
+    finally:
+        s.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(HERE / "images"))
     parser.add_argument("--dark", action="store_true", help="force the dark palette")
-    parser.add_argument("--only", choices=("demo", "transformer", "nan"), action="append")
+    parser.add_argument("--only", choices=("demo", "transformer", "nan", "mixed"), action="append")
     args = parser.parse_args()
     if args.dark:
         os.environ["TENSORSCOPE_THEME"] = "dark"
@@ -148,7 +161,8 @@ def main() -> int:
     make_application()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = {"demo": demo_shots, "transformer": transformer_shot, "nan": nan_shot}
+    jobs = {"demo": demo_shots, "transformer": transformer_shot, "nan": nan_shot,
+            "mixed": mixed_precision_shot}
     for name in args.only or list(jobs):
         jobs[name](out)
         print(f"saved {name} screenshots to {out}")

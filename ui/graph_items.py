@@ -66,7 +66,7 @@ def card_size(card: Card) -> tuple[float, float]:
     top = title.horizontalAdvance(card.title) + small.horizontalAdvance(card.path) + 36
     badges = small.horizontalAdvance(short_dtype(card.dtype) + card.device) + 34
     bottom = mono.horizontalAdvance(card.shape) + badges + 30
-    return (max(170.0, min(max(top, bottom), 300.0)), 58.0 if card.kind != "group" else 62.0)
+    return (max(170.0, min(max(top, bottom), 300.0)), 54.0 if card.kind != "group" else 58.0)
 
 
 class NodeLayer(QGraphicsItem):
@@ -205,7 +205,7 @@ class NodeLayer(QGraphicsItem):
             painter.setFont(small_f)
             painter.setPen(t.subtle)
             painter.drawText(head, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, path)
-        base = QRectF(left, r.bottom() - 26, right - left, 20)
+        base = QRectF(left, r.bottom() - 25, right - left, 20)
         painter.setFont(mono_f)
         painter.setPen(t.text)
         painter.drawText(base, Qt.AlignmentFlag.AlignVCenter, card.shape or "—")

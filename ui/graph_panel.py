@@ -125,9 +125,12 @@ class GraphPanel(QWidget):
         title = str(attrs.get("label") or (state.type if state else "") or path)
         if state is not None and state.config and attrs.get("kind") == "call":
             inner = state.config.partition("(")[2].rstrip(")")
-            if inner and len(inner) <= 18:
+            if inner and len(inner) <= 16:
                 title = f"{title}({inner})"
-        return title, path or self.model.root_names.get(root, "")
+        if not path:   # a root module: its name, unless the title says it already
+            name = self.model.root_names.get(root, "")
+            return title, "" if title.startswith(name) else name
+        return title, path
 
     def _layout_finished(self, token: int, result: object) -> None:
         entry = self._pending.pop(token, None)

@@ -58,7 +58,7 @@ def card_sizes(cards: Mapping[str, Card]) -> dict[str, tuple[float, float]]:
 def edge_style(vis: nx.DiGraph, u: str, v: str) -> str:
     """``device``/``precision`` where a tensor changes device or float precision."""
     a, b = vis.nodes[u], vis.nodes[v]
-    if a.get("kind") in ("call", "group") and b.get("kind") in ("call", "group"):
+    if a.get("kind") in ("call", "group", "input") and b.get("kind") in ("call", "group"):
         if a.get("device") and b.get("device") and a["device"] != b["device"]:
             return "device"
         if a.get("dtype") in FLOATS and b.get("dtype") in FLOATS and a["dtype"] != b["dtype"]:
@@ -276,8 +276,8 @@ class GraphView(QGraphicsView):
         self.resetTransform()
         vw, vh = max(1, self.viewport().width()), max(1, self.viewport().height())
         scale = min(1.0, vw / (rect.width() + 40), vh / (rect.height() + 40))
-        if scale < 0.8:  # too small to read: fit the width, start at the top
-            scale = max(scale, min(1.0, vw / (rect.width() + 40), 0.8))
+        if scale < 0.72:  # too small to read: fit the width, start at the top
+            scale = max(scale, min(1.0, vw / (rect.width() + 40), 0.72))
             self.scale(scale, scale)
             self.centerOn(QPointF(rect.center().x(), rect.top() + vh / scale / 2 - 20))
         else:

@@ -17,7 +17,7 @@ from PySide6.QtCore import QRunnable, QThreadPool
 from tensorscope.ui.bridge import Bridge
 
 NODE_GAP = 36.0
-LAYER_GAP = 64.0
+LAYER_GAP = 48.0
 
 
 class _LayoutJob(QRunnable):

@@ -32,7 +32,7 @@ class PlotsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None, theme: Theme | None = None) -> None:
         super().__init__(parent)
         self.theme = theme or make_theme()
-        pg.setConfigOptions(antialias=True)
+        pg.setConfigOptions(antialias=False)   # antialiased curves cost ~3× to paint
         fg = self.theme.subtle.name()
         self.loss_plot = self._plot("Loss", fg)
         self.grad_plot = self._plot("Gradient norm per module", fg)
@@ -73,6 +73,8 @@ class PlotsPanel(QWidget):
             w.getAxis(axis).setPen(fg)
         w.setLogMode(y=log)
         w.setMinimumHeight(120)
+        w.getPlotItem().setClipToView(True)
+        w.getPlotItem().setDownsampling(auto=True, mode="peak")
         bg = self.theme.card
         bg.setAlpha(200)
         legend = w.addLegend(offset=(40, 2), labelTextColor=self.theme.subtle,
@@ -103,7 +105,8 @@ class PlotsPanel(QWidget):
         self._refreshed_at = now
         self._budget = NEW_CURVES_PER_REFRESH
         steps, values = model.loss.arrays()
-        self.loss_curve.setData(steps, values)
+        self.loss_curve.setData(steps, values, symbol="o" if len(steps) < 24 else None,
+                                symbolSize=5, symbolPen=None, symbolBrush=self.theme.accent)
         keys = self._chosen(model)
         stat = self.stat_choice.currentData()
         wanted = {("grad", k) for k in keys} | {("stat", k) for k in keys}
@@ -147,7 +150,10 @@ class PlotsPanel(QWidget):
             item.curve.setClickable(True, width=8)
             item.sigClicked.connect(lambda it, ev, k=key, p=plot: self._clicked(k, p, ev))
             self._curves[tag] = item
-        item.setData(steps, values, connect="finite")
+        sparse = len(steps) < 24   # a few points: draw them, lines alone would not show
+        item.setData(steps, values, connect="finite", symbol="o" if sparse else None,
+                     symbolSize=5, symbolPen=None,
+                     symbolBrush=CURVE_COLOURS[i % len(CURVE_COLOURS)])
 
     def _step_at(self, plot: pg.PlotWidget, ev) -> int:
         pos = plot.getPlotItem().vb.mapSceneToView(ev.scenePos())

@@ -283,6 +283,14 @@ class SessionModel:
         self.paused = msg
         self.step = max(self.step, msg.step)
         self.paused_rev += 1
+        if msg.reason == "non_finite" and msg.path is not None:
+            # stopped at the first NaN/Inf: show it before the step's digests arrive
+            state = self._module(msg.root or 0, msg.path)
+            if msg.where == "backward":
+                state.grad_finite = False
+            else:
+                state.finite = False
+            self.data_rev += 1
 
     def _resumed(self, msg: Resumed) -> None:
         self.paused = None

@@ -128,3 +128,28 @@ def test_status_bar_shows_step_and_script(qtbot, window):
     window.refresh()
     assert window.status.text("step") == "step 9"
     assert "demo.py" in window.status.text("script")
+
+
+def _overlaps(rects):
+    rects = sorted(rects, key=lambda r: r.left())
+    for i, a in enumerate(rects):
+        for b in rects[i + 1:]:
+            if b.left() >= a.right():
+                break
+            if a.intersects(b):
+                return a, b
+    return None
+
+
+def test_labels_and_cards_never_overlap(qtbot):
+    w = _open(qtbot, transformer_session(4))
+    w.graph.expand_all()
+    view = w.graph.views["module"]
+    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0
+                    and len(view.nodes.cards) == w.graph.graphs["module"].visible_count(),
+                    timeout=10_000)
+    cards = [c.rect for c in view.nodes.cards]
+    labels = [lab.rect for lab in view.edges.labels]
+    assert labels, "edges carry shape labels"
+    assert _overlaps(cards) is None
+    assert _overlaps(cards + labels) is None

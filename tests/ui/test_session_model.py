@@ -61,3 +61,10 @@ def test_module_metrics_of_a_step():
     metrics = module_metrics(mlp_step(4))
     assert metrics[(0, "network.0")]["grad_norm"] > 0
     assert "update_ratio" in metrics[(0, "network.2")]
+
+
+def test_a_non_finite_breakpoint_marks_the_module_at_once():
+    m = SessionModel()
+    m.ingest_many(mlp_session(2))
+    m.ingest(PausedAt(step=2, where="forward", reason="non_finite", root=0, path="network.2"))
+    assert math.isnan(m.module(0, "network.2").metric("activation_norm"))
