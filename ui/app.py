@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import threading
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -58,6 +59,20 @@ def make_application() -> QApplication:
     return app
 
 
+def _quit_on_signals(app: QApplication) -> QTimer:
+    """Ctrl-C / SIGTERM close the window cleanly (discovery file removed, scripts go on).
+
+    Qt's event loop does not run Python signal handlers by itself; a cheap
+    timer gives the interpreter a chance to (no polling of any state).
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: app.quit())
+    timer = QTimer()
+    timer.start(250)
+    timer.timeout.connect(lambda: None)
+    return timer
+
+
 def _window(title: str = "TensorScope", settings_key: str | None = "main"):
     from tensorscope.ui.main_window import MainWindow
     make_application()
@@ -78,9 +93,12 @@ def gui_command(args: argparse.Namespace) -> int:
         f"Listening on {host}:{port}.\nRun `tensorscope run train.py` or call "
         "`tensorscope.watch(model, optimizer)` in a script to see it here.")
     window.show()
+    app = QApplication.instance()
+    keep = _quit_on_signals(app)
     try:
-        return QApplication.instance().exec()
+        return app.exec()
     finally:
+        keep.stop()
         server.close()
 
 

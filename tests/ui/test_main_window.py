@@ -153,3 +153,17 @@ def test_labels_and_cards_never_overlap(qtbot):
     assert labels, "edges carry shape labels"
     assert _overlaps(cards) is None
     assert _overlaps(cards + labels) is None
+
+
+def test_geometry_and_docks_are_kept(qtbot):
+    first = MainWindow(make_theme(False), settings_key="test")
+    qtbot.addWidget(first)
+    first.resize(700, 500)   # the offscreen screen is 800×600
+    first.show()
+    first.plots_dock.hide()
+    first.close()
+    second = MainWindow(make_theme(False), settings_key="test")
+    qtbot.addWidget(second)
+    second.show()
+    assert second.size().width() == 700
+    assert second.plots_dock.isHidden()
