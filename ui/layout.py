@@ -191,13 +191,18 @@ def _build(nodes: list[Hashable], widths: list[float], heights: list[float],
            rev: list[bool], loops: list[Hashable], index: dict[Hashable, int]) -> Layout:
     """Assemble the public :class:`Layout` from the internal arrays."""
     lay = g.layer
-    positions = {v: (x[i], layer_y[lay[i]]) for i, v in enumerate(nodes)}
+    ny = [layer_y[r] for r in lay]
+    half = [h * 0.5 for h in heights]
+    positions = {v: (x[i], ny[i]) for i, v in enumerate(nodes)}
     edge_points: dict[tuple[Hashable, Hashable], list[Point]] = {}
     for key, chain, r in zip(edge_keys, g.chains, rev):
         top, bottom = chain[0], chain[-1]
-        pts = [(x[top], layer_y[lay[top]] + heights[top] * 0.5)]
-        pts.extend((x[d], layer_y[lay[d]]) for d in chain[1:-1])
-        pts.append((x[bottom], layer_y[lay[bottom]] - heights[bottom] * 0.5))
+        if len(chain) == 2:
+            pts = [(x[top], ny[top] + half[top]), (x[bottom], ny[bottom] - half[bottom])]
+        else:
+            pts = [(x[top], ny[top] + half[top])]
+            pts.extend([(x[d], ny[d]) for d in chain[1:-1]])
+            pts.append((x[bottom], ny[bottom] - half[bottom]))
         edge_points[key] = pts[::-1] if r else pts
     for v in loops:
         cx, cy = positions[v]

@@ -44,9 +44,10 @@ def initial_order(g: LayeredGraph, seed: Sequence[float] | None = None) -> list[
     layers: list[list[int]] = [[] for _ in range(n_layers)]
     seen = [False] * g.n
     if seed is None:
-        roots = sorted(range(g.n_real), key=lambda v: (g.comp[v], g.layer[v], v))
+        keys = [c * n_layers + r for c, r in zip(g.comp, g.layer[:g.n_real])]
     else:
-        roots = sorted(range(g.n_real), key=lambda v: (g.comp[v], seed[v], g.layer[v], v))
+        keys = list(zip(g.comp, seed, g.layer))
+    roots = sorted(range(g.n_real), key=keys.__getitem__)   # stable: ties by index
     down, layer = g.down, g.layer
     for root in roots:
         if seen[root]:
@@ -118,82 +119,82 @@ def _sweep(layers: list[list[int]], pos: list[int], nbrs: list[list[int]], nbr1:
     return changed
 
 
-def _pair_cost(a: list[int], b: list[int], pos: list[int]) -> tuple[int, int]:
-    """Crossings among the edges of two adjacent nodes, as they are and swapped."""
-    pb = [pos[y] for y in b]
+def _pair_cost(a: list[int], b: list[int]) -> tuple[int, int]:
+    """Crossings among the edges of two adjacent nodes, as they are and swapped.
+
+    ``a`` and ``b`` are the sorted neighbour positions of the left and the
+    right node on one side.
+    """
     if len(a) == 1:
-        px = pos[a[0]]
-        now = swapped = 0
-        for py in pb:
-            if px > py:
-                now += 1
-            elif px < py:
-                swapped += 1
-        return now, swapped
-    if len(a) * len(b) > 64:
-        pb.sort()
-        now = swapped = 0
-        for x in a:
-            px = pos[x]
-            now += bisect_left(pb, px)
-            swapped += len(pb) - bisect_right(pb, px)
-        return now, swapped
+        x = a[0]
+        return bisect_left(b, x), len(b) - bisect_right(b, x)
+    if len(b) == 1:
+        y = b[0]
+        return len(a) - bisect_right(a, y), bisect_left(a, y)
     now = swapped = 0
+    n_b = len(b)
     for x in a:
-        px = pos[x]
-        for py in pb:
-            if px > py:
-                now += 1
-            elif px < py:
-                swapped += 1
+        now += bisect_left(b, x)
+        swapped += n_b - bisect_right(b, x)
     return now, swapped
+
+
+def _side_positions(row: list[int], nbrs: list[list[int]], nbr1: list[int],
+                    pos: list[int]) -> list[list[int] | int]:
+    """Per node of ``row``: its lone neighbour's position, or sorted positions."""
+    out: list[list[int] | int] = []
+    for v in row:
+        a = nbr1[v]
+        out.append(pos[a] if a >= 0 else sorted([pos[w] for w in nbrs[v]]))
+    return out
 
 
 def _transpose_row(row: list[int], pos: list[int], g: LayeredGraph, reverse: bool) -> tuple[int, int]:
     """One pass of adjacent swaps over a layer; returns (crossings saved, swaps).
 
-    The hot loop of the layout: single-neighbour sides are compared inline.
+    The hot loop of the layout. Neighbour positions are read once per pass
+    (swaps inside a layer do not move them); lone neighbours compare inline.
     """
-    up, down, up1, down1 = g.up, g.down, g.up1, g.down1
+    ups = _side_positions(row, g.up, g.up1, pos)
+    downs = _side_positions(row, g.down, g.down1, pos)
     check_comp = g.n_comps > 1
     comp = g.comp
     gain = swaps = 0
-    v = row[0]
+    v, uv, dv = row[0], ups[0], downs[0]
     for i in range(1, len(row)):
-        w = row[i]
+        w, uw, dw = row[i], ups[i], downs[i]
         if check_comp and comp[v] != comp[w]:
-            v = w
+            v, uv, dv = w, uw, dw
             continue
         now = swapped = 0
-        a, b = up1[v], up1[w]
-        if a >= 0 and b >= 0:
-            pa, pb = pos[a], pos[b]
-            if pa > pb:
-                now = 1
-            elif pa < pb:
-                swapped = 1
-        elif up[v] and up[w]:
-            now, swapped = _pair_cost(up[v], up[w], pos)
-        a, b = down1[v], down1[w]
-        if a >= 0 and b >= 0:
-            pa, pb = pos[a], pos[b]
-            if pa > pb:
-                now += 1
-            elif pa < pb:
-                swapped += 1
-        elif down[v] and down[w]:
-            c0, c1 = _pair_cost(down[v], down[w], pos)
+        if uv.__class__ is int:
+            if uw.__class__ is int:
+                now, swapped = int(uv > uw), int(uv < uw)
+            elif uw:
+                now, swapped = _pair_cost([uv], uw)
+        elif uv and uw != []:
+            now, swapped = _pair_cost(uv, [uw] if uw.__class__ is int else uw)
+        if dv.__class__ is int:
+            if dw.__class__ is int:
+                now += dv > dw
+                swapped += dv < dw
+            elif dw:
+                c0, c1 = _pair_cost([dv], dw)
+                now += c0
+                swapped += c1
+        elif dv and dw != []:
+            c0, c1 = _pair_cost(dv, [dw] if dw.__class__ is int else dw)
             now += c0
             swapped += c1
         if swapped < now or (reverse and now > 0 and now == swapped):
-            row[i - 1] = w
-            row[i] = v
+            row[i - 1], ups[i - 1], downs[i - 1] = w, uw, dw
+            row[i], ups[i], downs[i] = v, uv, dv
             pos[w] = i - 1
             pos[v] = i
             gain += now - swapped
             swaps += 1
         else:
-            v = w
+            v, uv, dv = w, uw, dw
     return gain, swaps
 
 

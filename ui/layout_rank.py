@@ -26,6 +26,8 @@ def break_cycles(n: int, edges: list[tuple[int, int]]) -> list[bool]:
     for u, v in edges:
         succ[u].append(v)
         pred[v].append(u)
+    if is_acyclic(n, succ, pred):
+        return [False] * len(edges)
     outd = [len(s) for s in succ]
     ind = [len(p) for p in pred]
     alive = [True] * n
@@ -76,6 +78,15 @@ def _reclassify(w: int, ind: list[int], outd: list[int], sinks: deque, sources: 
         sources.append(w)
     else:
         heapq.heappush(heap, (ind[w] - outd[w], w))
+
+
+def is_acyclic(n: int, succ: list[list[int]], pred: list[list[int]]) -> bool:
+    """Whether a topological order covers every node (the common case, fast)."""
+    try:
+        topological_order(n, succ, pred)
+    except ValueError:
+        return False
+    return True
 
 
 def topological_order(n: int, succ: list[list[int]], pred: list[list[int]]) -> list[int]:
