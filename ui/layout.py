@@ -132,27 +132,12 @@ def layered_layout(graph: nx.DiGraph, sizes: Mapping[Hashable, tuple[float, floa
     nodes = list(graph.nodes)
     index = {v: i for i, v in enumerate(nodes)}
     widths, heights = _sizes(nodes, sizes)
-    edge_keys: list[tuple[Hashable, Hashable]] = []
-    edges: list[tuple[int, int]] = []
-    loops: list[Hashable] = []
-    for u, v in graph.edges():
-        if u == v:
-            loops.append(u)
-        else:
-            edge_keys.append((u, v))
-            edges.append((index[u], index[v]))
+    edge_keys, edges, loops = _split_edges(graph, index)
     n = len(nodes)
     rev = layout_rank.break_cycles(n, edges)
     dag = [(v, u) if r else (u, v) for (u, v), r in zip(edges, rev)]
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for u, v in dag:
-        succ[u].append(v)
-        pred[v].append(u)
     seed = _seed(nodes, edges, previous) if previous is not None else None
-    comp = _components(n, dag, seed)
-    layer = layout_rank.compact_layers(layout_rank.assign_layers(n, succ, pred), comp)
-    g = layout_rank.split_long_edges(n, dag, layer, comp)
+    g = _layered_graph(n, dag, _components(n, dag, seed))
     sep_widths = list(widths)
     for v in loops:
         sep_widths[index[v]] += 2 * LOOP_SIZE
@@ -169,6 +154,32 @@ def layered_layout(graph: nx.DiGraph, sizes: Mapping[Hashable, tuple[float, floa
     layer_y, height = layout_coords.assign_y(g, order, heights, layer_gap)
     return _build(nodes, widths, heights, g, x, layer_y, width, height,
                   edge_keys, rev, loops, index)
+
+
+def _split_edges(graph: nx.DiGraph, index: dict[Hashable, int]
+                 ) -> tuple[list[tuple[Hashable, Hashable]], list[tuple[int, int]], list[Hashable]]:
+    """(edge keys, the same edges as index pairs, nodes with a self-loop)."""
+    edge_keys: list[tuple[Hashable, Hashable]] = []
+    edges: list[tuple[int, int]] = []
+    loops: list[Hashable] = []
+    for u, v in graph.edges():
+        if u == v:
+            loops.append(u)
+        else:
+            edge_keys.append((u, v))
+            edges.append((index[u], index[v]))
+    return edge_keys, edges, loops
+
+
+def _layered_graph(n: int, dag: list[tuple[int, int]], comp: list[int]) -> layout_rank.LayeredGraph:
+    """Layer the acyclic edge list and split its long edges."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pred: list[list[int]] = [[] for _ in range(n)]
+    for u, v in dag:
+        succ[u].append(v)
+        pred[v].append(u)
+    layer = layout_rank.compact_layers(layout_rank.assign_layers(n, succ, pred), comp)
+    return layout_rank.split_long_edges(n, dag, layer, comp)
 
 
 def _components(n: int, dag: list[tuple[int, int]], seed: list[float] | None) -> list[int]:

@@ -28,56 +28,70 @@ def break_cycles(n: int, edges: list[tuple[int, int]]) -> list[bool]:
         pred[v].append(u)
     if is_acyclic(n, succ, pred):
         return [False] * len(edges)
-    outd = [len(s) for s in succ]
-    ind = [len(p) for p in pred]
-    alive = [True] * n
-    rank = [0] * n
-    front, back = 0, n - 1
-    sinks = deque(v for v in range(n) if outd[v] == 0)
-    sources = deque(v for v in range(n) if outd[v] and ind[v] == 0)
-    heap = [(ind[v] - outd[v], v) for v in range(n) if outd[v] and ind[v]]
-    heapq.heapify(heap)
-
-    def remove(v: int) -> None:
-        alive[v] = False
-        for w in succ[v]:
-            if alive[w]:
-                ind[w] -= 1
-                _reclassify(w, ind, outd, sinks, sources, heap)
-        for w in pred[v]:
-            if alive[w]:
-                outd[w] -= 1
-                _reclassify(w, ind, outd, sinks, sources, heap)
-
-    placed = 0
-    while placed < n:
-        if sinks:
-            v = sinks.popleft()
-            if alive[v]:
-                rank[v], back, placed = back, back - 1, placed + 1
-                remove(v)
-        elif sources:
-            v = sources.popleft()
-            if alive[v] and outd[v]:
-                rank[v], front, placed = front, front + 1, placed + 1
-                remove(v)
-        else:
-            prio, v = heapq.heappop(heap)
-            if alive[v] and outd[v] and ind[v] and prio == ind[v] - outd[v]:
-                rank[v], front, placed = front, front + 1, placed + 1
-                remove(v)
+    rank = _GreedyOrder(succ, pred).ranks()
     return [rank[u] > rank[v] for u, v in edges]
 
 
-def _reclassify(w: int, ind: list[int], outd: list[int], sinks: deque, sources: deque,
-                heap: list[tuple[int, int]]) -> None:
-    """Queue w again after its degrees changed (stale queue entries are skipped)."""
-    if outd[w] == 0:
-        sinks.append(w)
-    elif ind[w] == 0:
-        sources.append(w)
-    else:
-        heapq.heappush(heap, (ind[w] - outd[w], w))
+class _GreedyOrder:
+    """The vertex sequence of Eades-Lin-Smyth, with lazily invalidated queues."""
+
+    def __init__(self, succ: list[list[int]], pred: list[list[int]]) -> None:
+        n = len(succ)
+        self.succ, self.pred = succ, pred
+        self.outd = [len(s) for s in succ]
+        self.ind = [len(p) for p in pred]
+        self.alive = [True] * n
+        self.sinks = deque(v for v in range(n) if self.outd[v] == 0)
+        self.sources = deque(v for v in range(n) if self.outd[v] and self.ind[v] == 0)
+        self.heap = [(self.ind[v] - self.outd[v], v) for v in range(n)
+                     if self.outd[v] and self.ind[v]]
+        heapq.heapify(self.heap)
+
+    def ranks(self) -> list[int]:
+        """Position of every node in the sequence (sources first, sinks last)."""
+        n = len(self.succ)
+        rank = [0] * n
+        front, back = 0, n - 1
+        alive, ind, outd = self.alive, self.ind, self.outd
+        for _ in range(n):
+            while True:
+                if self.sinks:
+                    v = self.sinks.popleft()
+                    if alive[v]:
+                        rank[v], back = back, back - 1
+                        break
+                    continue
+                if self.sources:
+                    v = self.sources.popleft()
+                else:
+                    prio, v = heapq.heappop(self.heap)
+                    if prio != ind[v] - outd[v]:
+                        continue
+                if alive[v] and outd[v]:
+                    rank[v], front = front, front + 1
+                    break
+            self._remove(v)
+        return rank
+
+    def _remove(self, v: int) -> None:
+        self.alive[v] = False
+        for w in self.succ[v]:
+            if self.alive[w]:
+                self.ind[w] -= 1
+                self._requeue(w)
+        for w in self.pred[v]:
+            if self.alive[w]:
+                self.outd[w] -= 1
+                self._requeue(w)
+
+    def _requeue(self, w: int) -> None:
+        """Queue w again after its degrees changed (stale entries are skipped)."""
+        if self.outd[w] == 0:
+            self.sinks.append(w)
+        elif self.ind[w] == 0:
+            self.sources.append(w)
+        else:
+            heapq.heappush(self.heap, (self.ind[w] - self.outd[w], w))
 
 
 def is_acyclic(n: int, succ: list[list[int]], pred: list[list[int]]) -> bool:
