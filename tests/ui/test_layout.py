@@ -272,3 +272,34 @@ def test_feedback_edge_is_reversed_not_the_forward_chain():
     lay = layered_layout(g)
     assert lay.layers["x"] == 0 and lay.layers["c"] == max(lay.layers.values())
     assert not layout_rank.break_cycles(3, [(0, 1), (1, 2), (0, 2)]).count(True)
+
+
+def _benchmark_module():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gui_scale.py"
+    spec = importlib.util.spec_from_file_location("gui_scale_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_benchmark_layout_section_runs(capsys):
+    bench = _benchmark_module()
+    assert bench.main(["--section", "layout", "--sizes", "150", "--repeat", "1", "--no-dot",
+                       "--json"]) == 0
+    import json
+    rows = json.loads(capsys.readouterr().out)["layout"]
+    assert rows[0]["nodes"] == 150 and rows[0]["crossings"] >= 0
+    g = bench.layered_dag(300, seed=1)
+    assert g.number_of_nodes() == 300 and nx.is_directed_acyclic_graph(g)
+
+
+@pytest.mark.skipif(__import__("shutil").which("dot") is None, reason="Graphviz dot not on PATH")
+def test_dot_layouts_are_read_back_and_counted():
+    bench = _benchmark_module()
+    g = bench.layered_dag(120, seed=2)
+    dl, _ = bench.dot_layout(g, timeout=60)
+    assert set(dl.layers) == set(g.nodes)
+    assert all(dl.layers[u] < dl.layers[v] for u, v in g.edges)
+    assert count_crossings(g, dl) >= 0
