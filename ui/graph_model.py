@@ -84,10 +84,41 @@ class GraphModel:
             return None
         return attrs.get("path")
 
+    def _interior_inputs(self) -> dict[str, tuple[int, str]]:
+        """Module-graph inputs made inside a container (by a tensor op, not a module).
+
+        The hooks see a residual ``x + y`` inside a layer as a fresh input; it
+        belongs to the container all its consumers sit in, and folds with it.
+        """
+        out: dict[str, tuple[int, str]] = {}
+        for nid, attrs in self.full.nodes(data=True):
+            if attrs.get("kind") != "input":
+                continue
+            consumers = [self.full.nodes[v] for v in self.full.successors(nid)]
+            paths = [c.get("path") for c in consumers if c.get("kind") == "call"]
+            if not paths or len(paths) != len(consumers) or any(not p for p in paths):
+                continue
+            parents = [p.rsplit(".", 1)[0].split(".") if "." in p else [] for p in paths]
+            common = []
+            for parts in zip(*parents):
+                if len(set(parts)) != 1:
+                    break
+                common.append(parts[0])
+            if common:
+                out[nid] = (int(consumers[0].get("root", 0) or 0), ".".join(common))
+        return out
+
     def _index_groups(self) -> None:
         groups: dict[GroupKey, list[str]] = {}
         node_groups: dict[str, list[GroupKey]] = {}
         paths: dict[str, str] = {}
+        interior = self._interior_inputs() if self.kind == "module" else {}
+        for nid, (root, container) in interior.items():
+            self.full.nodes[nid]["label"] = "op result"
+            keys = [(root, p) for p in [""] + _prefixes(container)]
+            node_groups[nid] = keys
+            for key in keys:
+                groups.setdefault(key, []).append(nid)
         for nid, attrs in self.full.nodes(data=True):
             path = self._path_of(attrs)
             if path is None:
@@ -102,7 +133,8 @@ class GraphModel:
             for key in keys:
                 groups.setdefault(key, []).append(nid)
         if self.kind == "module":  # a group must hold something deeper than itself
-            valid = {k: v for k, v in groups.items() if any(paths[n] != k[1] for n in v)}
+            valid = {k: v for k, v in groups.items()
+                     if any(n in paths and paths[n] != k[1] for n in v)}
         else:
             valid = {k: v for k, v in groups.items() if len(v) > 1}
         self._groups = valid
@@ -141,15 +173,20 @@ class GraphModel:
         """Collapse containers deeper than the largest depth that fits ``budget``.
 
         Depth d keeps containers with fewer than d path components open; a
-        12-layer transformer ends with one card per layer.
+        12-layer transformer ends with one card per layer. A depth that
+        splits the picture into many more disconnected pieces is not taken
+        either (opening a block whose inner dataflow is unknown helps no one).
         """
         max_depth = max((_depth(k[1]) for k in self._groups), default=0)
-        chosen = 1
+        chosen, pieces = 1, None
         for depth in range(1, max_depth + 2):
             self._collapse_at(depth)
             if self.visible_count() > budget:
                 break
-            chosen = depth
+            now = nx.number_weakly_connected_components(self.visible_graph())
+            if pieces is not None and now > max(pieces + 2, pieces * 1.5):
+                break
+            chosen, pieces = depth, now
         self._collapse_at(chosen)
 
     def _collapse_at(self, depth: int) -> None:
@@ -194,15 +231,38 @@ class GraphModel:
                              label=self._type_of(*key) or path.rsplit(".", 1)[-1],
                              members=len(self._groups[key]), group=key)
         for src, dst, attrs in self.full.edges(data=True):
-            a, b = owner[src], owner[dst]
-            if a == b or a is None or b is None:
-                continue
-            if vis.has_edge(a, b):
-                vis.edges[a, b]["count"] += 1
-            else:
-                vis.add_edge(a, b, label=attrs.get("label", ""), count=1)
+            a = owner[src]
+            targets = [owner[dst]] if owner[dst] is not None else self._entries(dst)
+            for b in targets:
+                if a == b or a is None or b is None:
+                    continue
+                if vis.has_edge(a, b):
+                    vis.edges[a, b]["count"] += 1
+                else:
+                    vis.add_edge(a, b, label=attrs.get("label", ""), count=1)
         self._fill_group_io(vis)
         return vis
+
+    def _entries(self, container: str) -> list[str]:
+        """Where a tensor fed to an expanded (hidden) container call goes in.
+
+        The visible nodes of its members that nothing inside it feeds.
+        """
+        attrs = self.full.nodes[container]
+        key = (int(attrs.get("root", 0) or 0), str(attrs.get("path", "")))
+        if not key[1]:
+            return []   # a root's inputs are drawn as inputs already
+        members = set(self._groups.get(key, ()))
+        out: list[str] = []
+        for m in self._groups.get(key, ()):
+            if (m == container or m in self._containers or self._owner.get(m) is None
+                    or self.full.nodes[m].get("kind") == "input"):
+                continue
+            if any(p in members for p in self.full.predecessors(m)):
+                continue
+            if self._owner[m] not in out:
+                out.append(self._owner[m])
+        return out[:3]
 
     def _fill_group_io(self, vis: nx.DiGraph) -> None:
         """Give group nodes the output shape/dtype/device of what leaves them."""

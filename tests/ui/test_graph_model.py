@@ -75,3 +75,29 @@ def test_autograd_ops_group_by_module():
     g.collapse((0, "network.0"))
     assert g.visible_graph().number_of_nodes() == full - 2   # op + 2 params → 1
     assert set(g.nodes_for_module(0, "network.0")) == {group_id((0, "network.0"))}
+
+
+def _block_graph():
+    from tensorscope.events import GraphStructure
+    call = lambda i, path: {"id": i, "kind": "call", "label": "M", "root": 0, "path": path,
+                            "shape": [2], "dtype": "float32", "device": "cpu"}
+    nodes = [{"id": "in0", "kind": "input", "label": "in[0]", "root": 0, "path": ""},
+             {"id": "in1", "kind": "input", "label": "in[0]", "root": 0, "path": ""},
+             call("croot", ""), call("cblk", "blk"), call("ca", "blk.a"), call("cb", "blk.b"),
+             call("chead", "head")]
+    edges = [["in0", "croot", [2]], ["in0", "cblk", [2]], ["in0", "ca", [2]],
+             ["in1", "cb", [2]], ["cb", "chead", [2]]]
+    return GraphStructure(kind="module", hash="blk", nodes=nodes, edges=edges)
+
+
+def test_inputs_made_inside_a_block_fold_with_it():
+    g = GraphModel("module")
+    g.set_structure(_block_graph(), budget=None)
+    vis = g.visible_graph()
+    assert vis.nodes["in1"]["label"] == "op result"      # a residual add, say
+    assert vis.has_edge("in0", "ca")
+    g.collapse((0, "blk"))
+    vis = g.visible_graph()
+    assert "in1" not in vis and group_id((0, "blk")) in vis
+    assert vis.has_edge("in0", group_id((0, "blk")))
+    assert vis.has_edge(group_id((0, "blk")), "chead")
