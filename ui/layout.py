@@ -51,8 +51,12 @@ def _sizes(nodes: list[Hashable], sizes: Mapping[Hashable, tuple[float, float]] 
            ) -> tuple[list[float], list[float]]:
     widths, heights = [], []
     for v in nodes:
-        w, h = sizes.get(v, DEFAULT_SIZE) if sizes is not None else DEFAULT_SIZE
-        w, h = float(w), float(h)
+        size = sizes.get(v, DEFAULT_SIZE) if sizes is not None else DEFAULT_SIZE
+        try:
+            w, h = (float(s) for s in size)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"layout: node {v!r} has size {size!r}; "
+                             "expected (width, height) numbers") from exc
         if not (math.isfinite(w) and math.isfinite(h) and w >= 0 and h >= 0):
             raise ValueError(f"layout: node {v!r} has size ({w}, {h}); "
                              "sizes must be finite and non-negative")

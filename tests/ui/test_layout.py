@@ -119,6 +119,10 @@ def test_output_is_deterministic():
 def test_bad_sizes_raise_a_clear_error():
     with pytest.raises(ValueError, match="size"):
         layered_layout(nx.DiGraph([(0, 1)]), {0: (float("nan"), 10.0)})
+    with pytest.raises(ValueError, match="size"):
+        layered_layout(nx.DiGraph([(0, 1)]), {1: "wide"})
+    with pytest.raises(ValueError, match="gap"):
+        layered_layout(nx.DiGraph([(0, 1)]), node_gap=-1)
 
 
 def test_count_crossings_on_hand_made_layouts():
