@@ -30,7 +30,6 @@ from typing import Any
 from tensorscope.events import CallDigest
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
     module_label
-from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 
@@ -91,6 +90,8 @@ class NonFiniteObserver(Diagnostic):
         return True
 
     def _report_producer(self, record: StepRecord, call: CallRecord, d: CallDigest) -> None:
+        if _is_half(d):
+            return  # float16 overflow: fp16_overflow names it, with the fp16-specific fix
         loss = is_loss_module(call.module) if call.module is not None else False
         name = module_label(self.ctx, call.root, call.path)
         what = "the loss " if loss else ""
@@ -107,9 +108,11 @@ class NonFiniteObserver(Diagnostic):
         bad = [d for d in record.digests if not d.grad_finite]
         if not bad:
             return False
-        if any(_is_half(d) for d in bad) and grad_scaler_in_use():
-            return False  # a GradScaler skips such steps and lowers its scale: normal AMP
         d = max(bad, key=lambda x: x.index)
+        if _is_half(d):
+            # with a GradScaler this is normal AMP (the step is skipped and the scale
+            # lowered); without one, fp16_overflow names it
+            return True
         name = module_label(self.ctx, d.root, d.path)
         self.emit("non_finite", "error", "backward", d.root, d.path,
                   f"The forward pass of step {record.step} was finite, but the gradient "
