@@ -307,3 +307,12 @@ def test_dot_layouts_are_read_back_and_counted():
     assert set(dl.layers) == set(g.nodes)
     assert all(dl.layers[u] < dl.layers[v] for u, v in g.edges)
     assert count_crossings(g, dl) >= 0
+
+
+def test_garbage_collector_is_restored_even_after_an_error():
+    import gc
+    assert gc.isenabled()
+    layered_layout(_dag(50))
+    with pytest.raises(ValueError):
+        layered_layout(nx.DiGraph([(0, 1)]), {0: (-1.0, 1.0)})
+    assert gc.isenabled()
