@@ -27,6 +27,8 @@ from tensorscope.transport import Channel
 log = logging.getLogger("tensorscope.sender")
 
 DROPPABLE = (CallDigest,)
+WAKE_EVERY = 256  # queued digests that wake the sending thread
+IDLE_FLUSH = 0.2  # seconds after which lone digests are sent anyway
 
 
 class Sender:
@@ -76,7 +78,10 @@ class Sender:
             self._queue.append(msg)
             if len(self._queue) - self._digests > self.max_essential:
                 self._fail_locked("the GUI stopped reading; disconnected it")
-            self._cond.notify()
+            # Wake the sending thread once per burst, not per digest: every wake-up
+            # costs the training thread GIL hand-offs inside its torch calls.
+            if not isinstance(msg, DROPPABLE) or self._digests >= WAKE_EVERY:
+                self._cond.notify()
 
     def put_many(self, msgs: Iterable[Message]) -> None:
         """Queue several messages in order."""
@@ -85,8 +90,12 @@ class Sender:
 
     def _take(self) -> list[Message] | None:
         with self._cond:
-            while not self._queue and not self._stopping and self.stopped_reason is None:
-                self._cond.wait()
+            while self.stopped_reason is None and not self._stopping:
+                if self._queue and (self._digests >= WAKE_EVERY
+                                    or len(self._queue) > self._digests):
+                    break  # a burst, or an essential message, is waiting
+                if not self._cond.wait(IDLE_FLUSH) and self._queue:
+                    break  # a few digests and nothing else for a while: send them
             if self.stopped_reason is not None or not self._queue:
                 return None
             batch = []
