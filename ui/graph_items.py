@@ -151,10 +151,17 @@ class NodeLayer(QGraphicsItem):
             painter.setPen(QPen(t.card_border, 1.0))
             painter.setBrush(t.group_card.darker(112) if t.dark else t.group_card.darker(104))
             painter.drawRoundedRect(r.translated(5, 5), 7, 7)
-        painter.setPen(self._frame_pen(card))
-        painter.setBrush(t.group_card if card.kind == "group" else t.card)
-        painter.drawRoundedRect(r, 7, 7)
         colour = self.colours.get(card.id)
+        bad = colour is not None and colour == t.non_finite
+        painter.setPen(self._frame_pen(card))
+        fill = t.group_card if card.kind == "group" else t.card
+        if bad:   # NaN/Inf: tint the whole card, not just its bar
+            fill = QColor(fill)
+            red = t.non_finite
+            mix = 0.22 if t.dark else 0.14
+            fill.setRgbF(*(a + (b - a) * mix for a, b in zip(fill.getRgbF()[:3], red.getRgbF()[:3])))
+        painter.setBrush(fill)
+        painter.drawRoundedRect(r, 7, 7)
         if colour is not None:  # metric bar on the left edge
             bar = QPainterPath()
             bar.addRoundedRect(QRectF(r.left() + 1.5, r.top() + 1.5, 6, r.height() - 3), 3, 3)
@@ -210,8 +217,10 @@ class NodeLayer(QGraphicsItem):
         painter.setPen(t.text)
         painter.drawText(base, Qt.AlignmentFlag.AlignVCenter, card.shape or "—")
         x = right
+        bad = self.colours.get(card.id) == t.non_finite
         for text, colour in ((card.device, t.device_colour(card.device)),
-                             (short_dtype(card.dtype), t.dtype_colour(card.dtype))):
+                             (short_dtype(card.dtype), t.dtype_colour(card.dtype)),
+                             ("NaN/Inf" if bad else "", t.non_finite)):
             if text:
                 x = self._badge(painter, x, base.center().y(), text, colour) - 5
 
