@@ -99,15 +99,25 @@ def _target(v: int, x: list[float], g: LayeredGraph, side: str) -> tuple[float, 
 
 def _place_row(row: list[int], x: list[float], g: LayeredGraph, side: str,
                seps: list[float]) -> None:
-    targets: list[float] = []
-    weights: list[float] = []
-    for v in row:
-        t, w = _target(v, x, g, side)
-        targets.append(t)
-        weights.append(w)
+    if side == "both":
+        tw = [_target(v, x, g, side) for v in row]
+    else:
+        # the common cases of _target inlined: this runs once per node and pass
+        one, back = (g.up1, g.down1) if side == "down" else (g.down1, g.up1)
+        n_real = g.n_real
+        tw = []
+        for v in row:
+            a = one[v]
+            if a >= 0:
+                strong = v >= n_real or back[a] == v
+                tw.append((x[a], DUMMY_WEIGHT if strong else 1.0))
+            else:
+                tw.append(_target(v, x, g, side))
     if len(row) == 1:
-        x[row[0]] = targets[0]
+        x[row[0]] = tw[0][0]
         return
+    targets = [t for t, _ in tw]
+    weights = [w for _, w in tw]
     for a, b in _runs(row, g.comp) if g.n_comps > 1 else ((0, len(row)),):
         xs = fit_row(targets[a:b], weights[a:b], seps[a:b - 1])
         for v, xv in zip(row[a:b], xs):
