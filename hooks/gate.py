@@ -18,13 +18,14 @@ import collections
 import logging
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from tensorscope.conditions import ConditionError, digest_values
 from tensorscope.events import (CallDigest, Continue, Finding, GetTensor, Pause,
                                 PausedAt, PinModules, Request, Response, Resumed, RunToStep,
                                 SetBreakpoints, StepBatch, StepModule, StepSummary)
-from tensorscope.hooks.gate_state import Breakpoints, BreakpointError, describe_tensors
+from tensorscope.hooks.gate_state import (Breakpoints, BreakpointError, Job, nbytes,
+                                          describe_tensors, tensor_ref)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -34,32 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("tensorscope.gate")
 
 PIN_BUDGET = 256 * 1024 * 1024
-JOB_TIMEOUT = 60.0
-
-
-def tensor_ref(root: int, path: str, call: int, name: str) -> str:
-    """The ref a GetTensor names: ``"0:network.0#3/out"``."""
-    return f"{root}:{path}#{call}/{name}"
-
-
-class _Job:
-    """Work done on the training thread while paused."""
-
-    def __init__(self, fn: Callable[[], Response]) -> None:
-        self.fn = fn
-        self.done = threading.Event()
-        self.result: Response | None = None
-
-    def run(self) -> None:
-        try:
-            self.result = self.fn()
-        except Exception as exc:  # reported to the GUI, training goes on
-            self.result = Response(ok=False, error=f"{type(exc).__name__}: {exc}")
-        self.done.set()
-
-    def fail(self, why: str) -> None:
-        self.result = Response(ok=False, error=why)
-        self.done.set()
+JOB_TIMEOUT = 60.0  # seconds a GetTensor waits for the paused training thread
 
 
 class Gate:
@@ -88,7 +64,7 @@ class Gate:
         self._pin_warned = False
         self._paused: PausedAt | None = None
         self._tensors: dict[str, Any] = {}
-        self._jobs: collections.deque[_Job] = collections.deque()
+        self._jobs: collections.deque[Job] = collections.deque()
         self._post_mortem: BaseException | None = None
         self._closed = False
 
@@ -152,7 +128,7 @@ class Gate:
         with self._cond:
             self._post_mortem = None
             self._pinned_prev = {}  # pinned tensors live until the next step starts
-            self._pinned_bytes = sum(_nbytes(t) for t in self._pinned_cur.values())
+            self._pinned_bytes = sum(nbytes(t) for t in self._pinned_cur.values())
 
     def at_module(self, where: str, *, step: int, root: int, path: str, call: int, type: str,
                   tensors: dict[str, "torch.Tensor"], non_finite: bool = False) -> None:
@@ -229,7 +205,7 @@ class Gate:
                     tensors: dict[str, "torch.Tensor"]) -> None:
         """Keep copies of a pinned call's tensors until the next step (within the budget)."""
         for name, t in tensors.items():
-            size = _nbytes(t)
+            size = nbytes(t)
             with self._cond:
                 if self._pinned_bytes + size > self.pin_budget:
                     if not self._pin_warned:
@@ -364,7 +340,7 @@ class Gate:
                                                 "available only at a pause")
             if req.ref not in self._tensors:
                 return Response(ok=False, error=f"no tensor {req.ref!r} at this pause")
-            job = _Job(lambda: self._slice(req))
+            job = Job(lambda: self._slice(req))
             self._jobs.append(job)
             self._cond.notify_all()
         if not job.done.wait(JOB_TIMEOUT):
@@ -401,13 +377,6 @@ class Gate:
             self._pinned_cur = {}
             self._pinned_prev = {}
             self._resume_locked()
-
-
-def _nbytes(t: Any) -> int:
-    try:
-        return int(t.numel() * t.element_size())
-    except Exception:  # not a tensor: costs nothing to keep
-        return 0
 
 
 def _exc_name(exc: BaseException) -> str:

@@ -1,11 +1,13 @@
-"""Breakpoint sets and tensor descriptions for the gate (no torch import)."""
+"""Breakpoint sets, tensor refs and descriptions, and paused-thread jobs for the gate
+(no torch import)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tensorscope.conditions import Condition, ConditionError, parse_condition
-from tensorscope.events import tensor_meta
+from tensorscope.events import Response, tensor_meta
 
 FLAG_KINDS = ("non_finite", "finding", "exception")
 MODULE_ON = ("forward_pre", "forward", "backward")
@@ -100,3 +102,38 @@ def describe_tensors(tensors: dict[str, Any]) -> list[dict[str, Any]]:
         meta["ref"] = ref
         out.append(meta)
     return out
+
+
+def tensor_ref(root: int, path: str, call: int, name: str) -> str:
+    """The ref a GetTensor names: ``"0:network.0#3/out"``."""
+    return f"{root}:{path}#{call}/{name}"
+
+
+class Job:
+    """Work done on the training thread while paused."""
+
+    def __init__(self, fn: Callable[[], Response]) -> None:
+        self.fn = fn
+        self.done = threading.Event()
+        self.result: Response | None = None
+
+    def run(self) -> None:
+        """Do the work (training thread) and wake the waiting requester."""
+        try:
+            self.result = self.fn()
+        except Exception as exc:  # reported to the GUI, training goes on
+            self.result = Response(ok=False, error=f"{type(exc).__name__}: {exc}")
+        self.done.set()
+
+    def fail(self, why: str) -> None:
+        """Answer with an error without running (the pause ended first)."""
+        self.result = Response(ok=False, error=why)
+        self.done.set()
+
+
+def nbytes(t: Any) -> int:
+    """Bytes held by a tensor's elements (0 for anything else)."""
+    try:
+        return int(t.numel() * t.element_size())
+    except Exception:  # not a tensor: costs nothing to keep
+        return 0
