@@ -154,11 +154,36 @@ class GraphModel:
             self.collapsed.add(key)
             self._visible = None
 
-    def expand(self, key: GroupKey) -> None:
-        """Unfold container ``key``; its sub-containers keep their state."""
-        if key in self.collapsed:
-            self.collapsed.discard(key)
-            self._visible = None
+    def copy(self) -> "GraphModel":
+        """A model sharing the (read-only) structure with its own folding state.
+
+        The GUI changes folding on a copy and swaps it in once the worker has
+        laid it out, so the drawn graph and its model always agree.
+        """
+        other = GraphModel.__new__(GraphModel)
+        other.__dict__.update(self.__dict__)
+        other.collapsed = set(self.collapsed)
+        other._visible = None
+        other._owner = {}
+        return other
+
+    def expand(self, key: GroupKey, through_single: bool = False) -> None:
+        """Unfold container ``key``; its sub-containers keep their state.
+
+        ``through_single``: keep unfolding while the result is a single group
+        (``blocks.3`` → ``blocks.3.sub`` → its children).
+        """
+        if key not in self.collapsed:
+            return
+        self.collapsed.discard(key)
+        self._visible = None
+        if through_single:
+            shown = {self.owner(m) for m in self._groups.get(key, ())} - {None}
+            if len(shown) == 1:
+                only = next(iter(shown))
+                if only.startswith("group:"):
+                    _, root, path = only.split(":", 2)
+                    self.expand((int(root), path), through_single=True)
 
     def toggle(self, key: GroupKey) -> None:
         """Collapse if expanded, else expand."""

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
 
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.graph_model import GraphModel
-from tensorscope.ui.graph_view import GraphView, build_cards, card_sizes
-from tensorscope.ui.layout_runner import LayoutRunner
+from tensorscope.ui.graph_view import GraphView
+from tensorscope.ui.layout_runner import LayoutRunner, Prepared, prepare
 from tensorscope.ui.session_model import ModuleKey, SessionModel
 from tensorscope.ui.theme import Theme
 
@@ -38,7 +38,7 @@ class GraphPanel(QWidget):
         self.graphs = {k: GraphModel(k, type_of=self._type_of) for k in KINDS}
         self.views = {k: GraphView(self, theme) for k in KINDS}
         self.runners = {k: LayoutRunner(bridge) for k in KINDS}
-        self._pending: dict[int, tuple[str, object, dict, bool]] = {}
+        self._pending: dict[int, tuple[str, bool]] = {}
         self._laid_out = {k: False for k in KINDS}
         self._hash = {k: None for k in KINDS}
         self._data_rev = -1
@@ -103,20 +103,39 @@ class GraphPanel(QWidget):
             gs = self.model.graphs.get(kind)
             if gs is not None and (gs.hash or id(gs)) != self._hash[kind]:
                 self._hash[kind] = gs.hash or id(gs)
-                self.graphs[kind].set_structure(gs)
-                self.relayout(kind, incremental=False)
+                self._new_structure(kind, gs)
         now = time.monotonic()
         if self.model.data_rev != self._data_rev and now - self._recoloured_at >= RECOLOUR_S:
             self._data_rev = self.model.data_rev
             self._recoloured_at = now
             self.recolour()
 
-    def relayout(self, kind: str, incremental: bool = True) -> int:
-        """Lay out the visible graph of ``kind`` on a worker; returns the token."""
-        vis = self.graphs[kind].visible_graph()
-        cards = build_cards(vis, self._describe)
-        token = self.runners[kind].submit(vis, card_sizes(cards), incremental=incremental)
-        self._pending[token] = (kind, vis, cards, not incremental)
+    def _new_structure(self, kind: str, gs) -> None:
+        """Build the new graph model off the GUI thread; keep the user's folding
+        when the containers are the same (e.g. train and eval passes alternate)."""
+        old = self.graphs[kind]
+        fresh = GraphModel(kind, type_of=self._type_of)
+
+        def work() -> Prepared:
+            fresh.set_structure(gs, budget=None)
+            if old.groups.keys() == fresh.groups.keys() and old.full.number_of_nodes():
+                fresh.collapsed = set(old.collapsed)
+            else:
+                fresh.collapse_to_budget()
+            return prepare(fresh, self._describe)
+        self._submit(kind, work, fit=True)
+
+    def relayout(self, kind: str, incremental: bool = True,
+                 model: GraphModel | None = None) -> int:
+        """Lay out ``model`` (default: the current one) off the GUI thread."""
+        model = model or self.graphs[kind]
+        previous = self.runners[kind].previous if incremental else None
+        return self._submit(kind, lambda: prepare(model, self._describe, previous),
+                            fit=not incremental)
+
+    def _submit(self, kind: str, work, fit: bool) -> int:
+        token = self.runners[kind].submit(work)
+        self._pending[token] = (kind, fit)
         return token
 
     def _describe(self, attrs: dict) -> tuple[str, str]:
@@ -136,16 +155,18 @@ class GraphPanel(QWidget):
         entry = self._pending.pop(token, None)
         if entry is None:
             return
-        kind, vis, cards, fit = entry
+        kind, fit = entry
         if not self.runners[kind].is_current(token):
             return
         view = self.views[kind]
         if isinstance(result, Exception):
-            log.error("layout of the %s graph failed: %s", kind, result)
-            view.set_empty_text(f"Could not lay out the {kind} graph: {result}")
+            log.error("preparing the %s graph failed: %s", kind, result)
+            view.set_empty_text(f"Could not draw the {kind} graph: {result}")
             return
-        self.runners[kind].previous = result
-        view.apply_layout(vis, cards, result, fit=fit or not self._laid_out[kind])
+        self.graphs[kind] = result.model
+        self.runners[kind].previous = result.layout
+        view.apply_layout(result.visible, result.cards, result.layout,
+                          fit=fit or not self._laid_out[kind])
         self._laid_out[kind] = True
         self._data_rev = -1
         self.recolour()
@@ -205,14 +226,15 @@ class GraphPanel(QWidget):
     def _double_clicked(self, kind: str, nid: str) -> None:
         graph = self.graphs[kind]
         attrs = graph.visible_graph().nodes.get(nid, {})
+        changed = graph.copy()
         if attrs.get("kind") == "group":
-            graph.expand(attrs["group"])
+            changed.expand(attrs["group"], through_single=True)
         else:
             key = graph.group_of(nid)
             if key is None:
                 return
-            graph.collapse(key)
-        self.relayout(kind, incremental=True)
+            changed.collapse(key)
+        self.relayout(kind, incremental=True, model=changed)
 
     def select_module(self, root: int, path: str, centre: bool = True,
                       clicked: tuple[str, str] | None = None) -> None:
@@ -255,13 +277,18 @@ class GraphPanel(QWidget):
 
     def expand_all(self) -> None:
         """Expand every container of the current graph."""
-        self.graphs[self.kind].expand_all()
-        self.relayout(self.kind, incremental=True)
+        changed = self.graphs[self.kind].copy()
+        changed.expand_all()
+        self.relayout(self.kind, incremental=True, model=changed)
 
     def collapse_default(self) -> None:
-        """Back to the default collapse depth."""
-        self.graphs[self.kind].collapse_to_budget()
-        self.relayout(self.kind, incremental=False)
+        """Back to the default collapse depth (computed off the GUI thread)."""
+        changed = self.graphs[self.kind].copy()
+
+        def work() -> Prepared:
+            changed.collapse_to_budget()
+            return prepare(changed, self._describe)
+        self._submit(self.kind, work, fit=True)
 
 
 def relative_change(a: float | None, b: float | None) -> float | None:

@@ -101,3 +101,18 @@ def test_inputs_made_inside_a_block_fold_with_it():
     assert "in1" not in vis and group_id((0, "blk")) in vis
     assert vis.has_edge("in0", group_id((0, "blk")))
     assert vis.has_edge(group_id((0, "blk")), "chead")
+
+
+def test_expanding_through_single_child_containers():
+    from tensorscope.events import GraphStructure
+    nodes = [{"id": f"c{i}", "kind": "call", "label": "Linear", "root": 0,
+              "path": f"blocks.{i // 4}.sub.m{i % 4}"} for i in range(8)]
+    edges = [[f"c{i}", f"c{i + 1}", [1]] for i in range(7)]
+    g = GraphModel("module")
+    g.set_structure(GraphStructure(kind="module", hash="s", nodes=nodes, edges=edges), budget=None)
+    g.collapse((0, "blocks.0"))
+    g.collapse((0, "blocks.0.sub"))
+    n = g.visible_count()
+    g.expand((0, "blocks.0"), through_single=True)
+    assert (0, "blocks.0.sub") not in g.collapsed
+    assert g.visible_count() == n + 3
