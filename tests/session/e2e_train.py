@@ -1,7 +1,8 @@
 """A tiny training script for the end-to-end tests (run under `tensorscope run`).
 
 Environment: STEPS (default 6), NAN_STEP (inject a NaN into the input of that
-step), STEP_DELAY (seconds to sleep per step).
+step), STEP_DELAY (seconds to sleep per step), BAD_SHAPE=1 (the last layer
+has the wrong input size: a shape error in the first forward).
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import torch
 from torch import nn
 
 torch.manual_seed(0)
-model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+hidden_in = 5 if os.environ.get("BAD_SHAPE") == "1" else 8
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(hidden_in, 2))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 steps = int(os.environ.get("STEPS", "6"))
 nan_step = int(os.environ.get("NAN_STEP", "-1"))

@@ -16,8 +16,8 @@ import pytest
 
 from tensorscope.client import Connection, GuiServer, attach
 from tensorscope.events import (Bye, Continue, GetTensor, GraphStructure, Hello, Message,
-                                ModuleTree, PausedAt, Resumed, RunToStep, SetBreakpoints,
-                                StepModule, StepSummary)
+                                ModuleTree, PausedAt, PinModules, Resumed, RunToStep,
+                                SetBreakpoints, StepBatch, StepModule, StepSummary)
 from tensorscope.recording import SessionReader
 from tensorscope.slicing import decode_slice
 from tensorscope.transport import HandshakeError
@@ -81,14 +81,14 @@ def connect(info: dict) -> tuple[Connection, Inbox]:
     return conn, inbox
 
 
-def finish(proc: subprocess.Popen) -> tuple[str, str]:
+def finish(proc: subprocess.Popen, code: int = 0) -> tuple[str, str]:
     try:
         out, err = proc.communicate(timeout=TIMEOUT)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err
+    assert proc.returncode == code, err
     return out, err
 
 
@@ -148,6 +148,43 @@ def test_nan_breakpoint_is_hit(tmp_path):
         conn.call(SetBreakpoints(breakpoints=[]))
         conn.call(Continue())
         inbox.wait(lambda ms: any(isinstance(m, Bye) for m in ms), "bye")
+    finally:
+        conn.close()
+    finish(proc)
+
+
+def test_exception_post_mortem_then_pinned_tensors(tmp_path):
+    proc, info = launch(tmp_path, "--wait", "--break-on", "exception",
+                        env={"BAD_SHAPE": "1"})
+    conn, inbox = connect(info)
+    try:
+        inbox.pause(1)
+        conn.call(Continue())
+        p = inbox.pause(2)  # the script waits at the failing module
+        assert (p.where, p.path) == ("exception", "2")
+        assert "shapes cannot be multiplied" in p.detail
+        r = conn.call(GetTensor(ref=f"0:2#{p.call}/in[0]"))
+        assert r.ok and decode_slice(r.body).shape == (3, 8)
+        conn.call(Continue())
+    finally:
+        conn.close()
+    _, err = finish(proc, code=1)  # then the exception propagates as usual
+    assert "RuntimeError" in err
+
+
+def test_pinned_module_tensors_at_a_step_pause(tmp_path):
+    proc, info = launch(tmp_path, "--wait")
+    conn, inbox = connect(info)
+    try:
+        inbox.pause(1)
+        assert conn.call(PinModules(modules=[{"root": 0, "path": "0"}])).ok
+        conn.call(StepBatch())
+        p = inbox.pause(2)
+        assert (p.where, p.step) == ("step", 1)
+        refs = {t["ref"].rsplit("/", 1)[1]: t["ref"] for t in p.tensors}
+        r = conn.call(GetTensor(ref=refs["in[0]"], slice="0"))
+        np.testing.assert_array_equal(decode_slice(r.body), np.arange(4, dtype=np.float32))
+        conn.call(Continue())
     finally:
         conn.close()
     finish(proc)
