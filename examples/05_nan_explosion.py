@@ -22,7 +22,9 @@ What you should see: training pauses at step 1 (the second step), right after
 the forward of ``norm`` (``BatchStdNorm``). Its input ``in[0]`` is finite,
 with a whole column of zeros (the dead unit); its output ``out`` holds NaN,
 so ``norm`` is the module that produced it. The findings list shows
-``non_finite`` at ``norm``, step 1. Headless, the same finding is in the
+``non_finite`` at ``norm``, step 1. The parameter table gives the learning
+rate away: update-to-weight ratios near 1 (each step rewrites the weights),
+where a healthy run shows about 1e-3. Headless, the same finding is in the
 report::
 
     tensorscope run --headless --report report.json examples/05_nan_explosion.py

@@ -274,6 +274,8 @@ def test_05_nan_explosion_reports_the_producing_module(runs):
     assert first["step"] == 1
     assert first["phase"] == "forward"
     assert first["severity"] in ("warning", "error")
+    ratios = {p["name"]: p["update_ratio"] for p in report["parameters"]}
+    assert ratios["encoder.0.weight"] > 0.1, ratios  # the learning rate far too high
 
 
 def test_06_mixed_precision_dtypes(runs):
