@@ -21,13 +21,13 @@ Run it::
 
 What to look at in TensorScope:
 
-* The dtype badges on the module graph: the batch enters ``net.0``
+* The dtype badges on the module graph: the batch enters ``0``
   (Linear 64->128) as ``float32`` and leaves as ``bfloat16`` (``float16`` on
   CUDA); every later layer's output is 16-bit.
 * Where precision changes back: ``CrossEntropyLoss`` receives 16-bit logits
   and returns a ``float32`` loss, because autocast runs it in float32. On
-  CUDA, ``net.1`` (LayerNorm) also returns float32 and ``net.3`` casts back
-  to float16.
+  CUDA, ``1`` (LayerNorm) also returns float32 and ``3`` (Linear 128->128)
+  casts back to float16.
 * The parameter table: every weight and gradient is float32.
 
 What you should see: the loss falls from about 2.3 to about 0.005, and no
