@@ -26,7 +26,7 @@ What to look at in TensorScope:
   and open its output in the inspector's image grid: 16 channels of 16x16,
   showing stripe and edge detectors after an epoch.
 * BatchNorm2d statistics: its output has mean ~0 and std ~1 per step.
-* ``classifier.1`` (Dropout) zeroes about 25 % of its input while training,
+* ``classifier.1`` (Dropout) zeroes a further ~25 % of its input while training,
   and none during the evaluation passes (``training`` off).
 
 What you should see: the accuracy reaches ~100 % after the first epoch,
