@@ -51,8 +51,11 @@ CREATE TABLE IF NOT EXISTS calls (
 _FLUSH = (StepSummary, Hello, PausedAt, ExceptionRaised, Bye)
 
 
-class RecordingError(Exception):
-    """A recording cannot be written or read (the message says why)."""
+class RecordingError(OSError):
+    """A recording cannot be written or read (the message says why).
+
+    An ``OSError``, so that callers handling file errors handle it too.
+    """
 
 
 def _rows(msgs: list[tuple[int, Message]]) -> dict[str, list[tuple]]:

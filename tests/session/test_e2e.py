@@ -190,6 +190,18 @@ def test_pinned_module_tensors_at_a_step_pause(tmp_path):
     finish(proc)
 
 
+def test_ctrl_c_while_paused_stops_the_script(tmp_path):
+    proc, info = launch(tmp_path, "--wait")
+    conn, inbox = connect(info)
+    try:
+        inbox.pause(1)
+        proc.send_signal(signal.SIGINT)
+        _, err = finish(proc, code=130)
+        assert "KeyboardInterrupt" in err
+    finally:
+        conn.close()
+
+
 def test_wrong_token_refused_then_right_token_works(tmp_path):
     proc, info = launch(tmp_path, env={"STEPS": "40", "STEP_DELAY": "0.02"})
     try:
