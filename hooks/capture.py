@@ -67,15 +67,16 @@ class CallSlots:
     """Per-call bookkeeping that observers do not see."""
 
     __slots__ = ("in_finite", "out_finite", "stats", "grads", "in_edges", "out_entries",
-                 "in_fns", "out_fns", "pre_exc")
+                 "out_key", "in_fns", "out_fns", "pre_exc")
 
     def __init__(self) -> None:
         self.in_finite: list[int] = []
         self.out_finite: list[int] = []
         self.stats: Any = None
         self.grads: list[GradEntry] = []
-        self.in_edges: list[tuple[str, str, list[int]]] = []   # (source node, input path, shape)
+        self.in_edges: list[tuple[str, str, Any]] = []   # (source node, input path, torch.Size)
         self.out_entries: list[FlowEntry] = []
+        self.out_key: list[tuple[str, Any]] = []         # (output path, torch.Size)
         self.in_fns: list[Any] = []
         self.out_fns: list[Any] = []
         self.pre_exc: BaseException | None = None
@@ -181,7 +182,7 @@ class Capture:
             elif ent.version != v._version and self.probe:
                 ent.finite, ent.version = finite_probe(v, step.buf), v._version
             ent.consumed = True
-            slots.in_edges.append((ent.node, path, m["shape"]))
+            slots.in_edges.append((ent.node, path, v.shape))
             if ent.finite is not None:
                 slots.in_finite.append(ent.finite)
             fn = v.grad_fn
@@ -275,6 +276,7 @@ class Capture:
                     continue
                 ent = self._output_entry(call, v, flow, step)
                 slots.out_entries.append(ent)
+                slots.out_key.append((path, v.shape))
                 if ent.finite is not None:
                     slots.out_finite.append(ent.finite)
                 if want_stats and slots.stats is None and (v.is_floating_point() or v.is_complex()):

@@ -44,7 +44,8 @@ def module_graph(step: "StepBuffer") -> tuple[list[dict[str, Any]], list[list[An
         if call.slot is None:
             continue
         metas = {m["path"]: m for m in call.in_meta}
-        for src, path, shape in call.slot.in_edges:
+        for src, path, size in call.slot.in_edges:
+            shape = list(size)
             if src.startswith("in") and src not in inputs:
                 m = metas.get(path, {})
                 inputs[src] = {"id": src, "kind": "input", "label": path, "root": call.root,
@@ -65,6 +66,19 @@ def module_graph(step: "StepBuffer") -> tuple[list[dict[str, Any]], list[list[An
                       "dtype": "", "device": ""})
         edges.append([ent.node, out_id, shape])
     return list(inputs.values()) + nodes, edges
+
+
+def structure_key(step: "StepBuffer") -> tuple:
+    """A cheap in-process key of everything the graphs are built from.
+
+    Equal keys in consecutive steps mean equal graphs, so the graphs (and the
+    autograd walk) are only built when the key changes.
+    """
+    calls = tuple(
+        (c.root, c.path, c.type, -1 if c.parent is None else c.parent.index,
+         tuple(c.slot.in_edges), tuple(c.slot.out_key)) if c.slot is not None else (c.root, c.path)
+        for c in step.calls)
+    return calls, tuple(ent.consumed for _, ent in step.root_outputs)
 
 
 def structure_hash(nodes: list[dict[str, Any]], edges: list[list[Any]]) -> str:

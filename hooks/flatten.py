@@ -69,22 +69,39 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
+_META_CACHE: dict[tuple, dict[str, Any]] = {}
+_META_CACHE_MAX = 4096
 
 
 def meta(path: str, value: Any) -> dict[str, Any]:
-    """TensorMeta of one leaf: full metadata for tensors, the type otherwise."""
+    """TensorMeta of one leaf: full metadata for tensors, the type otherwise.
+
+    Tensors with the same path, shape, dtype, device and flags share one dict
+    (the same call sees the same metadata step after step): treat it as
+    read-only.
+    """
     if isinstance(value, _Tensor):
-        dt = value.dtype
-        name = _DTYPE_NAMES.get(dt)
-        if name is None:
-            name = _DTYPE_NAMES[dt] = dtype_name(dt)
-        n = value.numel()
-        return {
-            "path": path, "kind": "tensor", "shape": list(value.shape), "dtype": name,
-            "device": str(value.device), "requires_grad": value.requires_grad,
-            "contiguous": value.is_contiguous(), "numel": n,
-            "bytes": n * value.element_size(),
-        }
+        key = (path, value.shape, value.dtype, value.device, value.requires_grad,
+               value.is_contiguous())
+        hit = _META_CACHE.get(key)
+        if hit is None:
+            if len(_META_CACHE) >= _META_CACHE_MAX:
+                _META_CACHE.clear()
+            hit = _META_CACHE[key] = _tensor_meta(path, value)
+        return hit
     if value is None:
         return tensor_meta(path, kind="none", dtype="NoneType")
     return tensor_meta(path, kind="object", dtype=type(value).__name__)
+
+
+def _tensor_meta(path: str, value: torch.Tensor) -> dict[str, Any]:
+    dt = value.dtype
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = dtype_name(dt)
+    n = value.numel()
+    return {
+        "path": path, "kind": "tensor", "shape": list(value.shape), "dtype": name,
+        "device": str(value.device), "requires_grad": value.requires_grad,
+        "contiguous": value.is_contiguous(), "numel": n, "bytes": n * value.element_size(),
+    }

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tensorscope.hooks.stats import VectorRef
+
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import StepBuffer
     from tensorscope.hooks.registry import ModelIndex
@@ -30,8 +32,11 @@ def _norms(tensors: list[torch.Tensor]) -> torch.Tensor | None:
             norms = [torch.linalg.vector_norm(t) for t in tensors]
     else:
         norms = [torch.linalg.vector_norm(t) for t in tensors]
-    device = tensors[0].device
-    return torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])
+    try:
+        return torch.stack(norms)
+    except RuntimeError:  # norms on several devices
+        device = tensors[0].device
+        return torch.stack([n.to(device=device, dtype=torch.float32) for n in norms])
 
 
 class ParamWork:
@@ -41,10 +46,10 @@ class ParamWork:
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
-        self.norm_at: int | None = None
-        self.grad_at: int | None = None
+        self.norm_at: VectorRef | None = None
+        self.grad_at: VectorRef | None = None
         self.grad_index: list[int] = []      # rows with a gradient, in queue order
-        self.update_at: int | None = None
+        self.update_at: VectorRef | None = None
         self.update_index: list[int] = []
         self.snapshots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -52,9 +57,16 @@ class ParamWork:
 class ParamTracker:
     """Collects parameter numbers for the watch's roots and optimizers."""
 
-    def __init__(self, index: "ModelIndex", optimizers: list[Any]) -> None:
+    def __init__(self, index: "ModelIndex", optimizers: list[Any], mode: str = "default") -> None:
         self.index = index
         self.optimizers = optimizers
+        self.mode = mode
+        self._layout_key: tuple | None = None
+        self._layout: tuple[list[dict[str, Any]], list[torch.Tensor]] = ([], [])
+
+    def clear(self) -> None:
+        """Forget every parameter (on detach)."""
+        self._layout_key, self._layout = None, ([], [])
 
     def _work(self, step: "StepBuffer") -> ParamWork:
         if step.param_work is None:
@@ -77,18 +89,28 @@ class ParamTracker:
             work.snapshots[id(p)] = (p, c)
 
     def queue(self, step: "StepBuffer") -> None:
-        """Queue norms, gradient norms and updates of every known parameter."""
+        """Queue the numbers of every known parameter.
+
+        ``shapes`` mode: names and shapes only. ``default``: gradient norms
+        every step, norms and update ratios on statistics steps. ``full``:
+        everything every step.
+        """
         work = self._work(step)
-        rows, tensors = self._rows()
-        work.rows = rows
+        templates, tensors = self._rows()
+        work.rows = rows = [dict(t) for t in templates]
+        for row, t in zip(rows, tensors):
+            row["requires_grad"] = t.requires_grad
+        if self.mode == "shapes":
+            return
         with torch.no_grad():
-            norms = _norms([t.detach() for t in tensors])
-            if norms is not None:
-                work.norm_at = step.buf.add(norms)
+            if step.stats_step:
+                norms = _norms([t.detach() for t in tensors])
+                if norms is not None:
+                    work.norm_at = step.buf.add_vector(norms)
             with_grad = [i for i, t in enumerate(tensors) if t.grad is not None]
             grads = _norms([tensors[i].grad.detach() for i in with_grad])
             if grads is not None:
-                work.grad_at, work.grad_index = step.buf.add(grads), with_grad
+                work.grad_at, work.grad_index = step.buf.add_vector(grads), with_grad
             self._queue_updates(work, tensors, step)
 
     def _queue_updates(self, work: ParamWork, tensors: list[torch.Tensor], step: "StepBuffer") -> None:
@@ -103,9 +125,17 @@ class ParamTracker:
         work.snapshots = {}
         norms = _norms(diffs)
         if norms is not None:
-            work.update_at, work.update_index = step.buf.add(norms), index
+            work.update_at, work.update_index = step.buf.add_vector(norms), index
 
     def _rows(self) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
+        """Row templates and tensors, rebuilt only when roots or optimizers change."""
+        key = (self.index.version, tuple((id(o), tuple(len(g["params"]) for g in o.param_groups))
+                                         for o in self.optimizers))
+        if key != self._layout_key:
+            self._layout_key, self._layout = key, self._build_rows()
+        return self._layout
+
+    def _build_rows(self) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
         in_opt: dict[int, str] = {}
         for k, opt in enumerate(self.optimizers):
             for g, group in enumerate(opt.param_groups):
@@ -133,14 +163,14 @@ class ParamTracker:
         rows = work.rows
         if work.norm_at is not None:
             for i, row in enumerate(rows):
-                row["norm"] = values[work.norm_at + i]
+                row["norm"] = values[work.norm_at.start + i]
         if work.grad_at is not None:
             for j, i in enumerate(work.grad_index):
-                rows[i]["grad_norm"] = values[work.grad_at + j]
+                rows[i]["grad_norm"] = values[work.grad_at.start + j]
         if work.update_at is not None:
             for j, i in enumerate(work.update_index):
                 norm = rows[i]["norm"]
-                d = values[work.update_at + j]
+                d = values[work.update_at.start + j]
                 rows[i]["update_ratio"] = d / norm if norm and math.isfinite(norm) else None
         return rows
 

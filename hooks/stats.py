@@ -31,54 +31,84 @@ _LOW = (torch.float16, torch.bfloat16)
 _F32 = torch.float32
 
 
+class VectorRef:
+    """Where a queued vector's values start in the flushed list (set by ``flush``)."""
+
+    __slots__ = ("tensor", "start")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+        self.start = -1
+
+
 class ScalarBuffer:
     """Device values of one step; ``flush`` brings them over in one transfer per device.
 
-    ``add`` takes a 0-dim tensor or a 1-dim vector and returns the offset of
-    its first value in the list ``flush`` returns.
+    ``add`` queues a 0-dim tensor and returns its index in the list ``flush``
+    returns; ``add_vector`` queues a 1-dim tensor and returns a ``VectorRef``
+    whose ``start`` is valid after the flush.
     """
 
-    __slots__ = ("items", "size")
+    __slots__ = ("items", "vectors")
 
     def __init__(self) -> None:
-        self.items: list[tuple[int, torch.Tensor]] = []
-        self.size = 0
+        self.items: list[torch.Tensor] = []
+        self.vectors: list[VectorRef] = []
 
     def add(self, t: torch.Tensor) -> int:
-        """Queue a 0-dim tensor (or a vector); returns its offset."""
-        at = self.size
-        self.items.append((at, t))
-        self.size = at + (1 if t.dim() == 0 else t.numel())
-        return at
+        """Queue a 0-dim tensor; returns its index."""
+        items = self.items
+        items.append(t)
+        return len(items) - 1
+
+    def add_vector(self, t: torch.Tensor) -> VectorRef:
+        """Queue a 1-dim tensor."""
+        ref = VectorRef(t)
+        self.vectors.append(ref)
+        return ref
 
     def __len__(self) -> int:
-        return self.size
+        return len(self.items) + sum(v.tensor.numel() for v in self.vectors)
 
     def flush(self) -> list[float]:
-        """All queued values as Python floats, then forget the tensors."""
-        items, size = self.items, self.size
-        self.items, self.size = [], 0
-        if not items:
+        """All queued values as Python floats (scalars first), then forget the tensors."""
+        items, vectors = self.items, self.vectors
+        self.items, self.vectors = [], []
+        if not items and not vectors:
             return []
-        groups: dict[tuple[Any, Any], list[tuple[int, torch.Tensor]]] = {}
-        for at, t in items:
-            groups.setdefault((t.device, t.dtype), []).append((at, t))
-        per_device: dict[Any, list[tuple[list[tuple[int, int]], torch.Tensor]]] = {}
         with torch.no_grad():
-            for (device, _), group in groups.items():
-                flat = torch.cat([t.reshape(-1) for _, t in group]).to(torch.float64)
-                spans = [(at, 1 if t.dim() == 0 else t.numel()) for at, t in group]
-                per_device.setdefault(device, []).append((spans, flat))
-            out = [math.nan] * size
-            for parts in per_device.values():
-                joined = torch.cat([p for _, p in parts]) if len(parts) > 1 else parts[0][1]
-                values = joined.tolist()  # the one host transfer for this device
-                pos = 0
-                for spans, _ in parts:
-                    for at, n in spans:
-                        out[at:at + n] = values[pos:pos + n]
-                        pos += n
-        return out
+            parts = [torch.stack(items)] if items else []
+            parts += [v.tensor for v in vectors]
+            try:
+                joined = torch.cat(parts) if len(parts) > 1 else parts[0]
+                values = joined.tolist()  # the one host transfer
+            except RuntimeError:  # values on several devices: one transfer per device
+                values = _flush_by_device(items, vectors)
+        pos = len(items)
+        for v in vectors:
+            v.start = pos
+            pos += v.tensor.numel()
+        return values
+
+
+def _flush_by_device(items: list[torch.Tensor], vectors: list[VectorRef]) -> list[float]:
+    flat = [(t.reshape(1), i) for i, t in enumerate(items)]
+    offset = len(items)
+    for v in vectors:
+        flat.append((v.tensor.reshape(-1), offset))
+        offset += v.tensor.numel()
+    out = [math.nan] * offset
+    by_device: dict[Any, list[tuple[torch.Tensor, int]]] = {}
+    for t, at in flat:
+        by_device.setdefault(t.device, []).append((t, at))
+    for group in by_device.values():
+        values = torch.cat([t.to(torch.float64) for t, _ in group]).tolist()
+        pos = 0
+        for t, at in group:
+            n = t.numel()
+            out[at:at + n] = values[pos:pos + n]
+            pos += n
+    return out
 
 
 def is_float(t: torch.Tensor) -> bool:

@@ -76,7 +76,7 @@ class Watch:
         self.session = Session()
         self.gate = Gate(self.session, self.rank)
         self.capture = Capture(self)
-        self.params = ParamTracker(self.index, self.optimizers)
+        self.params = ParamTracker(self.index, self.optimizers, mode)
         self.emitter = StepEmitter(self)
         self.capture.on_step_end = self.emitter.step_ended
         self._handles: list[Any] = []
@@ -390,6 +390,7 @@ class Watch:
             self.gate.close()
             self.session.close()
             self.index.clear()
+            self.params.clear()
             self.optimizers.clear()
             self.capture.step = StepBuffer(self.capture.step.index, False)
 

@@ -14,7 +14,7 @@ import torch
 
 from tensorscope.events import Finding, GraphStructure, StepBegin
 from tensorscope.hooks.autograd_graph import autograd_graph
-from tensorscope.hooks.dataflow import module_graph, structure_hash
+from tensorscope.hooks.dataflow import module_graph, structure_hash, structure_key
 from tensorscope.hooks.registry import describe_plain
 from tensorscope.hooks.stepend import finish
 
@@ -65,6 +65,7 @@ class StepEmitter:
         self.findings: dict[tuple[str, int, str], Finding] = {}
         self.dirty: set[tuple[str, int, str]] = set()
         self.hashes: dict[str, str] = {}
+        self.last_key: tuple | None = None
 
     def step_begin(self, index: int) -> None:
         """Emit ``StepBegin``."""
@@ -87,11 +88,12 @@ class StepEmitter:
             w.gate.on_step_end(step.index, record.digests, record.summary)
 
     def _graphs(self, step: "StepBuffer") -> None:
-        nodes, edges = module_graph(step)
-        changed = self._emit_graph("module", step, nodes, edges)
-        if not (changed or step.stats_step or self.watch.mode != "default"
-                or "autograd" not in self.hashes):
+        key = structure_key(step)
+        if key == self.last_key:
             return
+        self.last_key = key
+        nodes, edges = module_graph(step)
+        self._emit_graph("module", step, nodes, edges)
         roots = [fn for call in step.calls if call.parent is None and call.slot is not None
                  for fn in call.slot.out_fns]
         if roots:

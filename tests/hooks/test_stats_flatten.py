@@ -69,11 +69,12 @@ def test_integer_bool_half_and_complex():
 def test_scalar_buffer_one_transfer_of_mixed_values():
     buf = ScalarBuffer()
     a = buf.add(torch.tensor(1.5))
-    b = buf.add(torch.tensor([2.0, 3.0], dtype=torch.float64))
+    b = buf.add_vector(torch.tensor([2.0, 3.0], dtype=torch.float64))
     c = buf.add(torch.tensor(7))
     d = buf.add(torch.tensor(0.5, dtype=torch.bfloat16))
+    assert len(buf) == 5
     v = buf.flush()
-    assert (v[a], v[b], v[b + 1], v[c], v[d]) == (1.5, 2.0, 3.0, 7.0, 0.5)
+    assert (v[a], v[b.start], v[b.start + 1], v[c], v[d]) == (1.5, 2.0, 3.0, 7.0, 0.5)
     assert len(buf) == 0 and buf.flush() == []
 
 
