@@ -14,12 +14,17 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tensorscope.ui.layout_rank import LayeredGraph
+from tensorscope.ui.layout_vector import VectorTransposer
 
 # dot's defaults: stop after MIN_QUIT iterations without a 0.5 % improvement.
 CONVERGENCE = 0.995
 # a seeded re-layout keeps its start unless a fresh search saves this share of crossings
 KEEP_START_GAIN = 0.1
 REVERSE_ROUNDS = 3
+# from this many nodes (dummies included) transposition runs vectorised (measured break-even)
+VECTOR_MIN_NODES = 500
+# odd-even rounds reach fewer pairs each, so they may make equal swaps for longer
+VECTOR_REVERSE_ROUNDS = 8
 
 
 def inversions(seq: Sequence[float]) -> int:
@@ -335,6 +340,7 @@ def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: C
     best_count = count
     n_layers = len(layers)
     trying = 0
+    vector = VectorTransposer(g, layers) if g.n >= VECTOR_MIN_NODES else None
     for it in range(max_iter):
         if best_count == 0 or trying >= min_quit:
             break
@@ -344,7 +350,10 @@ def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: C
         else:
             changed = _sweep(layers, pos, g.down, g.down1, comp, range(n_layers - 2, -1, -1),
                              it % 4 == 3)
-        transpose(layers, pos, g, reverse=True, changed=None if it == 0 else changed)
+        if vector is not None:
+            vector.transpose(layers, pos, True, VECTOR_REVERSE_ROUNDS)
+        else:
+            transpose(layers, pos, g, reverse=True, changed=None if it == 0 else changed)
         count = counter.count(pos)
         trying += 1
         if count <= best_count:

@@ -316,3 +316,34 @@ def test_garbage_collector_is_restored_even_after_an_error():
     with pytest.raises(ValueError):
         layered_layout(nx.DiGraph([(0, 1)]), {0: (-1.0, 1.0)})
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_vector_transposition_keeps_layers_consistent_and_helps(reverse):
+    from tensorscope.ui.layout_vector import VectorTransposer
+    g = _dag(400, seed=9)
+    g.add_edges_from([("p", "q"), ("p", "r")])          # a second component
+    n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
+    edges = [(idx[u], idx[v]) for u, v in g.edges]
+    succ, pred = [[] for _ in range(n)], [[] for _ in range(n)]
+    for u, v in edges:
+        succ[u].append(v)
+        pred[v].append(u)
+    comp = layout_rank.components(n, edges)
+    layer = layout_rank.compact_layers(layout_rank.assign_layers(n, succ, pred), comp)
+    lg = layout_rank.split_long_edges(n, edges, layer, comp)
+    layers = layout_order.initial_order(lg)
+    members = [sorted(row) for row in layers]
+    pos = [0] * lg.n
+    for row in layers:
+        for i, v in enumerate(row):
+            pos[v] = i
+    counter = layout_order.CrossingCounter(lg)
+    before = counter.count(pos)
+    VectorTransposer(lg, layers).transpose(layers, pos, reverse, 3)
+    assert [sorted(row) for row in layers] == members
+    assert all(pos[v] == i for row in layers for i, v in enumerate(row))
+    for row in layers:      # components stay in contiguous blocks
+        comps = [lg.comp[v] for v in row]
+        assert comps == sorted(comps)
+    assert counter.count(pos) < before
