@@ -28,9 +28,16 @@ PASS_THROUGH_FNS = frozenset({
 })
 
 
-def is_loss_module(module: nn.Module) -> bool:
-    """True for ``torch.nn`` loss classes and their subclasses."""
-    return any(cls.__module__ == _LOSS_MODULE for cls in type(module).__mro__)
+_LOSS_TYPES: dict[type, bool] = {}
+
+
+def is_loss_module(module: Any) -> bool:
+    """True for ``torch.nn`` loss classes and their subclasses (cached per type)."""
+    t = type(module)
+    hit = _LOSS_TYPES.get(t)
+    if hit is None:
+        hit = _LOSS_TYPES[t] = any(c.__module__ == _LOSS_MODULE for c in t.__mro__)
+    return hit
 
 
 def fn_name(fn: Any) -> str:

@@ -4,8 +4,9 @@ None of these reads a device value.
 
 * ``grad_accumulation`` (forgotten ``zero_grad()``): after each optimizer
   step, remember for each of its parameters the identity and version counter
-  of ``p.grad``. At the start of the next backward (its first output
-  gradient, before any parameter gradient is accumulated) a gradient that is
+  of ``p.grad``. At the start of the next backward (a pre-hook on the graph
+  node of each root call's output, which runs before any parameter gradient
+  of that root is accumulated) a gradient that is
   still the very same tensor at the very same version was neither set to
   None (``zero_grad()``) nor zeroed in place (``zero_grad(set_to_none=False)``
   bumps the version): this backward adds into it. If the optimizer then
@@ -40,6 +41,7 @@ class GradAccumulationObserver(Diagnostic):
         self._after_step: dict[int, list[tuple[weakref.ref, int, int]]] = {}
         self._stale: dict[int, bool] = {}
         self._need_check = False
+        self._closed = False
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         """Remember each gradient's identity and version right after the step."""
@@ -52,14 +54,29 @@ class GradAccumulationObserver(Diagnostic):
         self._after_step[id(optimizer)] = entries
 
     def on_forward_pre(self, call: CallRecord) -> None:
-        """A new forward: the next output gradient starts a new backward."""
+        """A new forward: the next backward must be checked again."""
         if call.parent is None:
             self._need_check = True
 
-    def on_output_grad(self, call: CallRecord, grad_path: str, grad: torch.Tensor) -> None:
-        """First gradient of a backward: which gradients are still the stale ones?"""
-        if not self._need_check:
+    def on_forward(self, call: CallRecord) -> None:
+        """Hook the root output's graph node: it runs first in the backward."""
+        if call.parent is not None or not call.grad_enabled or not self._after_step:
             return
+        for _, v in call.outputs:
+            if isinstance(v, torch.Tensor) and v.grad_fn is not None:
+                v.grad_fn.register_prehook(self._backward_starts)
+                return
+
+    def on_detach(self) -> None:
+        """Stop checking (hooks left on the user's live graphs become no-ops)."""
+        self._closed = True
+        self._after_step.clear()
+
+    def _backward_starts(self, grad_outputs: Any) -> None:
+        """Before the first parameter gradient of a backward is accumulated:
+        which gradients are still the stale ones? (autograd's thread)"""
+        if not self._need_check or self._closed:
+            return None
         self._need_check = False
         for entries in self._after_step.values():
             for ref, gid, version in entries:
@@ -68,6 +85,7 @@ class GradAccumulationObserver(Diagnostic):
                     continue
                 g = p.grad
                 self._stale[id(p)] = g is not None and id(g) == gid and g._version == version
+        return None
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """The optimizer steps: did its last backward add into stale gradients?"""

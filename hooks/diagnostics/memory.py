@@ -5,11 +5,11 @@ it alive: a tiny callable *token* is registered as a hook on the ``grad_fn``
 of the root call's first output that has one. The node owns the hook, so
 the token is freed exactly when the node (the graph) is freed; a weak
 reference to the token tells whether the graph is still alive. The token is
-marked *used* when a gradient reaches the root call's output (a backward ran
-through the graph). Cost: one hook registration per root call.
+marked *used* when the hook runs (a backward went through the node). Cost:
+one hook registration per root call, one no-op call per backward.
 
 * ``graph_retained``: at the end of each training step, count the graphs of
-  steps at least two steps old that a backward has used and that are still
+  training steps at least two steps old that a backward has used and that are still
   alive. Keeping the last step's loss in a variable keeps one; when three or
   more older graphs are alive and their number grew since the last check,
   something accumulates them (``total_loss += loss``, ``losses.append(loss)``).
@@ -32,30 +32,33 @@ from tensorscope.hooks.observer import CallRecord, StepRecord
 
 UNUSED_GRAPHS = 3      # graphs freed unused in a row, no backward in between
 RETAINED_GRAPHS = 3    # old-step graphs alive at once (and growing)
-TOKEN_KEY = "diagnostics.graph_token"
 
 
 class GraphState:
     """What is known about one root call's graph (outlives the graph)."""
 
-    __slots__ = ("root", "step", "used", "loss")
+    __slots__ = ("root", "epoch", "used", "loss")
 
-    def __init__(self, root: int, step: int, loss: bool) -> None:
+    def __init__(self, root: int, epoch: int, loss: bool) -> None:
         self.root = root
-        self.step = step
+        self.epoch = epoch      # training steps finished before the graph was built
         self.used = False
         self.loss = loss
 
 
 class GraphToken:
-    """Registered as a no-op hook on a graph node; freed with the node."""
+    """A no-op post-hook on a graph node: runs when a backward goes through the
+    node (the graph is used), and is freed with the node."""
 
-    __slots__ = ("state", "__weakref__")
+    __slots__ = ("state", "observer", "__weakref__")
 
-    def __init__(self, state: GraphState) -> None:
+    def __init__(self, state: GraphState, observer: "GraphObserver") -> None:
         self.state = state
+        self.observer = observer
 
     def __call__(self, *args: Any) -> None:
+        self.state.used = True
+        self.observer.backward_seen()
         return None
 
 
@@ -67,6 +70,7 @@ class GraphObserver(Diagnostic):
         self._dead: list[GraphState] = []
         self._unused_run = 0          # graphs freed unused since the last backward
         self._unused_roots: dict[int, int] = {}
+        self._train_steps = 0
         self._last_alive = 0
         self._bytes: dict[int, int] = {}
 
@@ -78,21 +82,15 @@ class GraphObserver(Diagnostic):
         for _, v in call.outputs:
             if isinstance(v, torch.Tensor) and v.grad_fn is not None:
                 loss = call.module is not None and is_loss_module(call.module)
-                state = GraphState(call.root, call.step, loss)
-                token = GraphToken(state)
+                state = GraphState(call.root, self._train_steps, loss)
+                token = GraphToken(state, self)
                 v.grad_fn.register_hook(token)
-                call.extra[TOKEN_KEY] = state
                 ref = weakref.ref(token, self._released)
                 self._live[id(ref)] = (ref, state)
                 return
 
-    def on_output_grad(self, call: CallRecord, grad_path: str, grad: torch.Tensor) -> None:
-        """A backward reached a root call: its graph is used."""
-        if call.parent is not None:
-            return
-        state = call.extra.get(TOKEN_KEY)
-        if state is not None:
-            state.used = True
+    def backward_seen(self) -> None:
+        """A backward ran through a tagged graph (autograd's thread)."""
         self._unused_run = 0
         self._unused_roots.clear()
 
@@ -114,6 +112,7 @@ class GraphObserver(Diagnostic):
         self._check_unused(record.step)
         if record.kind == "train":
             self._check_retained(record.step)
+            self._train_steps += 1
 
     def _note_bytes(self, record: StepRecord) -> None:
         per_root: dict[int, int] = {}
@@ -155,8 +154,8 @@ class GraphObserver(Diagnostic):
     def _check_retained(self, step: int) -> None:
         alive: dict[int, set[int]] = {}
         for ref, state in list(self._live.values()):
-            if ref() is not None and state.used and state.step <= step - 2:
-                alive.setdefault(state.root, set()).add(state.step)
+            if ref() is not None and state.used and state.epoch <= self._train_steps - 2:
+                alive.setdefault(state.root, set()).add(state.epoch)
         steps = set().union(*alive.values()) if alive else set()
         n = len(steps)
         grew = n > self._last_alive
