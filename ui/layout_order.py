@@ -333,6 +333,19 @@ def reduce_crossings(g: LayeredGraph, layers: list[list[int]], *, max_iter: int 
     return best, best_count
 
 
+def _use_vector(g: LayeredGraph) -> bool:
+    """Vectorise big sparse graphs; dense ones would list too many edge pairs.
+
+    A phase lists at most sum(degree**2) edge pairs; keep that a few times
+    the edge count (bisection in the plain version wins on dense layers).
+    """
+    if g.n < VECTOR_MIN_NODES:
+        return False
+    segments = sum(len(d) for d in g.down)
+    squares = sum(len(u) ** 2 for u in g.up) + sum(len(d) ** 2 for d in g.down)
+    return squares <= 8 * (segments + g.n)
+
+
 def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: CrossingCounter,
             count: int, max_iter: int, min_quit: int) -> tuple[list[list[int]], int]:
     """The iteration loop of :func:`reduce_crossings` (dot's ``mincross``)."""
@@ -340,7 +353,7 @@ def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: C
     best_count = count
     n_layers = len(layers)
     trying = 0
-    vector = VectorTransposer(g, layers) if g.n >= VECTOR_MIN_NODES else None
+    vector = VectorTransposer(g, layers) if _use_vector(g) else None
     for it in range(max_iter):
         if best_count == 0 or trying >= min_quit:
             break
