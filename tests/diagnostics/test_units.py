@@ -1,0 +1,178 @@
+"""In-process tests of the diagnostics' building blocks and of single observers."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensorscope
+from tensorscope.hooks.diagnostics import KINDS, default_observers, exception_hint
+from tensorscope.hooks.diagnostics.base import maximal_modules, producing_fn
+from tensorscope.hooks.diagnostics.cuda import HostSyncObserver, sampled_step
+from tensorscope.hooks.diagnostics.device import DeviceObserver
+from tensorscope.hooks.diagnostics.losses import LossInputObserver
+
+
+class FindingSink:
+    """Collects Finding events from a watch's session."""
+
+    def __init__(self) -> None:
+        self.findings: dict[tuple[str, str], object] = {}
+
+    def handle(self, msg: object) -> None:
+        if type(msg).__name__ == "Finding":
+            self.findings[(msg.kind, msg.module)] = msg  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        pass
+
+
+def _watch(model, opt=None, **kw):
+    w = tensorscope.watch(model, opt, connect=False, **kw)
+    sink = FindingSink()
+    w.session.add_sink(sink)
+    return w, sink
+
+
+def test_default_observers_by_mode() -> None:
+    full = {type(o).__name__ for o in default_observers("default")}
+    shapes = {type(o).__name__ for o in default_observers("shapes")}
+    assert {"NonFiniteObserver", "DeadActivationObserver", "GradScaleObserver"} <= full
+    assert "NonFiniteObserver" not in shapes and "ModeObserver" in shapes
+    assert "HostSyncObserver" not in full or torch.cuda.is_available()
+    assert len(KINDS) == 17
+
+
+def test_maximal_modules() -> None:
+    owners = {"a.w": "a", "a.b": "a", "b.0.w": "b.0", "b.1.w": "b.1", "c.w": "c"}
+    assert maximal_modules(owners, {"b.0.w", "b.1.w"}) == ["b"]
+    assert maximal_modules(owners, {"b.0.w"}) == ["b.0"]
+    assert maximal_modules(owners, set(owners)) == [""]
+    assert maximal_modules(owners, {"a.w"}) == []  # a.b still fine: no module fully flagged
+
+
+def test_producing_fn_skips_views() -> None:
+    x = torch.randn(4, 3, requires_grad=True)
+    p = torch.softmax(x, 1).view(2, 6).reshape(4, 3)
+    assert type(producing_fn(p)).__name__ == "SoftmaxBackward0"
+
+
+def test_hint_linear_mismatch() -> None:
+    lin = nn.Linear(1568, 64)
+    x = torch.randn(8, 2048)
+    try:
+        lin(x)
+    except RuntimeError as exc:
+        hint = exception_hint(lin, [("in[0]", x)], exc)
+    assert "in_features=2048" in hint and "flatten" in hint
+
+
+def test_hint_channels_last() -> None:
+    conv = nn.Conv2d(3, 8, 3)
+    x = torch.randn(2, 32, 32, 3)
+    try:
+        conv(x)
+    except RuntimeError as exc:
+        hint = exception_hint(conv, [("in[0]", x)], exc)
+    assert "permute(0, 3, 1, 2)" in hint
+
+
+def test_hint_target_and_unknown() -> None:
+    logits, target = torch.randn(4, 3), torch.tensor([0, 1, 2, 3])
+    try:
+        F.cross_entropy(logits, target)
+    except (RuntimeError, IndexError) as exc:
+        hint = exception_hint(nn.CrossEntropyLoss(), [("in[0]", logits), ("in[1]", target)], exc)
+    assert "[0, 2]" in hint
+    assert exception_hint(None, [], ValueError("something else")) == ""
+
+
+def test_hint_device_lists_devices() -> None:
+    exc = RuntimeError("Expected all tensors to be on the same device, but found at least "
+                       "two devices, cuda:0 and cpu!")
+    hint = exception_hint(nn.Linear(2, 2), [("in[0]", torch.zeros(1, 2))], exc)
+    assert "in[0] on cpu" in hint and "parameter weight on cpu" in hint
+
+
+def test_device_mismatch_with_meta_device() -> None:
+    class Mixed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(3, device="meta"))
+
+        def forward(self, x):
+            return x * 2
+
+    model = nn.Sequential(Mixed())
+    w, sink = _watch(model)
+    w.add_observer(DeviceObserver(always=True))
+    model(torch.randn(2, 3))
+    w.close()
+    assert ("device_mismatch", "0") in sink.findings
+    f = sink.findings[("device_mismatch", "0")]
+    assert "meta" in f.message and "cpu" in f.message and f.severity == "error"
+
+
+def test_functional_losses_restored_on_close() -> None:
+    orig = F.cross_entropy
+    model = nn.Linear(3, 2)
+    w, _ = _watch(model)
+    assert F.cross_entropy is not orig and F.cross_entropy.__wrapped__ is orig
+    w.close()
+    assert F.cross_entropy is orig
+    obs = LossInputObserver(functional=False)
+    assert obs._patched == {}
+
+
+def test_functional_loss_numbers_unchanged() -> None:
+    torch.manual_seed(0)
+    logits, y = torch.randn(5, 4), torch.randint(0, 4, (5,))
+    plain = F.cross_entropy(logits, y)
+    w, _ = _watch(nn.Linear(1, 1))
+    watched = F.cross_entropy(logits, y)
+    w.close()
+    assert torch.equal(plain, watched)
+
+
+def test_grad_accumulation_in_watch_mode() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, sink = _watch(model, opt)
+    for _ in range(3):
+        loss = model(torch.randn(4, 4)).pow(2).mean()
+        loss.backward()
+        opt.step()
+    w.close()
+    assert ("grad_accumulation", "") in sink.findings
+    assert sink.findings[("grad_accumulation", "")].step == 1
+
+
+def test_deliberate_accumulation_in_watch_mode() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, sink = _watch(model, opt)
+    for i in range(8):
+        model(torch.randn(4, 4)).pow(2).mean().backward()
+        if i % 4 == 3:
+            opt.step()
+            opt.zero_grad(set_to_none=i % 8 == 3)
+    w.close()
+    assert not [k for k in sink.findings if k[0] == "grad_accumulation"]
+
+
+def test_watch_close_leaves_no_token_hooks_effective() -> None:
+    model = nn.Linear(3, 1)
+    w, sink = _watch(model)
+    out = model(torch.randn(2, 3))
+    w.close()
+    out.sum().backward()     # the node hook left on the live graph is harmless
+    assert model.weight.grad is not None
+
+
+def test_host_sync_sampling_and_availability() -> None:
+    assert not sampled_step(0) and sampled_step(1) and sampled_step(3)
+    assert not sampled_step(4) and sampled_step(200)
+    assert HostSyncObserver.available() == (torch.cuda.is_available()
+                                            and hasattr(torch.cuda, "set_sync_debug_mode"))
