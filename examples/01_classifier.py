@@ -112,6 +112,7 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, args: argparse.Nam
 
 
 def main() -> None:
+    """Parse the arguments and train."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None,

@@ -56,6 +56,7 @@ def validate(model: nn.Module, loss_fn: nn.Module, x: torch.Tensor, y: torch.Ten
 
 
 def main() -> None:
+    """Parse the arguments and train."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--batch-size", type=int, default=64)

@@ -116,6 +116,7 @@ def assert_same_state(a: dict, b: dict) -> None:
 
 
 def main() -> None:
+    """Parse the arguments and train."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=6, help="total epochs (half before the checkpoint)")
     parser.add_argument("--steps", type=int, default=16, help="training steps per epoch")

@@ -65,6 +65,7 @@ class Net(nn.Module):
 
 
 def main() -> None:
+    """Parse the arguments and train."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--lr", type=float, default=1.0, help="1.0 explodes; 1e-3 is sane")

@@ -48,6 +48,7 @@ def make_batch(g: torch.Generator, centers: torch.Tensor, n: int) -> tuple[torch
 
 
 def main() -> None:
+    """Parse the arguments and train."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     args = parser.parse_args()

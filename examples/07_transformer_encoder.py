@@ -81,6 +81,7 @@ def make_batch(g: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def main() -> None:
+    """Parse the arguments and train."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150)
     args = parser.parse_args()

@@ -79,6 +79,7 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, args: argparse.Nam
 
 
 def main() -> None:
+    """Parse the arguments and train."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds to sleep per step")
