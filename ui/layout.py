@@ -1,13 +1,27 @@
 """Layered top-to-bottom (Sugiyama-style) graph layout, fast enough for 20k nodes.
 
-Pipeline: reverse the back edges of a depth-first search (cycles), longest-path
-layering with edge-shortening node moves, one dummy node per layer a long
-edge crosses, crossing reduction (dot-style weighted-median sweeps plus
-adjacent transpositions, keeping the best order seen), then x coordinates by
-per-layer weighted isotonic fits that keep edges straight and nodes apart.
-Weakly connected components sit side by side, left to right in node order.
+Pipeline (modules ``layout_rank``, ``layout_order``, ``layout_vector``,
+``layout_coords``):
 
-Pure Python + networkx structure (no Qt, no torch): the GUI calls
+1. cycles: reverse the edges that point backwards in a greedy feedback-arc-set
+   order (Eades-Lin-Smyth; nothing is reversed in a DAG); self-loops are
+   drawn as small loops and otherwise ignored;
+2. layering: longest path, then nodes with more outgoing than incoming edges
+   (or the reverse) move to shorten them; one dummy node per layer that a
+   long edge crosses (within a budget, see ``layout_rank.dummy_budget``);
+3. crossing reduction: dot's weighted-median sweeps, each followed by
+   adjacent transpositions (numpy odd-even rounds on big sparse graphs),
+   keeping the best order seen, counted exactly with numpy;
+4. coordinates: per layer, the weighted least-squares placement under the
+   neighbours' median that keeps nodes ``node_gap`` apart (isotonic
+   regression), alternating down and up; dummies and chain links pull hard,
+   so long edges and chains run straight.
+
+Weakly connected components sit side by side, left to right in node order.
+With ``previous`` the ordering is seeded from an earlier layout so that a
+collapse or expand moves the picture little.
+
+Pure Python + numpy + networkx (no Qt, no torch): the GUI calls
 :func:`layered_layout` off the GUI thread. The output is deterministic for a
 given graph (node and edge insertion order included).
 """

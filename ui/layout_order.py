@@ -3,8 +3,9 @@
 Internal to :mod:`tensorscope.ui.layout`. Works on a
 :class:`~tensorscope.ui.layout_rank.LayeredGraph` (dummy nodes included) and
 keeps every weakly connected component in one contiguous block per layer, so
-components never cross each other. Plain Python: the layers of deep networks
-are narrow, where per-call numpy overhead would dominate.
+components never cross each other. Sweeps are plain Python (the layers of
+deep networks are narrow, where per-call numpy overhead would dominate);
+counting, and transposition on big sparse graphs, use numpy.
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ import numpy as np
 from tensorscope.ui.layout_rank import LayeredGraph
 from tensorscope.ui.layout_vector import VectorTransposer
 
-# dot's defaults: stop after MIN_QUIT iterations without a 0.5 % improvement.
+# dot's rule: an iteration counts as progress when it saves 0.5 % of the crossings
 CONVERGENCE = 0.995
 # a seeded re-layout keeps its start unless a fresh search saves this share of crossings
 KEEP_START_GAIN = 0.1
+# rounds of a transposition that also make swaps leaving the count equal (leave plateaus)
 REVERSE_ROUNDS = 3
 # from this many nodes (dummies included) transposition runs vectorised (measured break-even)
 VECTOR_MIN_NODES = 500
@@ -38,20 +40,12 @@ def inversions(seq: Sequence[float]) -> int:
     return count
 
 
-def initial_order(g: LayeredGraph, seed: Sequence[float] | None = None) -> list[list[int]]:
-    """Order each layer by a depth-first walk from the top (component by component).
-
-    With ``seed`` (a sort key per real node, e.g. a previous x coordinate), real
-    nodes are visited in seed order instead, which keeps a re-layout close to
-    the previous picture.
-    """
+def initial_order(g: LayeredGraph) -> list[list[int]]:
+    """Order each layer by a depth-first walk from the top (component by component)."""
     n_layers = 1 + max(g.layer, default=-1)
     layers: list[list[int]] = [[] for _ in range(n_layers)]
     seen = [False] * g.n
-    if seed is None:
-        keys = [c * n_layers + r for c, r in zip(g.comp, g.layer[:g.n_real])]
-    else:
-        keys = list(zip(g.comp, seed, g.layer))
+    keys = [c * n_layers + r for c, r in zip(g.comp, g.layer[:g.n_real])]
     roots = sorted(range(g.n_real), key=keys.__getitem__)   # stable: ties by index
     down, layer = g.down, g.layer
     for root in roots:
