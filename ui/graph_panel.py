@@ -47,6 +47,8 @@ class GraphPanel(QWidget):
         self.selected: ModuleKey | None = None
         self.compare: dict[ModuleKey, float] | None = None
         self.snapshot: dict[ModuleKey, dict[str, float]] | None = None
+        self._breakpoints: set[ModuleKey] = set()
+        self._executing: tuple[int | None, str | None] = (None, None)
         self.stack = QStackedWidget(self)
         for kind in KINDS:
             view = self.views[kind]
@@ -172,6 +174,8 @@ class GraphPanel(QWidget):
         self.recolour()
         if self.selected is not None:
             self.select_module(*self.selected, centre=False)
+        self.set_breakpoints(self._breakpoints)
+        self.set_executing(*self._executing)
         self.layout_applied.emit(kind)
 
     def pending_layouts(self) -> int:
@@ -263,14 +267,16 @@ class GraphPanel(QWidget):
         return True
 
     def set_executing(self, root: int | None, path: str | None) -> None:
-        """Outline the paused-at module (None: nothing)."""
+        """Outline the paused-at module (None: nothing; kept across re-layouts)."""
+        self._executing = (root, path)
         for kind, view in self.views.items():
             nid = (self.graphs[kind].visible_for_module(root, path)
                    if root is not None and path is not None else None)
             view.set_executing(nid)
 
     def set_breakpoints(self, keys: set[ModuleKey]) -> None:
-        """Show breakpoint dots on these modules' nodes."""
+        """Show breakpoint dots on these modules' nodes (kept across re-layouts)."""
+        self._breakpoints = set(keys)
         for kind, view in self.views.items():
             ids = {self.graphs[kind].visible_for_module(r, p) for r, p in keys}
             view.set_breakpoints({i for i in ids if i})

@@ -22,6 +22,8 @@ def live(qtbot):
     for msg in mlp_session(5):
         peer.send(msg)
     qtbot.waitUntil(lambda: w.model.steps_seen == 5, timeout=5000)
+    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0
+                    and bool(w.graph.views["module"].nodes.cards), timeout=10_000)
     yield w, peer
     w.close()
     peer.close()

@@ -56,9 +56,9 @@ def live_gui(qtbot, tmp_path):
 def test_live_session_graph_steps_pause_and_slice(qtbot, live_gui):
     w, child = live_gui
     qtbot.waitUntil(lambda: w.connection is not None, timeout=60_000)
-    graph = w.graph.graphs["module"]
-    qtbot.waitUntil(lambda: w.model.steps_seen >= 3 and graph.full.number_of_nodes() > 0,
-                    timeout=60_000)
+    qtbot.waitUntil(lambda: w.model.steps_seen >= 3
+                    and w.graph.graphs["module"].full.number_of_nodes() > 0, timeout=60_000)
+    graph = w.graph.graphs["module"]   # swapped in by the layout worker
     paths = {a.get("path") for _n, a in graph.full.nodes(data=True) if a.get("kind") == "call"}
     assert {"0", "1", "2"} <= paths
     assert w.model.module(0, "0").type == "Linear"
