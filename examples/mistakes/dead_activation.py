@@ -1,6 +1,7 @@
 # MISTAKE: a large negative bias in the layer feeding the ReLU makes every unit
 # output zero for the whole batch, so no gradient flows through it.
 # FIX: use the default initialisation (or a LeakyReLU / a smaller learning rate).
+# RUN: tensorscope run --headless examples/mistakes/dead_activation.py
 # expect: dead_activation "act"
 import torch
 from torch import nn

@@ -1,6 +1,7 @@
 # MISTAKE: the model ends in nn.Softmax and its output goes to CrossEntropyLoss,
 # which applies log-softmax itself: the softmax is applied twice and learning stalls.
 # FIX: remove the final nn.Softmax (CrossEntropyLoss expects raw logits).
+# RUN: tensorscope run --headless examples/mistakes/double_activation.py
 # expect: double_activation "3"
 import torch
 from torch import nn

@@ -1,6 +1,7 @@
 # MISTAKE: model.eval() for validation, then training resumes without
 # model.train(): Dropout is off and BatchNorm stops learning batch statistics.
 # FIX: call model.train() at the start of every training epoch.
+# RUN: tensorscope run --headless examples/mistakes/eval_mode_in_training.py
 # expect: eval_mode_in_training "drop"
 # expect: eval_mode_in_training "bn"
 import torch

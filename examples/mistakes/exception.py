@@ -1,6 +1,7 @@
 # MISTAKE: the classifier was sized for 28x28 images but gets 32x32 ones:
 # after the flatten, Linear's input size does not match in_features.
 # FIX: recompute in_features (or use nn.LazyLinear / adaptive pooling).
+# RUN: tensorscope run --headless examples/mistakes/exception.py
 # expect: exception "classifier.1"
 import torch
 from torch import nn

@@ -2,6 +2,7 @@
 # gradient norm is huge and grows by orders of magnitude.
 # FIX: use the default initialisation, normalisation layers, and
 # torch.nn.utils.clip_grad_norm_.
+# RUN: tensorscope run --headless examples/mistakes/exploding_gradient.py
 # expect: exploding_gradient ""
 import torch
 from torch import nn

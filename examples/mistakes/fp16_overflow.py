@@ -1,6 +1,7 @@
 # MISTAKE: the model runs in float16 on unnormalised inputs (raw values in the
 # thousands): activations exceed float16's maximum (65504) and become inf.
 # FIX: normalise the inputs, use bfloat16, or autocast with a GradScaler.
+# RUN: tensorscope run --headless examples/mistakes/fp16_overflow.py
 # expect: fp16_overflow "fc1"
 import torch
 from torch import nn

@@ -1,6 +1,7 @@
 # MISTAKE: optimizer.zero_grad() is never called, so every backward adds to the
 # gradients of all earlier batches.
 # FIX: call optimizer.zero_grad() once per step (before backward or after step()).
+# RUN: tensorscope run --headless examples/mistakes/grad_accumulation.py
 # expect: grad_accumulation ""
 import torch
 from torch import nn

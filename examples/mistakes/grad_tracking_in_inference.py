@@ -1,6 +1,7 @@
 # MISTAKE: a prediction loop without torch.no_grad(): every forward builds an
 # autograd graph (and keeps activations) that no backward will ever use.
 # FIX: wrap inference in `with torch.no_grad():` (or torch.inference_mode()).
+# RUN: tensorscope run --headless examples/mistakes/grad_tracking_in_inference.py
 # expect: grad_tracking_in_inference ""
 import torch
 from torch import nn

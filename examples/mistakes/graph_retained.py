@@ -1,6 +1,7 @@
 # MISTAKE: `total_loss += loss` keeps every step's autograd graph alive, so
 # memory grows every step.
 # FIX: accumulate a number: total_loss += loss.item() (or loss.detach()).
+# RUN: tensorscope run --headless examples/mistakes/graph_retained.py
 # expect: graph_retained ""
 import torch
 from torch import nn

@@ -1,6 +1,7 @@
 # MISTAKE: the model outputs [N, 1] but the target is [N]; MSELoss broadcasts
 # them to [N, N] and the loss is meaningless (the warning was filtered away).
 # FIX: make the shapes match: loss_fn(pred.squeeze(1), y) or y.unsqueeze(1).
+# RUN: tensorscope run --headless examples/mistakes/loss_broadcast.py
 # expect: loss_broadcast ""
 import warnings
 

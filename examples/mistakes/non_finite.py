@@ -1,5 +1,6 @@
 # MISTAKE: a custom layer takes the log of values that can be zero or negative.
 # FIX: clamp before the log (torch.log(x.clamp_min(1e-6))) or use a stable formulation.
+# RUN: tensorscope run --headless examples/mistakes/non_finite.py
 # expect: non_finite "logscale"
 import torch
 from torch import nn

@@ -1,6 +1,7 @@
 # MISTAKE: a layer is added to the model after the optimizer was created, so
 # its parameters get gradients but are never updated.
 # FIX: create the optimizer after the model is complete (or add_param_group).
+# RUN: tensorscope run --headless examples/mistakes/param_not_in_optimizer.py
 # expect: param_not_in_optimizer "head"
 import torch
 from torch import nn

@@ -1,6 +1,7 @@
 # MISTAKE: evaluation under torch.no_grad() without model.eval(): Dropout keeps
 # dropping units and BatchNorm uses (and updates) batch statistics.
 # FIX: call model.eval() before evaluating and model.train() after.
+# RUN: tensorscope run --headless examples/mistakes/train_mode_in_eval.py
 # expect: train_mode_in_eval "drop"
 # expect: train_mode_in_eval "bn"
 import torch

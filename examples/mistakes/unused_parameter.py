@@ -1,6 +1,7 @@
 # MISTAKE: a layer is built in __init__ but forward() never calls it; its
 # parameters never get a gradient.
 # FIX: call the layer in forward(), or delete it.
+# RUN: tensorscope run --headless examples/mistakes/unused_parameter.py
 # expect: unused_parameter "extra"
 import torch
 from torch import nn

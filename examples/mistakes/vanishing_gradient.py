@@ -1,6 +1,7 @@
 # MISTAKE: a deep stack of sigmoid layers: each one shrinks the gradient, so
 # the first layers receive almost none and stop learning.
 # FIX: use ReLU/GELU, residual connections, or normalisation layers.
+# RUN: tensorscope run --headless examples/mistakes/vanishing_gradient.py
 # expect: vanishing_gradient "layers.0"
 import torch
 from torch import nn

@@ -19,6 +19,8 @@ None of these reads a device value.
   trainable parameters all never got a gradient is named.
 * ``param_not_in_optimizer``: a trainable parameter got a gradient but is in
   no parameter group of any optimizer seen so far, at two training steps.
+  When all such parameters come before every optimized one (a backbone
+  "frozen" by leaving it out of the optimizer) the finding is only ``info``.
 """
 from __future__ import annotations
 
@@ -173,11 +175,22 @@ class ParamCoverageObserver(Diagnostic):
         for rid, names in outside.items():
             owners = {r["name"]: r.get("module", "") for r in rows
                       if r["root"] == rid and r.get("grad_norm") is not None}
+            prefix = _frozen_prefix([r for r in rows if r["root"] == rid], names)
             for mod in maximal_modules(owners, names):
                 if not self._first(("param_not_in_optimizer", rid, mod)):
                     continue
                 where = module_label(self.ctx, rid, mod)
                 listed = sorted(n for n in names if owners.get(n, "").startswith(mod))
+                if prefix:
+                    self.emit("param_not_in_optimizer", "info", "optimizer", rid, mod,
+                              f"The parameters of {where} ({_names(listed)}) receive "
+                              f"gradients but no optimizer updates them, while the layers "
+                              f"after them are trained: a backbone frozen by leaving it out "
+                              f"of the optimizer. If that is intended, set "
+                              f"{where}.requires_grad_(False) to skip computing its "
+                              f"gradients (faster, less memory). Fix otherwise: pass all "
+                              f"parameters to the optimizer.", step=step)
+                    continue
                 self.emit("param_not_in_optimizer", "warning", "optimizer", rid, mod,
                           f"The parameters of {where} ({_names(listed)}) receive gradients "
                           f"but belong to no parameter group of any optimizer, so they never "
@@ -191,6 +204,14 @@ class ParamCoverageObserver(Diagnostic):
             return False
         self._reported.add(key)
         return True
+
+
+def _frozen_prefix(rows: list[dict[str, Any]], outside: set[str]) -> bool:
+    """Whether the parameters outside every optimizer all come before (in registration
+    order) the optimized ones: a backbone frozen by omission, not a forgotten layer."""
+    positions = [i for i, r in enumerate(rows) if r["name"] in outside]
+    trained = [i for i, r in enumerate(rows) if r.get("in_optimizer") and r.get("requires_grad")]
+    return bool(positions and trained and max(positions) < min(trained))
 
 
 def _names(names: list[str]) -> str:

@@ -28,10 +28,13 @@ _MODE_TYPES = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
 
 
 def mode_sensitive(module: nn.Module) -> bool:
-    """Dropout with p > 0, or BatchNorm: modules whose output depends on ``training``."""
+    """Dropout with p > 0, or BatchNorm with running statistics: modules whose
+    output depends on ``training``."""
     if isinstance(module, nn.modules.dropout._DropoutNd):
         return float(getattr(module, "p", 0.0)) > 0.0
-    return isinstance(module, nn.modules.batchnorm._BatchNorm)
+    # without running statistics, BatchNorm normalises with the batch in both modes
+    return isinstance(module, nn.modules.batchnorm._BatchNorm) and \
+        getattr(module, "running_mean", None) is not None
 
 
 def _kind(module: nn.Module) -> str:

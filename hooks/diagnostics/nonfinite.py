@@ -19,6 +19,10 @@ Provenance, in the order things happen in a step:
 * ``optimizer``: everything was finite but parameters are NaN/Inf after the
   update: the modules owning them.
 
+In a training step whose loss, gradients and parameters all stay finite, a
+non-finite model output was absorbed on purpose (``-inf`` logits of masked
+actions or classes, which softmax turns into zeros): not a finding.
+
 One incident is reported once: after a finding, later steps stay silent
 until a step is entirely finite again (a NaN spreads to everything after it).
 """
@@ -54,6 +58,8 @@ class NonFiniteObserver(Diagnostic):
         if not (bad_fwd or bad_grad or bad_params):
             self._broken = False
             return
+        if not (bad_grad or bad_params) and _absorbed(record):
+            return   # e.g. -inf logits masked on purpose: the loss and gradients stay finite
         if self._broken:
             return
         self._broken = (self._forward(record) or self._backward(record)
@@ -148,6 +154,19 @@ class NonFiniteObserver(Diagnostic):
                           f"(torch.nn.utils.clip_grad_norm_), or check optimizer settings "
                           f"(eps, weight decay).", step=record.step)
         return True
+
+
+def _absorbed(record: StepRecord) -> bool:
+    """A training step whose non-finite outputs never reached the loss or a gradient."""
+    if record.kind != "train" or not _finite(record.summary.loss):
+        return False
+    calls = record.calls
+    for d in record.digests:
+        call = calls[d.index] if d.index < len(calls) else None
+        if call is not None and call.parent is None and not d.finite \
+                and is_loss_module(call.module):
+            return False
+    return any(d.grad_norm is not None for d in record.digests)
 
 
 def _root_of(call: CallRecord) -> CallRecord:

@@ -1,6 +1,7 @@
 """Every gallery script through ``tensorscope run --headless --report``.
 
-Each script in ``gallery/`` says what it expects in comment lines::
+The gallery is ``tests/diagnostics/gallery/`` (variants and correct code) plus
+the user-facing ``examples/mistakes/`` (one script per kind). Each script says what it expects in comment lines::
 
     # expect: <kind> "<module>"     (one line per expected finding)
     # expect: none                   (a correct script: no warning/error finding)
@@ -22,7 +23,8 @@ from pathlib import Path
 import pytest
 
 GALLERY = Path(__file__).parent / "gallery"
-SCRIPTS = sorted(GALLERY.glob("*.py"))
+MISTAKES = Path(__file__).resolve().parents[2] / "examples" / "mistakes"
+SCRIPTS = sorted(GALLERY.glob("*.py")) + sorted(MISTAKES.glob("*.py"))
 _EXPECT = re.compile(r'^# expect: (\w+)(?: "([^"]*)")?\s*$', re.MULTILINE)
 
 pytestmark = pytest.mark.slow
@@ -73,11 +75,11 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, di
 def test_cli_subprocess_end_to_end(tmp_path: Path) -> None:
     """The real ``tensorscope run --headless --report`` process finds a mistake and keeps
     the script's exit code; a correct script stays clean."""
-    code, data, stderr = _run_cli(GALLERY / "bug_grad_accumulation.py", tmp_path)
+    code, data, stderr = _run_cli(MISTAKES / "grad_accumulation.py", tmp_path)
     assert code == 0, stderr
     assert [(f["kind"], f["module"]) for f in data["findings"]] == [("grad_accumulation", "")]
     assert "grad_accumulation" in stderr          # the linter-style summary
-    code, data, stderr = _run_cli(GALLERY / "bug_exception_linear.py", tmp_path)
+    code, data, stderr = _run_cli(MISTAKES / "exception.py", tmp_path)
     assert code == 1
     (f,) = data["findings"]
     assert f["kind"] == "exception" and f["module"] == "classifier.1"
@@ -89,8 +91,11 @@ def _describe(findings: list[dict]) -> str:
                      f"{f['message'][:120]}" for f in findings) or "  (none)"
 
 
-@pytest.mark.parametrize("script", [s for s in SCRIPTS if s.name.startswith("bug_")],
-                         ids=lambda s: s.stem)
+def _buggy(script: Path) -> bool:
+    return bool(expectations(script))
+
+
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if _buggy(s)], ids=lambda s: s.stem)
 def test_buggy_script_is_caught(script: Path, reports: dict) -> None:
     """Each expected (kind, module) finding is in the report, at warning or error."""
     code, data, stderr = reports[script.name]
@@ -106,7 +111,7 @@ def test_buggy_script_is_caught(script: Path, reports: dict) -> None:
         assert f["count"] >= 1
 
 
-@pytest.mark.parametrize("script", [s for s in SCRIPTS if s.name.startswith("ok_")],
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if not _buggy(s)],
                          ids=lambda s: s.stem)
 def test_correct_script_has_no_false_alarm(script: Path, reports: dict) -> None:
     """A correct script runs to exit code 0 with no warning or error finding."""
@@ -121,10 +126,10 @@ def test_correct_script_has_no_false_alarm(script: Path, reports: dict) -> None:
 def test_buggy_scripts_have_only_the_expected_kinds(reports: dict) -> None:
     """A buggy script's findings are its expected kinds (plus consequences listed here)."""
     allowed_extra = {
-        "bug_exploding_gradient.py": {"non_finite"},   # the explosion ends in NaN
+        "exploding_gradient.py": {"non_finite"},   # the explosion ends in NaN
     }
     for script in SCRIPTS:
-        if not script.name.startswith("bug_"):
+        if not _buggy(script):
             continue
         kinds = {k for k, _ in expectations(script)} | allowed_extra.get(script.name, set())
         got = {f["kind"] for f in reports[script.name][1].get("findings", [])
