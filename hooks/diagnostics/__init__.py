@@ -47,8 +47,10 @@ def default_observers(mode: str) -> "list[Observer]":
 
     observers: list[Observer] = [
         ModeObserver(), LossInputObserver(), GraphObserver(), GradAccumulationObserver(),
-        ParamCoverageObserver(), DeviceObserver(),
+        ParamCoverageObserver(),
     ]
+    if DeviceObserver.needed():   # every tensor is on the CPU otherwise
+        observers.append(DeviceObserver())
     if mode != "shapes":
         observers += [NonFiniteObserver(), GradScaleObserver(), DeadActivationObserver(),
                       Fp16OverflowObserver()]

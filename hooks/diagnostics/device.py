@@ -8,7 +8,7 @@ in the forward hook, the outputs' devices against the module's parameters
 (a tensor created inside ``forward`` on the wrong device). CPU scalars
 (0-dim tensors) are allowed with any device, as PyTorch allows them. Device
 is metadata: no sync. On a machine with no accelerator every tensor is on
-the CPU, so the check switches itself off (``always=True`` forces it, for
+the CPU, so the observer is not installed (``always=True`` forces it, for
 tests with the ``meta`` device). PyTorch's own "Expected all tensors to be on
 the same device" error raised in a module is also reported under this kind.
 """
@@ -48,6 +48,11 @@ class DeviceObserver(Diagnostic):
 
     def __init__(self, always: bool = False) -> None:
         self._enabled = always or _accelerator_present()
+
+    @staticmethod
+    def needed() -> bool:
+        """Whether tensors can be on different devices here (an accelerator exists)."""
+        return _accelerator_present()
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Inputs, parameters and buffers of one call on one device?"""
