@@ -6,6 +6,7 @@ must either decode or raise ``ProtocolError``; anything else is a bug.
 from __future__ import annotations
 
 import argparse
+import logging
 import struct
 import time
 
@@ -62,6 +63,7 @@ def run(cases: int) -> None:
 
 
 def main() -> None:
+    logging.getLogger("tensorscope.protocol").setLevel(logging.ERROR)  # unknown types are expected
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=10_000)
     run(parser.parse_args().cases)
