@@ -60,9 +60,11 @@ def card_size(card: Card) -> tuple[float, float]:
     if card.kind in ("input", "output", "leaf", "param"):
         w = max(title.horizontalAdvance(card.title), mono.horizontalAdvance(card.shape)) + 28
         return (max(96.0, min(w, 240.0)), 42.0 if card.shape else 30.0)
-    if card.kind == "op":
+    if card.kind in ("op", "opgroup"):
         w = title.horizontalAdvance(card.title) + 28
-        return (max(110.0, min(w, 220.0)), 40.0 if card.path else 30.0)
+        if card.kind == "opgroup":
+            w = max(w, small.horizontalAdvance(f"{card.path}  ▸{card.members}") + 28)
+        return (max(110.0, min(w, 240.0)), 40.0 if card.path else 30.0)
     top = title.horizontalAdvance(card.title) + small.horizontalAdvance(card.path) + 36
     badges = small.horizontalAdvance(short_dtype(card.dtype) + card.device) + 34
     bottom = mono.horizontalAdvance(card.shape) + badges + 30
@@ -147,14 +149,14 @@ class NodeLayer(QGraphicsItem):
         if card.kind in ("input", "output", "leaf", "param"):
             self._paint_pill(painter, card)
             return
-        if card.kind == "group":  # stacked look: the group folds several cards
+        if card.kind in ("group", "opgroup"):  # stacked look: it folds several cards
             painter.setPen(QPen(t.card_border, 1.0))
             painter.setBrush(t.group_card.darker(112) if t.dark else t.group_card.darker(104))
             painter.drawRoundedRect(r.translated(5, 5), 7, 7)
         colour = self.colours.get(card.id)
         bad = colour is not None and colour == t.non_finite
         painter.setPen(self._frame_pen(card))
-        fill = t.group_card if card.kind == "group" else t.card
+        fill = t.group_card if card.kind in ("group", "opgroup") else t.card
         if bad:   # NaN/Inf: tint the whole card, not just its bar
             fill = QColor(fill)
             red = t.non_finite
@@ -179,8 +181,9 @@ class NodeLayer(QGraphicsItem):
             title_m, small_m = self._metrics[0], self._metrics[1]
             r = card.rect
             avail = r.width() - 24
-            if card.kind == "op":
-                cached = (0.0, small_m.elidedText(card.path, Qt.TextElideMode.ElideLeft, avail))
+            if card.kind in ("op", "opgroup"):
+                path = card.path if card.kind == "op" else f"{card.path}  ▸{card.members}"
+                cached = (0.0, small_m.elidedText(path, Qt.TextElideMode.ElideLeft, avail))
             else:
                 title_w = title_m.horizontalAdvance(card.title)
                 path = card.path if card.kind != "group" else f"{card.path}  ▸{card.members}"
@@ -197,7 +200,7 @@ class NodeLayer(QGraphicsItem):
         _title_w, path = self._texts(card)
         painter.setFont(title_f)
         painter.setPen(t.text)
-        if card.kind == "op":
+        if card.kind in ("op", "opgroup"):
             top = QRectF(left, r.top() + 4, right - left, 20 if card.path else r.height() - 8)
             painter.drawText(top, Qt.AlignmentFlag.AlignVCenter, card.title)
             if card.path:

@@ -47,6 +47,8 @@ def build_cards(vis: nx.DiGraph, describe: Callable[[dict], tuple[str, str]] | N
                           device=str(a.get("device") or ""), members=int(a.get("members", 1)))
         if kind == "group" and a.get("mixed_dtype"):
             cards[nid].dtype = "mixed"
+        if kind == "group" and a.get("shape") is None and not a.get("dtype"):
+            cards[nid].kind = "opgroup"   # autograd ops folded by module: no tensor row
     return cards
 
 

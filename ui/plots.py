@@ -48,6 +48,8 @@ class PlotsPanel(QWidget):
         self.stat_choice.currentIndexChanged.connect(lambda _i: self._force())
         self.focus: ModuleKey | None = None
         self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
+        self._colours: dict[ModuleKey, str] = {}
+        self._legend_keys: tuple[ModuleKey, ...] = ()
         self._rev = -1
         self._refreshed_at = 0.0
         self._budget = NEW_CURVES_PER_REFRESH
@@ -90,6 +92,7 @@ class PlotsPanel(QWidget):
         """Always plot this module (the selection) first, highlighted."""
         if key != self.focus:
             self.focus = key
+            self._legend_keys = ()   # re-weight the pens
             self._force()
 
     # ----------------------------------------------------------- refresh ---
@@ -114,10 +117,30 @@ class PlotsPanel(QWidget):
             if tag not in wanted:
                 plot = self.grad_plot if tag[0] == "grad" else self.stat_plot
                 plot.removeItem(self._curves.pop(tag))
-        for i, key in enumerate(keys):
+        for key in keys:
             series = model.module_series.get(key)
-            self._update_curve(("grad", key), self.grad_plot, series, "grad_norm", i)
-            self._update_curve(("stat", key), self.stat_plot, series, stat, i)
+            self._update_curve(("grad", key), self.grad_plot, series, "grad_norm")
+            self._update_curve(("stat", key), self.stat_plot, series, stat)
+        shown = tuple(k for k in keys if ("grad", k) in self._curves)
+        if shown != self._legend_keys:
+            self._legend_keys = shown
+            self._rebuild_legends(shown)
+
+    def _colour(self, key: ModuleKey) -> str:
+        """A stable colour per module (the same in both plots and the legend)."""
+        if key not in self._colours:
+            self._colours[key] = CURVE_COLOURS[len(self._colours) % len(CURVE_COLOURS)]
+        return self._colours[key]
+
+    def _rebuild_legends(self, keys: tuple[ModuleKey, ...]) -> None:
+        for kind, plot in (("grad", self.grad_plot), ("stat", self.stat_plot)):
+            legend = plot.getPlotItem().legend
+            legend.clear()
+            for key in keys:
+                item = self._curves.get((kind, key))
+                if item is not None:
+                    item.setPen(pg.mkPen(self._colour(key), width=3 if key == self.focus else 1.5))
+                    legend.addItem(item, ".".join(key[1].split(".")[-2:]))
 
     def _chosen(self, model: SessionModel) -> list[ModuleKey]:
         """The focus module plus the modules with the largest latest grad norm."""
@@ -131,7 +154,7 @@ class PlotsPanel(QWidget):
             keys = [self.focus] + [k for k in keys if k != self.focus][:MAX_CURVES - 1]
         return keys
 
-    def _update_curve(self, tag, plot: pg.PlotWidget, series, column: str, i: int) -> None:
+    def _update_curve(self, tag, plot: pg.PlotWidget, series, column: str) -> None:
         if series is None or not len(series):
             return
         steps, values = series.arrays(column, finite=True)
@@ -144,16 +167,15 @@ class PlotsPanel(QWidget):
                 return
             self._budget -= 1
             key = tag[1]
-            width = 3 if key == self.focus else 1.5
-            item = plot.plot(pen=pg.mkPen(CURVE_COLOURS[i % len(CURVE_COLOURS)], width=width),
-                             name=key[1], connect="finite")
+            item = pg.PlotDataItem(pen=pg.mkPen(self._colour(key), width=1.5), connect="finite")
+            plot.addItem(item)
             item.curve.setClickable(True, width=8)
             item.sigClicked.connect(lambda it, ev, k=key, p=plot: self._clicked(k, p, ev))
             self._curves[tag] = item
         sparse = len(steps) < 24   # a few points: draw them, lines alone would not show
         item.setData(steps, values, connect="finite", symbol="o" if sparse else None,
                      symbolSize=5, symbolPen=None,
-                     symbolBrush=CURVE_COLOURS[i % len(CURVE_COLOURS)])
+                     symbolBrush=self._colour(tag[1]))
 
     def _step_at(self, plot: pg.PlotWidget, ev) -> int:
         pos = plot.getPlotItem().vb.mapSceneToView(ev.scenePos())

@@ -7,6 +7,7 @@ memory stays flat however long training runs.
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import deque
@@ -19,6 +20,7 @@ from tensorscope.events import (Bye, CallDigest, Dropped, ExceptionRaised, Findi
                                 GraphStructure, Hello, Message, ModuleTree, PausedAt,
                                 Resumed, StepBegin, StepSummary)
 
+log = logging.getLogger("tensorscope.ui")
 ModuleKey = tuple[int, str]
 
 METRICS = {
@@ -148,6 +150,7 @@ class SessionModel:
         self.graphs: dict[str, GraphStructure] = {}
         self.findings: dict[tuple[str, int, str], Finding] = {}
         self.exceptions: deque[ExceptionRaised] = deque(maxlen=50)
+        self.errors: deque[str] = deque(maxlen=20)
         self.paused: PausedAt | None = None
         self.ended: Bye | None = None
         self.step = -1
@@ -170,11 +173,22 @@ class SessionModel:
 
     # ------------------------------------------------------------ ingest ---
     def ingest(self, msg: Message) -> None:
-        """Take one event; unknown kinds are ignored (responses go elsewhere)."""
+        """Take one event; unknown kinds are ignored (responses go elsewhere).
+
+        A malformed event is skipped and noted in ``errors`` (and logged); it
+        never stops the ones after it.
+        """
         self.events += 1
         handler = self._handlers.get(type(msg))
-        if handler is not None:
+        if handler is None:
+            return
+        try:
             handler(msg)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+            text = f"skipped a malformed {msg.TYPE} event: {type(exc).__name__}: {exc}"
+            if not self.errors:
+                log.warning("%s", text)
+            self.errors.append(text)
 
     def ingest_many(self, msgs: Iterable[Message]) -> None:
         """Take a batch of events, then note the rate sample once."""

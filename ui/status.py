@@ -55,9 +55,12 @@ class StatusPanel:
         self.labels["step"].setText(f"step {max(model.step, 0)}")
         self.labels["rate"].setText(f"{steps_s:.1f} steps/s")
         self.labels["events"].setText(f"{events_s:,.0f} events/s")
-        self.labels["dropped"].setText(f"dropped {model.dropped}")
+        bad = len(model.errors)
+        self.labels["dropped"].setText(f"dropped {model.dropped}"
+                                       + (f" · {bad} malformed skipped" if bad else ""))
+        self.labels["dropped"].setToolTip("\n".join(model.errors))
         self.labels["dropped"].setStyleSheet(
-            f"color: {self.theme.non_finite.name()}" if model.dropped else "")
+            f"color: {self.theme.non_finite.name()}" if model.dropped or bad else "")
         self.labels["devices"].setText("devices: " + (", ".join(sorted(model.devices)) or "—"))
         if model.ended is not None:
             self.set_state("ended")

@@ -167,3 +167,18 @@ def test_geometry_and_docks_are_kept(qtbot):
     second.show()
     assert second.size().width() == 700
     assert second.plots_dock.isHidden()
+
+
+def test_clicking_a_plot_point_or_a_finding_navigates(qtbot, window):
+    window.plots.point_selected.emit(0, "network.3", 5)
+    assert window.tree.selected_module() == (0, "network.3")
+    markers = [i for i in window.plots.loss_plot.items() if getattr(i, "_ts_marker", False)]
+    assert markers and markers[0].value() == 5
+    window.refresh()
+    item = window.findings.topLevelItem(0)
+    assert item.text(1) == "dead_relu"
+    window.tree.select_module(0, "network.0")
+    window.findings.itemClicked.emit(item, 0)
+    assert window.tree.selected_module() == (0, "network.3")
+    nid = window.graph.graphs["module"].visible_for_module(0, "network.3")
+    assert window.graph.views["module"].nodes.selected == {nid}

@@ -68,3 +68,15 @@ def test_a_non_finite_breakpoint_marks_the_module_at_once():
     m.ingest_many(mlp_session(2))
     m.ingest(PausedAt(step=2, where="forward", reason="non_finite", root=0, path="network.2"))
     assert math.isnan(m.module(0, "network.2").metric("activation_norm"))
+
+
+def test_malformed_events_are_skipped_not_fatal():
+    from tensorscope.events import CallDigest, ModuleTree, StepSummary
+    m = SessionModel()
+    m.ingest_many([ModuleTree(roots=[{"root": "not-a-number"}]),
+                   CallDigest(step=0, path="a", outputs="garbage", stats="bad"),
+                   StepSummary(step=0, loss=1.0, params=[{"root": 0, "module": "a",
+                                                          "update_ratio": "x"}])]
+                  + mlp_session(2))
+    assert len(m.errors) >= 2
+    assert m.module(0, "network.0").type == "Linear" and m.steps_seen >= 2
