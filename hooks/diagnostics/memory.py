@@ -37,13 +37,14 @@ RETAINED_GRAPHS = 3    # old-step graphs alive at once (and growing)
 class GraphState:
     """What is known about one root call's graph (outlives the graph)."""
 
-    __slots__ = ("root", "epoch", "used", "loss")
+    __slots__ = ("root", "epoch", "used", "loss", "backwards")
 
-    def __init__(self, root: int, epoch: int, loss: bool) -> None:
+    def __init__(self, root: int, epoch: int, loss: bool, backwards: int) -> None:
         self.root = root
         self.epoch = epoch      # training steps finished before the graph was built
         self.used = False
         self.loss = loss
+        self.backwards = backwards   # backwards seen before the graph was built
 
 
 class GraphToken:
@@ -71,6 +72,7 @@ class GraphObserver(Diagnostic):
         self._unused_run = 0          # graphs freed unused since the last backward
         self._unused_roots: dict[int, int] = {}
         self._train_steps = 0
+        self._backwards = 0
         self._last_alive = 0
         self._bytes: dict[int, int] = {}
 
@@ -82,7 +84,7 @@ class GraphObserver(Diagnostic):
         for _, v in call.outputs:
             if isinstance(v, torch.Tensor) and v.grad_fn is not None:
                 loss = call.module is not None and is_loss_module(call.module)
-                state = GraphState(call.root, self._train_steps, loss)
+                state = GraphState(call.root, self._train_steps, loss, self._backwards)
                 token = GraphToken(state, self)
                 v.grad_fn.register_hook(token)
                 ref = weakref.ref(token, self._released)
@@ -91,6 +93,7 @@ class GraphObserver(Diagnostic):
 
     def backward_seen(self) -> None:
         """A backward ran through a tagged graph (autograd's thread)."""
+        self._backwards += 1
         self._unused_run = 0
         self._unused_roots.clear()
 
@@ -123,6 +126,14 @@ class GraphObserver(Diagnostic):
         for rid, n in per_root.items():
             calls = sum(1 for c in record.calls if c.parent is None and c.root == rid) or 1
             self._bytes[rid] = n // calls
+
+    def on_detach(self) -> None:
+        """At the end, graphs still alive that no backward used count as unused too."""
+        for _ref, state in list(self._live.values()):
+            if not state.used and not state.loss and state.backwards == self._backwards:
+                self._dead.append(state)
+        self._live.clear()
+        self._check_unused(self.ctx.step_index)
 
     def _check_unused(self, step: int) -> None:
         self._collect_unused()
