@@ -125,25 +125,29 @@ class Trainer:
         self.loss_fn = nn.CrossEntropyLoss()
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-    def run(self, steps: int, sync: Callable[[], None]) -> float:
+    def run(self, steps: int, sync: Callable[[], None],
+            clock: Callable[[], float] = time.perf_counter) -> float:
         """Seconds per step over ``steps`` steps."""
         sync()
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(steps):
             self.opt.zero_grad(set_to_none=True)
             loss = self.loss_fn(self.model(self.x), self.y)
             loss.backward()
             self.opt.step()
         sync()
-        return (time.perf_counter() - t0) / steps
+        return (clock() - t0) / steps
 
 
 def _sync(device: str) -> Callable[[], None]:
     return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 def measure(name: str, mode: str, rounds: int, steps: int, device: str,
-            watch_options: dict[str, Any] | None = None) -> dict[str, Any]:
+            watch_options: dict[str, Any] | None = None, clock: str = "wall") -> dict[str, Any]:
     """Interleaved rounds of plain and instrumented steps; medians and their ratio."""
     import tensorscope
     from tensorscope.report import ReportBuilder
@@ -163,11 +167,12 @@ def measure(name: str, mode: str, rounds: int, steps: int, device: str,
             order = ("plain", "inst") if r % 2 == 0 else ("inst", "plain")
             for which in order:
                 trainer = plain if which == "plain" else inst
-                times[which].append(trainer.run(steps, sync))
+                times[which].append(trainer.run(steps, sync, CLOCKS[clock]))
     finally:
         watch.close()
     p, i = statistics.median(times["plain"]), statistics.median(times["inst"])
-    return {"model": name, "mode": mode, "device": device, "plain_ms": p * 1e3,
+    return {"model": name, "mode": mode, "device": device, "clock": clock,
+            "threads": torch.get_num_threads(), "plain_ms": p * 1e3,
             "instrumented_ms": i * 1e3, "ratio": i / p, "rounds": rounds, "steps": steps}
 
 
@@ -180,13 +185,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="steps per round (default: per model, about 0.3 s a round)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", action="store_true", help="one JSON object per model and mode")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
+                        help="wall time (default), or process CPU time: steadier on a busy "
+                             "shared machine, where waiting for a core is not the model's cost")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch.set_num_threads (default: torch's choice)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     default_steps = {"mlp": 60, "cnn": 10, "resnet": 3, "transformer": 3}
     rows = []
     for name in args.models.split(","):
         for mode in args.modes.split(","):
             steps = args.steps or default_steps.get(name, 5)
-            row = measure(name, mode, args.rounds, steps, args.device)
+            row = measure(name, mode, args.rounds, steps, args.device, clock=args.clock)
             rows.append(row)
             if args.json:
                 print(json.dumps(row), flush=True)

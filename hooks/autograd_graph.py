@@ -29,11 +29,11 @@ MAX_NODES = 20000
 def _attribute(calls: list["CallRecord"]) -> dict[int, "CallRecord"]:
     owner: dict[int, CallRecord] = {}
     for call in reversed(calls):
-        slots = call.slot
-        if slots is None or not slots.out_fns:
+        outs = [e.fn for e in call.out_entries if e.fn is not None]
+        if not outs:
             continue
-        stop = {id(f) for f in slots.in_fns}
-        todo = [f for f in slots.out_fns if id(f) not in stop]
+        stop = {id(e.fn) for e in call.in_entries if e.fn is not None}
+        todo = [f for f in outs if id(f) not in stop]
         seen: set[int] = set()
         while todo:
             fn = todo.pop()

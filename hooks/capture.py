@@ -33,12 +33,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _Tensor = torch.Tensor
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+_grad_enabled = torch.is_grad_enabled
+# What ``torch.no_grad`` does on entry and exit, without the context manager's
+# cost (a few microseconds per hook): the on-device reductions must not build graph.
+_set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
 
 
 class FlowEntry:
     """A tensor seen in this step: who produced it, its finite probe, its gradient entry."""
 
-    __slots__ = ("ref", "producer", "node", "finite", "version", "grad", "consumed")
+    __slots__ = ("ref", "producer", "node", "finite", "version", "fn", "grad", "consumed")
 
     def __init__(self, t: _Tensor, producer: CallRecord | None, node: str, finite: int | None) -> None:
         self.ref = weakref.ref(t)
@@ -46,8 +50,13 @@ class FlowEntry:
         self.node = node
         self.finite = finite
         self.version = t._version
+        self.fn = t.grad_fn   # the autograd node that made it (attribution boundary)
         self.grad: GradEntry | None = None
         self.consumed = False
+
+    def refresh(self, t: _Tensor, finite: int | None) -> None:
+        """The tensor was modified in place since it was recorded."""
+        self.finite, self.version, self.fn = finite, t._version, t.grad_fn
 
 
 class GradEntry:
@@ -63,31 +72,13 @@ class GradEntry:
         self.arrived = False
 
 
-class CallSlots:
-    """Per-call bookkeeping that observers do not see."""
-
-    __slots__ = ("in_finite", "out_finite", "stats", "grads", "in_edges", "out_entries",
-                 "out_key", "in_fns", "out_fns", "pre_exc")
-
-    def __init__(self) -> None:
-        self.in_finite: list[int] = []
-        self.out_finite: list[int] = []
-        self.stats: Any = None
-        self.grads: list[GradEntry] = []
-        self.in_edges: list[tuple[str, str, Any]] = []   # (source node, input path, torch.Size)
-        self.out_entries: list[FlowEntry] = []
-        self.out_key: list[tuple[str, Any]] = []         # (output path, torch.Size)
-        self.in_fns: list[Any] = []
-        self.out_fns: list[Any] = []
-        self.pre_exc: BaseException | None = None
-
-
 class StepBuffer:
     """Everything recorded during one step (dropped when it ends)."""
 
-    def __init__(self, index: int, stats_step: bool) -> None:
+    def __init__(self, index: int, stats_step: bool, param_step: bool | None = None) -> None:
         self.index = index
-        self.stats_step = stats_step
+        self.stats_step = stats_step   # activation statistics this step
+        self.param_step = stats_step if param_step is None else param_step  # norms, updates
         self.calls: list[CallRecord] = []
         self.buf = ScalarBuffer()
         self.flow: dict[int, FlowEntry] = {}
@@ -116,7 +107,7 @@ class Capture:
         self.global_mode = watch.global_hooks
         self.active = True
         self.stack: list[CallRecord] = []
-        self.step = StepBuffer(0, self._is_stats_step(0))
+        self.step = self._new_step(0)
         self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
         self.optimizers_known = bool(watch.optimizers)
         self.probe = self.mode != "shapes"
@@ -128,8 +119,11 @@ class Capture:
         self.last_module_error: tuple[int, str, str] | None = None
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
 
-    def _is_stats_step(self, index: int) -> bool:
-        return self.mode == "full" or (self.mode == "default" and index % self.stats_every == 0)
+    def _new_step(self, index: int) -> StepBuffer:
+        """Statistics every step in ``full``, every ``stats_every`` in ``default``;
+        parameter norms and update ratios every ``stats_every`` steps in both."""
+        periodic = self.mode != "shapes" and index % self.stats_every == 0
+        return StepBuffer(index, self.mode == "full" or periodic, periodic)
 
     # ------------------------------------------------------------ forward pre
     def forward_pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None = None) -> None:
@@ -158,44 +152,42 @@ class Capture:
         step.calls.append(call)
         if call.grad_enabled:
             step.any_grad = True
-        slots = call.slot = CallSlots()
-        slots.pre_exc = sys.exc_info()[1]
+        call.pre_exc = sys.exc_info()[1]
         call.inputs = inputs = flatten_args(args, kwargs)
-        self._track_inputs(call, slots, inputs, step)
+        if call.grad_enabled:
+            _set_grad_enabled(False)
+            try:
+                self._track_inputs(call, inputs, step)
+            finally:
+                _set_grad_enabled(True)
+        else:
+            self._track_inputs(call, inputs, step)
         stack.append(call)
         for obs in self.observers_pre:
             self.watch.notify(obs, "on_forward_pre", call)
         if self.watch.gate.armed:
             self.watch.gate_forward_pre(call)
 
-    def _track_inputs(self, call: CallRecord, slots: CallSlots, inputs: list, step: StepBuffer) -> None:
-        metas = call.in_meta
+    def _track_inputs(self, call: CallRecord, inputs: list, step: StepBuffer) -> None:
+        """Metadata, producers and finite probes of the inputs (grad mode off)."""
+        metas, entries = call.in_meta, call.in_entries
         flow = step.flow
         for path, v in inputs:
-            m = meta(path, v)
-            metas.append(m)
+            metas.append(meta(path, v))
             if not isinstance(v, _Tensor):
                 continue
             ent = flow.get(id(v))
             if ent is None or ent.ref() is not v:
                 ent = self._new_input(v, step)
-            elif ent.version != v._version and self.probe:
-                ent.finite, ent.version = finite_probe(v, step.buf), v._version
+            elif ent.version != v._version:
+                ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
             ent.consumed = True
-            slots.in_edges.append((ent.node, path, v.shape))
-            if ent.finite is not None:
-                slots.in_finite.append(ent.finite)
-            fn = v.grad_fn
-            if fn is not None:
-                slots.in_fns.append(fn)
+            entries.append(ent)
             if call.mem_before is None and v.is_cuda:
                 call.mem_before = torch.cuda.memory_allocated(v.device)
 
     def _new_input(self, v: _Tensor, step: StepBuffer) -> FlowEntry:
-        probe = None
-        if self.probe:
-            with torch.no_grad():
-                probe = finite_probe(v, step.buf)
+        probe = finite_probe(v, step.buf) if self.probe else None
         ent = FlowEntry(v, None, f"in{step.n_inputs}", probe)
         step.n_inputs += 1
         step.flow[id(v)] = ent
@@ -235,7 +227,7 @@ class Capture:
                 return
         if result is None:
             exc = sys.exc_info()[1]
-            if exc is not None and exc is not call.slot.pre_exc:
+            if exc is not None and exc is not call.pre_exc:
                 self._raised(call, exc)
                 return
         while stack and stack.pop() is not call:
@@ -243,9 +235,16 @@ class Capture:
         if kwargs and self.global_mode:  # the global pre-hook cannot see keyword inputs
             late = flatten_args((), kwargs)
             call.inputs = call.inputs + late
-            self._track_inputs(call, call.slot, late, self.step)
+            self._track_inputs(call, late, self.step)
         call.outputs = outputs = flatten(result, "out")
-        self._track_outputs(call, call.slot, outputs, self.step)
+        grad_on = _grad_enabled()
+        if grad_on:
+            _set_grad_enabled(False)
+        try:
+            self._track_outputs(call, outputs, self.step)
+        finally:
+            if grad_on:
+                _set_grad_enabled(True)
         if call.mem_before is not None:
             call.mem_delta = self._mem_delta(call)
         call.finished = True
@@ -264,34 +263,28 @@ class Capture:
                 return torch.cuda.memory_allocated(v.device) - call.mem_before
         return None
 
-    def _track_outputs(self, call: CallRecord, slots: CallSlots, outputs: list, step: StepBuffer) -> None:
-        metas = call.out_meta
+    def _track_outputs(self, call: CallRecord, outputs: list, step: StepBuffer) -> None:
+        """Metadata, producers, finite probes, statistics, gradient hooks (grad mode off)."""
+        metas, entries = call.out_meta, call.out_entries
         flow = step.flow
         want_stats = step.stats_step
         grads = call.grad_enabled and (self.probe or call.parent is None)
-        with torch.no_grad():
-            for path, v in outputs:
-                metas.append(meta(path, v))
-                if not isinstance(v, _Tensor):
-                    continue
-                ent = self._output_entry(call, v, flow, step)
-                slots.out_entries.append(ent)
-                slots.out_key.append((path, v.shape))
-                if ent.finite is not None:
-                    slots.out_finite.append(ent.finite)
-                if want_stats and slots.stats is None and (v.is_floating_point() or v.is_complex()):
-                    slots.stats = activation_stats(v, step.buf, self.mode == "full", ent.finite)
-                if grads and v.requires_grad:
-                    self._watch_grad(call, path, v, ent, step)
-                fn = v.grad_fn
-                if fn is not None:
-                    slots.out_fns.append(fn)
+        for path, v in outputs:
+            metas.append(meta(path, v))
+            if not isinstance(v, _Tensor):
+                continue
+            ent = self._output_entry(call, v, flow, step)
+            entries.append(ent)
+            if want_stats and call.stats is None and (v.is_floating_point() or v.is_complex()):
+                call.stats = activation_stats(v, step.buf, self.mode == "full", ent.finite)
+            if grads and v.requires_grad:
+                self._watch_grad(call, path, v, ent, step)
 
     def _output_entry(self, call: CallRecord, v: _Tensor, flow: dict, step: StepBuffer) -> FlowEntry:
         ent = flow.get(id(v))
         if ent is not None and ent.ref() is v and _inside(ent.producer, call):
-            if ent.version != v._version and self.probe:  # modified in place since
-                ent.finite, ent.version = finite_probe(v, step.buf), v._version
+            if ent.version != v._version:  # modified in place since
+                ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
             return ent
         ent = FlowEntry(v, call, f"c{call.index}", finite_probe(v, step.buf) if self.probe else None)
         flow[id(v)] = ent
@@ -304,7 +297,10 @@ class Capture:
             g = ent.grad = GradEntry(step.index, v._version)
             step.grad_handles.append(v.register_hook(partial(self.on_grad, g)))
         g.targets.append((call, path))
-        call.slot.grads.append(g)
+        if call.grads is None:
+            call.grads = [g]
+        else:
+            call.grads.append(g)
 
     # --------------------------------------------------------------- backward
     def on_grad(self, entry: GradEntry, grad: _Tensor) -> None:
@@ -314,8 +310,14 @@ class Capture:
             return None
         try:
             if self.probe:
-                with torch.no_grad():
+                grad_on = _grad_enabled()  # only under backward(create_graph=True)
+                if grad_on:
+                    _set_grad_enabled(False)
+                try:
                     entry.norm = grad_norm(grad, step.buf)
+                finally:
+                    if grad_on:
+                        _set_grad_enabled(True)
             entry.arrived = step.saw_backward = True
             if self.observers_grad or self.watch.gate.armed:
                 for call, path in entry.targets:
@@ -327,7 +329,7 @@ class Capture:
     # ------------------------------------------------------------- root calls
     def _root_finished(self, call: CallRecord) -> None:
         step = self.step
-        for ent in call.slot.out_entries:
+        for ent in call.out_entries:
             ent.consumed = False
             step.root_outputs.append((call, ent))
         self._note_loss(call, step)
@@ -373,7 +375,7 @@ class Capture:
             return
         if self.stack:
             self.stack.clear()
-        self.step = StepBuffer(step.index + 1, self._is_stats_step(step.index + 1))
+        self.step = self._new_step(step.index + 1)
         self._last_exc_id = 0
         try:
             self.on_step_end(step, kind)

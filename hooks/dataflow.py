@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from tensorscope.hooks.flatten import meta_generation
+
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import StepBuffer
     from tensorscope.hooks.observer import CallRecord
@@ -41,17 +43,13 @@ def module_graph(step: "StepBuffer") -> tuple[list[dict[str, Any]], list[list[An
     inputs: dict[str, dict[str, Any]] = {}
     for call in step.calls:
         nodes.append(_call_node(call))
-        if call.slot is None:
-            continue
-        metas = {m["path"]: m for m in call.in_meta}
-        for src, path, size in call.slot.in_edges:
-            shape = list(size)
+        tensor_metas = [m for m in call.in_meta if m["kind"] == "tensor"]
+        for ent, m in zip(call.in_entries, tensor_metas):
+            src, shape = ent.node, m["shape"]
             if src.startswith("in") and src not in inputs:
-                m = metas.get(path, {})
-                inputs[src] = {"id": src, "kind": "input", "label": path, "root": call.root,
+                inputs[src] = {"id": src, "kind": "input", "label": m["path"], "root": call.root,
                                "path": call.path, "call": None, "parent": None,
-                               "shape": shape, "dtype": m.get("dtype", ""),
-                               "device": m.get("device", "")}
+                               "shape": shape, "dtype": m["dtype"], "device": m["device"]}
             edges.append([src, f"c{call.index}", shape])
     k = 0
     for call, ent in step.root_outputs:
@@ -76,9 +74,10 @@ def structure_key(step: "StepBuffer") -> tuple:
     """
     calls = tuple(
         (c.root, c.path, c.type, -1 if c.parent is None else c.parent.index,
-         tuple(c.slot.in_edges), tuple(c.slot.out_key)) if c.slot is not None else (c.root, c.path)
-        for c in step.calls)
-    return calls, tuple(ent.consumed for _, ent in step.root_outputs)
+         tuple(map(id, c.in_meta)), tuple([e.node for e in c.in_entries]),
+         tuple(map(id, c.out_meta)))
+        for c in step.calls)  # metadata dicts are cached: equal ids, equal metadata
+    return meta_generation(), calls, tuple(ent.consumed for _, ent in step.root_outputs)
 
 
 def structure_hash(nodes: list[dict[str, Any]], edges: list[list[Any]]) -> str:

@@ -71,6 +71,12 @@ def dtype_name(dtype: torch.dtype) -> str:
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
 _META_CACHE: dict[tuple, dict[str, Any]] = {}
 _META_CACHE_MAX = 4096
+_generation = [0]
+
+
+def meta_generation() -> int:
+    """Bumped whenever the metadata cache is cleared (cached dicts' ids change)."""
+    return _generation[0]
 
 
 def meta(path: str, value: Any) -> dict[str, Any]:
@@ -87,6 +93,7 @@ def meta(path: str, value: Any) -> dict[str, Any]:
         if hit is None:
             if len(_META_CACHE) >= _META_CACHE_MAX:
                 _META_CACHE.clear()
+                _generation[0] += 1
             hit = _META_CACHE[key] = _tensor_meta(path, value)
         return hit
     if value is None:

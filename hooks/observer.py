@@ -26,14 +26,21 @@ class CallRecord:
 
     ``inputs``/``outputs`` are flattened ``(path, value)`` pairs such as
     ``("in[0]", tensor)`` or ``('out["logits"]', tensor)``; they hold the
-    user's tensors only until the step ends. ``parent`` is the enclosing
-    call (None for a root call).
+    user's tensors only until the step ends (for calls under ``no_grad``,
+    only until ``on_forward`` returned: nothing else needs them, and freeing
+    them keeps inference memory as it was). ``parent`` is the enclosing call
+    (None for a root call). ``in_meta``/``out_meta`` are the TensorMeta dicts
+    (read-only, shared between calls).
+
+    The remaining slots are the capture's bookkeeping (created lazily, so
+    that a call allocates as few objects as possible).
     """
 
     __slots__ = (
         "step", "index", "root", "path", "module", "type", "inputs", "outputs",
-        "grad_enabled", "training", "parent", "is_root", "slot", "in_meta",
-        "out_meta", "mem_before", "mem_delta", "finished", "raised", "extra",
+        "grad_enabled", "training", "parent", "is_root", "in_meta", "out_meta",
+        "mem_before", "mem_delta", "finished", "raised",
+        "in_entries", "out_entries", "grads", "stats", "pre_exc",
     )
 
     def __init__(self, step: int, index: int, root: int, path: str, module: "nn.Module",
@@ -50,23 +57,31 @@ class CallRecord:
         self.training: bool = module.training
         self.parent = parent
         self.is_root: bool = parent is None
-        self.slot: Any = None          # capture's per-call statistics slot
         self.in_meta: list[dict[str, Any]] = []
         self.out_meta: list[dict[str, Any]] = []
         self.mem_before: int | None = None
         self.mem_delta: int | None = None
         self.finished = False
         self.raised = False
-        self.extra: dict[str, Any] = {}  # free space for observers (no tensors)
+        self.in_entries: list[Any] = []    # capture.FlowEntry per tensor input
+        self.out_entries: list[Any] = []   # capture.FlowEntry per tensor output
+        self.grads: list[Any] | None = None  # capture.GradEntry per output needing a gradient
+        self.stats: Any = None             # stats.StatSlots of the primary output
+        self.pre_exc: BaseException | None = None
 
     def drop_tensors(self) -> None:
         """Forget the user's objects (called at step end); metadata stays."""
         self.inputs = []
         self.outputs = []
-        self.slot = None
+        self.in_entries = []
+        self.out_entries = []
+        self.grads = None
+        self.stats = None
+        self.pre_exc = None
 
     def __repr__(self) -> str:
-        return f"CallRecord(step={self.step}, index={self.index}, root={self.root}, path={self.path!r}, type={self.type})"
+        return (f"CallRecord(step={self.step}, index={self.index}, root={self.root}, "
+                f"path={self.path!r}, type={self.type})")
 
 
 class StepRecord:

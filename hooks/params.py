@@ -75,7 +75,7 @@ class ParamTracker:
 
     def before_optimizer_step(self, optimizer: Any, step: "StepBuffer") -> None:
         """Copy the optimizer's parameters (statistics steps only)."""
-        if not step.stats_step:
+        if not step.param_step:
             return
         work = self._work(step)
         params = [p for g in optimizer.param_groups for p in g["params"]
@@ -103,27 +103,36 @@ class ParamTracker:
         if self.mode == "shapes":
             return
         with torch.no_grad():
-            if step.stats_step:
-                norms = _norms([t.detach() for t in tensors])
+            if step.param_step:
+                norms = _norms(tensors)
                 if norms is not None:
                     work.norm_at = step.buf.add_vector(norms)
             with_grad = [i for i, t in enumerate(tensors) if t.grad is not None]
-            grads = _norms([tensors[i].grad.detach() for i in with_grad])
+            grads = _norms([tensors[i].grad for i in with_grad])
             if grads is not None:
                 work.grad_at, work.grad_index = step.buf.add_vector(grads), with_grad
             self._queue_updates(work, tensors, step)
 
     def _queue_updates(self, work: ParamWork, tensors: list[torch.Tensor], step: "StepBuffer") -> None:
+        """``||p_after - p_before||``: subtract in place from the copies, then one norm call."""
         if not work.snapshots:
             return
-        index, diffs = [], []
+        index, params, copies = [], [], []
         for i, t in enumerate(tensors):
             snap = work.snapshots.get(id(t))
             if snap is not None and snap[0] is t:
                 index.append(i)
-                diffs.append(t.detach() - snap[1])
+                params.append(t)
+                copies.append(snap[1])
         work.snapshots = {}
-        norms = _norms(diffs)
+        if not copies:
+            return
+        if hasattr(torch, "_foreach_sub_"):
+            torch._foreach_sub_(copies, params)
+        else:
+            for c, p in zip(copies, params):
+                c.sub_(p)
+        norms = _norms(copies)
         if norms is not None:
             work.update_at, work.update_index = step.buf.add_vector(norms), index
 

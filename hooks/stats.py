@@ -14,10 +14,12 @@ What is computed for a floating tensor:
 * when statistics are taken ("stats steps"): an exact ``aminmax``, and on a
   strided sample of at most ``SAMPLE`` elements the sum of squares, the count
   of non-zeros, NaNs and Infs; ``exact=True`` (mode ``full``) takes the norm
-  and non-zero count over the whole tensor instead.
+  (so the std) over the whole tensor instead.
 
-NaN/Inf counts always come from the sample; a count is raised to at least 1
-when the exact min/max show that the tensor holds such a value.
+The zero fraction and the NaN/Inf counts always come from the sample (a
+count is raised to at least 1 when the exact min/max show such a value);
+``"sample"`` in the result says how many elements that was. min, max and
+mean are always exact.
 """
 from __future__ import annotations
 
@@ -179,8 +181,9 @@ def activation_stats(t: torch.Tensor, buf: ScalarBuffer, exact: bool,
 def _exact_moments(work: torch.Tensor, buf: ScalarBuffer, slots: StatSlots) -> None:
     norm = torch.linalg.vector_norm(work, dtype=_F32 if work.dtype in _LOW else None)
     slots.ssq = buf.add(norm)  # the norm itself; squared on the host
-    slots.nnz = buf.add(torch.count_nonzero(work))
-    slots.n_sample = slots.numel
+    s = _sample(work)  # count_nonzero over a whole tensor costs ten reductions: sample it
+    slots.nnz = buf.add(torch.count_nonzero(s))
+    slots.n_sample = s.numel()
 
 
 def _sample_moments(work: torch.Tensor, buf: ScalarBuffer, slots: StatSlots) -> None:
@@ -209,7 +212,7 @@ def stats_from(slots: StatSlots, v: list[float]) -> dict[str, float]:
     if slots.exact:
         norm = v[slots.ssq]
         var = (norm * norm - n * mean * mean) / max(n - 1, 1)
-        zero = (n - v[slots.nnz]) / n
+        zero = (slots.n_sample - v[slots.nnz]) / slots.n_sample
     else:
         ns = slots.n_sample
         ssq_s, mean_s = v[slots.ssq], v[slots.sum_s] / ns
@@ -219,7 +222,7 @@ def stats_from(slots: StatSlots, v: list[float]) -> dict[str, float]:
     std = math.sqrt(max(var, 0.0)) if math.isfinite(var) else math.nan
     out = {"min": mn, "max": mx, "mean": mean, "std": std, "norm": norm,
            "nan": 0, "inf": 0, "zero_fraction": zero}
-    sampled = not slots.exact and slots.n_sample < n
+    sampled = slots.n_sample < n
     if slots.nan is not None and not (math.isfinite(mn) and math.isfinite(mx)):
         out["nan"], out["inf"] = _counts(slots, v, mn, mx)
         sampled = True

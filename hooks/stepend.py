@@ -20,15 +20,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import StepBuffer
 
 
-def _finite(values: list[float], handles: list[int]) -> bool:
-    for h in handles:
-        if not math.isfinite(values[h]):
+def _finite(values: list[float], entries: list) -> bool:
+    """Whether every probed tensor among ``entries`` (FlowEntry) was finite."""
+    for e in entries:
+        h = e.finite
+        if h is not None and not math.isfinite(values[h]):
             return False
     return True
 
 
 def _grad_norm(call: CallRecord, values: list[float]) -> float | None:
-    grads = call.slot.grads if call.slot is not None else ()
+    grads = call.grads
+    if not grads:
+        return None
     total, seen = 0.0, False
     done: set[int] = set()
     for g in grads:
@@ -43,15 +47,14 @@ def _grad_norm(call: CallRecord, values: list[float]) -> float | None:
 
 def digest(call: CallRecord, values: list[float], rank: int) -> CallDigest:
     """The complete digest of one call, from the flushed values."""
-    slots = call.slot
     gn = _grad_norm(call, values)
     return CallDigest(
         step=call.step, rank=rank, index=call.index, root=call.root, path=call.path,
         type=call.type, inputs=call.in_meta, outputs=call.out_meta,
-        stats=stats_from(slots.stats, values) if slots is not None and slots.stats else None,
+        stats=stats_from(call.stats, values) if call.stats is not None else None,
         grad_norm=gn,
-        finite=_finite(values, slots.out_finite) if slots is not None else True,
-        inputs_finite=_finite(values, slots.in_finite) if slots is not None else True,
+        finite=_finite(values, call.out_entries),
+        inputs_finite=_finite(values, call.in_entries),
         grad_finite=gn is None or math.isfinite(gn),
         mem_delta=call.mem_delta, training=call.training, grad_enabled=call.grad_enabled)
 

@@ -39,11 +39,18 @@ def _as_list(obj: Any) -> list[Any]:
     return list(obj) if isinstance(obj, (list, tuple)) else [obj]
 
 
+def _distributed() -> Any:
+    dist = getattr(torch, "distributed", None)
+    return dist if dist is not None and dist.is_available() else None
+
+
+_DIST = _distributed()
+
+
 def current_rank() -> int:
     """``torch.distributed.get_rank()`` when initialised, else 0."""
-    dist = getattr(torch, "distributed", None)
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
+    if _DIST is not None and _DIST.is_initialized():
+        return _DIST.get_rank()
     return 0
 
 

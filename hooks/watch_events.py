@@ -52,7 +52,7 @@ def _hint(call: "CallRecord", exc: BaseException) -> str:
 
 
 def _memory() -> int | None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_initialized():  # never initialises CUDA itself
         return int(torch.cuda.memory_allocated())
     return None
 
@@ -94,8 +94,8 @@ class StepEmitter:
         self.last_key = key
         nodes, edges = module_graph(step)
         self._emit_graph("module", step, nodes, edges)
-        roots = [fn for call in step.calls if call.parent is None and call.slot is not None
-                 for fn in call.slot.out_fns]
+        roots = [e.fn for call in step.calls if call.parent is None
+                 for e in call.out_entries if e.fn is not None]
         if roots:
             a_nodes, a_edges = autograd_graph(step.calls, roots, self.watch.index.param_name)
             self._emit_graph("autograd", step, a_nodes, a_edges)
