@@ -20,14 +20,19 @@ Both run in the loss module's forward pre-hook and read metadata only.
   PyTorch silently broadcasts (``[N, 1]`` vs ``[N]`` gives ``[N, N]``). It does
   not depend on PyTorch's warning, so filtered warnings do not hide it.
 
-The functional forms (``F.cross_entropy``, ``F.binary_cross_entropy_with_logits``,
-``F.mse_loss``, ``F.l1_loss``, ``F.smooth_l1_loss``, ``F.huber_loss``) are
-checked too: while a watch is attached, these attributes of
-``torch.nn.functional`` are replaced by thin wrappers that run the same
-checks and call the original; the originals are put back on detach. Calls
-made by the loss modules themselves are not checked twice. Functional
-findings are reported on the module that produced the prediction (the
-activation's module, else the last root forward).
+Functional losses (``F.cross_entropy``, ``F.binary_cross_entropy_with_logits``,
+``F.mse_loss``, ``F.smooth_l1_loss``, ``F.huber_loss``) are seen from the
+loss's autograd graph when ``backward()`` is called: while a watch is
+attached, ``torch.Tensor.backward`` is wrapped (and put back on detach; the
+wrapper only reads the top of the graph, then calls the original). Under the
+loss: ``NllLossBackward0`` fed by the loss's own ``LogSoftmaxBackward0`` fed
+by a softmax or log-softmax, or ``BinaryCrossEntropyWithLogitsBackward0`` fed
+by a sigmoid, is a double activation; an ``ExpandBackward0`` right under
+``MseLossBackward0``/``SmoothL1LossBackward0``/``HuberLossBackward0`` is a
+broadcast (PyTorch only expands when the shapes differ). Steps that called a
+loss module are left to the module check. Functional findings are reported on
+the module that produced the prediction (the activation's module, else the
+last root forward).
 """
 from __future__ import annotations
 
@@ -36,11 +41,10 @@ import sys
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, is_loss_module, \
-    iter_tensors, module_label, producing_fn
+from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
+    is_loss_module, iter_tensors, module_label, producing_fn
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
@@ -52,14 +56,9 @@ _EXPECTS_LOGITS: dict[type, tuple[str, ...]] = {
 MAX_REMEMBERED = 256
 _ELEMENTWISE = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.KLDivLoss,
                 nn.PoissonNLLLoss)
-# functional loss -> (display name, activations it applies itself or None for element-wise)
-_FUNCTIONAL: dict[str, tuple[str, tuple[str, ...] | None]] = {
-    "cross_entropy": ("F.cross_entropy", ("softmax", "log-softmax")),
-    "binary_cross_entropy_with_logits": ("F.binary_cross_entropy_with_logits",
-                                         ("sigmoid", "softmax")),
-    "mse_loss": ("F.mse_loss", None), "l1_loss": ("F.l1_loss", None),
-    "smooth_l1_loss": ("F.smooth_l1_loss", None), "huber_loss": ("F.huber_loss", None),
-}
+_GRAPH_SEARCH = 24          # nodes looked at under the loss in the functional check
+_BROADCAST_LOSSES = {"MseLossBackward0": "F.mse_loss", "SmoothL1LossBackward0":
+                     "F.smooth_l1_loss", "HuberLossBackward0": "F.huber_loss"}
 
 
 class LossInputObserver(Diagnostic):
@@ -68,70 +67,83 @@ class LossInputObserver(Diagnostic):
     def __init__(self, functional: bool = True) -> None:
         # id(grad_fn) -> (grad_fn, call) for outputs produced by an activation this step
         self._acts: dict[int, tuple[Any, CallRecord]] = {}
-        self._in_loss = 0
         self._last_root: tuple[int, str, int] | None = None
         self._functional = functional
         self._patched: dict[str, Callable[..., Any]] = {}
         self._active = False
+        self._module_loss_called = False
 
     # ---------------------------------------------------------------- attach
     def on_attach(self, ctx: Any) -> None:
-        """Wrap the functional losses (restored on detach)."""
+        """Wrap ``torch.Tensor.backward`` to see functional losses (restored on detach)."""
         super().on_attach(ctx)
-        if not self._functional:
+        orig = torch.Tensor.backward
+        if not self._functional or getattr(orig, "__tensorscope_wrapped__", False):
             return
-        for name, (label, expects) in _FUNCTIONAL.items():
-            orig = getattr(F, name, None)
-            if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
-                continue
-            wrapper = self._wrap(orig, label, expects)
-            setattr(F, name, wrapper)
-            self._patched[name] = orig
-        self._active = bool(self._patched)
+
+        @functools.wraps(orig)
+        def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if self._active:
+                self._functional_loss(tensor)
+            return orig(tensor, *args, **kwargs)
+
+        backward.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
+        torch.Tensor.backward = backward  # type: ignore[method-assign]
+        self._patched["backward"] = orig
+        self._active = True
 
     def on_detach(self) -> None:
-        """Put the original functional losses back."""
+        """Put the original ``torch.Tensor.backward`` back."""
         self._active = False
-        for name, orig in self._patched.items():
-            current = getattr(F, name, None)
-            if getattr(current, "__wrapped__", None) is orig:
-                setattr(F, name, orig)
-        self._patched.clear()
+        orig = self._patched.pop("backward", None)
+        if orig is not None and getattr(torch.Tensor.backward, "__wrapped__", None) is orig:
+            torch.Tensor.backward = orig  # type: ignore[method-assign]
         self._acts.clear()
 
-    def _wrap(self, orig: Callable[..., Any], label: str,
-              expects: tuple[str, ...] | None) -> Callable[..., Any]:
-        @functools.wraps(orig)
-        def loss(*args: Any, **kwargs: Any) -> Any:
-            if self._active and self._in_loss == 0:
-                self._functional_call(label, expects, args, kwargs)
-            return orig(*args, **kwargs)
-        loss.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
-        return loss
-
-    def _functional_call(self, label: str, expects: tuple[str, ...] | None,
-                         args: tuple, kwargs: dict) -> None:
+    def _functional_loss(self, loss: torch.Tensor) -> None:
         try:
-            pred = args[0] if args else kwargs.get("input")
-            target = args[1] if len(args) > 1 else kwargs.get("target")
-            if not isinstance(pred, torch.Tensor) or self._last_root is None:
+            if self._module_loss_called or self._last_root is None or loss.grad_fn is None:
                 return
             root, path, step = self._last_root
-            if expects is not None:
-                self._double_activation(label, pred, expects, root, path, step)
-            elif isinstance(target, torch.Tensor):
-                self._broadcast(label, pred, target, root, path, step)
-        except Exception as exc:  # never break the user's loss call
+            for node in _top_nodes(loss.grad_fn):
+                name = fn_name(node)
+                if name in ("NllLossBackward0", "NllLoss2DBackward0"):
+                    inner = producing_fn_of(node)
+                    if fn_name(inner) == "LogSoftmaxBackward0":
+                        self._activation_under(inner, "F.cross_entropy",
+                                               ("softmax", "log-softmax"), root, path, step)
+                elif name == "BinaryCrossEntropyWithLogitsBackward0":
+                    self._activation_under(node, "F.binary_cross_entropy_with_logits",
+                                           ("sigmoid", "softmax"), root, path, step)
+                elif name in _BROADCAST_LOSSES:
+                    self._expanded(node, _BROADCAST_LOSSES[name], root, path, step)
+        except Exception as exc:  # never break the user's backward
             self._active = False
-            print(f"tensorscope: functional loss check failed ({type(exc).__name__}: "
-                  f"{exc}); it is skipped from now on", file=sys.stderr)
+            print(f"tensorscope: the functional loss check failed ({type(exc).__name__}: "
+                  f"{exc}); it is off for the rest of the run", file=sys.stderr)
+
+    def _activation_under(self, node: Any, loss: str, expects: tuple[str, ...], root: int,
+                          path: str, step: int) -> None:
+        act_fn = producing_fn_of(node)
+        act = ACTIVATION_FNS.get(fn_name(act_fn))
+        if act is not None and act in expects:
+            self._report_double(loss, act, act_fn, root, path, step)
+
+    def _expanded(self, node: Any, loss: str, root: int, path: str, step: int) -> None:
+        first = node.next_functions[0][0] if node.next_functions else None
+        if fn_name(first) != "ExpandBackward0":
+            return
+        before = list(getattr(first, "_saved_self_sym_sizes", ()) or ())
+        saved = getattr(node, "_saved_self", None)
+        after = list(saved.shape) if isinstance(saved, torch.Tensor) else None
+        if after is None or before == after:
+            return
+        self._report_broadcast(loss, before, None, after, root, path, step)
 
     # ------------------------------------------------------------- tracking
     def on_forward(self, call: CallRecord) -> None:
         """Remember calls whose output comes straight from an activation."""
-        if is_loss_module(call.module):
-            self._in_loss = max(0, self._in_loss - 1)
-        elif call.parent is None:
+        if call.parent is None and not is_loss_module(call.module):
             self._last_root = (call.root, "", call.step)
         if not call.grad_enabled or not call.outputs:
             return
@@ -144,16 +156,11 @@ class LossInputObserver(Diagnostic):
                 self._acts.clear()
             self._acts[id(fn)] = (fn, call)   # innermost first: children finish first
 
-    def on_exception(self, call: CallRecord, exc: BaseException) -> None:
-        """A loss module raised: it is no longer running."""
-        if is_loss_module(call.module):
-            self._in_loss = max(0, self._in_loss - 1)
-
     def on_forward_pre(self, call: CallRecord) -> None:
         """Check the inputs of loss modules."""
         module = call.module
         if is_loss_module(module):
-            self._in_loss += 1
+            self._module_loss_called = True
         expects = next((acts for cls, acts in _EXPECTS_LOGITS.items()
                         if isinstance(module, cls)), None)
         tensors = [v for _, v in iter_tensors(call.inputs)]
@@ -166,6 +173,7 @@ class LossInputObserver(Diagnostic):
     def on_step_end(self, record: StepRecord) -> None:
         """Forget this step's activation outputs (and their graph nodes)."""
         self._acts.clear()
+        self._module_loss_called = False
 
     # --------------------------------------------------------------- checks
     def _double_activation(self, loss: str, pred: torch.Tensor, expects: tuple[str, ...],
@@ -174,8 +182,11 @@ class LossInputObserver(Diagnostic):
             return
         fn = producing_fn(pred)
         act = ACTIVATION_FNS.get(fn_name(fn))
-        if act is None or act not in expects:
-            return
+        if act is not None and act in expects:
+            self._report_double(loss, act, fn, root, path, step)
+
+    def _report_double(self, loss: str, act: str, fn: Any, root: int, path: str,
+                       step: int) -> None:
         hit = self._acts.get(id(fn))
         if hit is not None and hit[0] is fn:
             root, path = hit[1].root, hit[1].path
@@ -200,9 +211,42 @@ class LossInputObserver(Diagnostic):
             out = torch.broadcast_shapes(a.shape, b.shape)
         except RuntimeError:
             return  # PyTorch raises on its own
+        self._report_broadcast(loss, list(a.shape), list(b.shape), list(out), root, path, step)
+
+    def _report_broadcast(self, loss: str, a: list[int], b: list[int] | None, out: list[int],
+                          root: int, path: str, step: int) -> None:
+        target = f"target {b}" if b is not None else "a target of another shape"
         self.emit("loss_broadcast", "warning", "loss", root, path,
-                  f"{loss} got input {list(a.shape)} and target {list(b.shape)}: PyTorch "
-                  f"broadcasts them to {list(out)} and averages every pair, so the loss is not "
-                  f"what you meant (the model barely learns). Fix: make the shapes equal, e.g. "
-                  f"pred.squeeze(-1) or target.unsqueeze(-1) / target.view_as(pred).",
-                  step=step)
+                  f"{loss} got input {a} and {target}: PyTorch broadcasts them to {out} and "
+                  f"averages every pair, so the loss is not what you meant (the model barely "
+                  f"learns). Fix: make the shapes equal, e.g. pred.squeeze(-1) or "
+                  f"target.unsqueeze(-1) / target.view_as(pred).", step=step)
+
+
+def producing_fn_of(node: Any) -> Any:
+    """The node that produced ``node``'s first input, skipping views and casts."""
+    nxt = node.next_functions
+    if not nxt or nxt[0][0] is None:
+        return None
+    fn = nxt[0][0]
+    for _ in range(6):
+        if fn_name(fn) not in PASS_THROUGH_FNS:
+            return fn
+        inner = [f for f, _ in fn.next_functions if f is not None]
+        if len(inner) != 1:
+            return fn
+        fn = inner[0]
+    return fn
+
+
+def _top_nodes(root: Any) -> list[Any]:
+    """The first nodes under a loss, breadth first (bounded; leaves skipped)."""
+    out, queue, seen = [], [root], set()
+    while queue and len(out) < _GRAPH_SEARCH:
+        node = queue.pop(0)
+        if node is None or id(node) in seen or fn_name(node) == "AccumulateGrad":
+            continue
+        seen.add(id(node))
+        out.append(node)
+        queue.extend(f for f, _ in node.next_functions)
+    return out

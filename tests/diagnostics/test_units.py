@@ -1,6 +1,8 @@
 """In-process tests of the diagnostics' building blocks and of single observers."""
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -113,25 +115,46 @@ def test_device_mismatch_with_meta_device() -> None:
     assert "meta" in f.message and "cpu" in f.message and f.severity == "error"
 
 
-def test_functional_losses_restored_on_close() -> None:
-    orig = F.cross_entropy
+def test_backward_wrapper_restored_on_close() -> None:
+    orig = torch.Tensor.backward
     model = nn.Linear(3, 2)
     w, _ = _watch(model)
-    assert F.cross_entropy is not orig and F.cross_entropy.__wrapped__ is orig
+    assert torch.Tensor.backward is not orig and torch.Tensor.backward.__wrapped__ is orig
     w.close()
-    assert F.cross_entropy is orig
-    obs = LossInputObserver(functional=False)
-    assert obs._patched == {}
+    assert torch.Tensor.backward is orig
+    assert LossInputObserver(functional=False)._patched == {}
 
 
-def test_functional_loss_numbers_unchanged() -> None:
+def test_functional_double_activation_and_broadcast() -> None:
     torch.manual_seed(0)
-    logits, y = torch.randn(5, 4), torch.randint(0, 4, (5,))
-    plain = F.cross_entropy(logits, y)
-    w, _ = _watch(nn.Linear(1, 1))
-    watched = F.cross_entropy(logits, y)
+    model = nn.Sequential(nn.Linear(4, 3), nn.Softmax(dim=1))
+    w, sink = _watch(model)
+    F.cross_entropy(model(torch.randn(5, 4)), torch.tensor([0, 1, 2, 0, 1])).backward()
     w.close()
-    assert torch.equal(plain, watched)
+    assert ("double_activation", "1") in sink.findings
+    reg = nn.Linear(4, 1)
+    w, sink = _watch(reg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        F.mse_loss(reg(torch.randn(6, 4)), torch.randn(6)).backward()
+    w.close()
+    assert ("loss_broadcast", "") in sink.findings
+    assert "[6, 6]" in sink.findings[("loss_broadcast", "")].message
+
+
+def test_scripted_module_with_functional_loss_still_compiles() -> None:
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.mse_loss(x, y) + F.cross_entropy(x, y.argmax(1))
+
+    w, _ = _watch(nn.Linear(1, 1))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            m = torch.jit.script(M())
+        assert m(torch.randn(3, 4), torch.randn(3, 4)).dim() == 0
+    finally:
+        w.close()
 
 
 def test_grad_accumulation_in_watch_mode() -> None:
