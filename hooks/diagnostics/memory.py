@@ -32,6 +32,7 @@ from tensorscope.hooks.observer import CallRecord, StepRecord
 
 UNUSED_GRAPHS = 3      # graphs freed unused in a row, no backward in between
 RETAINED_GRAPHS = 3    # old-step graphs alive at once (and growing)
+MAX_TRACKED = 2048     # graphs followed at once
 
 
 class GraphState:
@@ -89,6 +90,8 @@ class GraphObserver(Diagnostic):
                 v.grad_fn.register_hook(token)
                 ref = weakref.ref(token, self._released)
                 self._live[id(ref)] = (ref, state)
+                if len(self._live) > MAX_TRACKED:   # a leak we already reported: stay O(1)
+                    self._live.pop(next(iter(self._live)))
                 return
 
     def backward_seen(self) -> None:
