@@ -7,8 +7,9 @@ device work at all.
 * ``train_mode_in_eval``: a Dropout or BatchNorm module runs in training
   mode inside a root forward that runs entirely with gradients disabled
   (``no_grad``/``inference_mode``: an evaluation). A ``no_grad`` block inside
-  a training forward, and a root whose parameters are all frozen (a teacher
-  or feature extractor), are left alone.
+  a training forward, a root whose parameters are all frozen (a teacher or
+  feature extractor), and BatchNorm with ``momentum=None`` (the cumulative
+  statistics recalibration of ``swa_utils.update_bn``) are left alone.
 * ``eval_mode_in_training``: an optimizer steps after a forward with
   gradients enabled in which a Dropout or BatchNorm module was in eval mode.
   Deliberately frozen parts are skipped: the module's own parameters are all
@@ -61,6 +62,8 @@ class ModeObserver(Diagnostic):
                 self._pending[key] = (call, module, call.step)
 
     def _train_in_eval(self, call: CallRecord) -> None:
+        if getattr(call.module, "momentum", 0.1) is None:
+            return  # a cumulative BatchNorm recalibration (swa_utils.update_bn) is deliberate
         top = root_call(call)
         if top.grad_enabled:
             return  # a no_grad block inside a training forward
