@@ -91,16 +91,16 @@ class ParamTracker:
     def queue(self, step: "StepBuffer") -> None:
         """Queue the numbers of every known parameter.
 
-        ``shapes`` mode: names and shapes only. ``default``: gradient norms
-        every step, norms and update ratios on statistics steps. ``full``:
-        everything every step.
+        ``shapes`` mode: names and shapes only. ``default``: gradient norms,
+        norms and update ratios every ``stats_every`` steps. ``full``:
+        gradient norms every step, the rest every ``stats_every`` steps.
         """
         work = self._work(step)
         templates, tensors = self._rows()
         work.rows = rows = [dict(t) for t in templates]
         for row, t in zip(rows, tensors):
             row["requires_grad"] = t.requires_grad
-        if self.mode == "shapes":
+        if self.mode == "shapes" or not (step.param_step or self.mode == "full"):
             return
         with torch.no_grad():
             if step.param_step:
