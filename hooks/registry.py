@@ -83,7 +83,9 @@ class ModelIndex:
         """Register ``module`` as a new root; returns its root id."""
         rid = len(self.roots)
         self.roots.append(module)
-        base = name or type(module).__name__
+        inner = getattr(module, "_orig_mod", None)  # torch.compile's OptimizedModule
+        base = name or (f"{type(inner).__name__} (compiled)" if isinstance(inner, nn.Module)
+                        else type(module).__name__)
         taken = set(self.root_names)
         label, k = base, 2
         while label in taken:

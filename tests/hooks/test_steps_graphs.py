@@ -135,3 +135,25 @@ def test_a_failing_observer_is_detached_and_training_goes_on(capsys):
         w.step()
     assert "Broken.on_forward failed and was detached" in capsys.readouterr().err
     assert len(log.summaries()) == 1
+
+
+def test_compiled_module_is_seen_at_its_boundary_with_one_warning(capsys):
+    import warnings
+
+    model = Classifier()
+    compiled = torch.compile(model, backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w = Watch(compiled, None, connect=False)
+        log = EventLog()
+        w.session.add_sink(log)
+        with w:
+            for _ in range(2):
+                compiled(torch.randn(3, 784)).sum().backward()
+                w.step()
+    err = capsys.readouterr().err
+    assert err.count("compiled with torch.compile") == 1
+    assert w.emitter.findings[("compiled", 0, "")].severity == "warning"
+    roots = {(d.root, d.path) for d in log.digests()}
+    assert (0, "") in roots and len(log.summaries()) == 2
+    assert w.root_names == [] and "Classifier (compiled)" in err
