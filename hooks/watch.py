@@ -22,12 +22,13 @@ import torch
 from torch import nn
 
 from tensorscope.events import Bye, ExceptionRaised, Hello, ModuleTree
+from tensorscope.hooks.callbacks import CaptureCallbacks
 from tensorscope.hooks.capture import Capture, StepBuffer
 from tensorscope.hooks.gate import Gate
 from tensorscope.hooks.observer import CallRecord, Observer
 from tensorscope.hooks.params import ParamTracker
 from tensorscope.hooks.registry import ModelIndex, is_loss_module
-from tensorscope.hooks.watch_events import StepEmitter, exception_message
+from tensorscope.hooks.watch_events import StepEmitter
 from tensorscope.session import Session
 
 MODES = ("shapes", "default", "full")
@@ -37,6 +38,19 @@ def _as_list(obj: Any) -> list[Any]:
     if obj is None:
         return []
     return list(obj) if isinstance(obj, (list, tuple)) else [obj]
+
+
+BREAK_KINDS = ("non_finite", "exception", "finding")
+
+
+def _breakpoint_kinds(break_on: Sequence[str] | str) -> list[str]:
+    """``"non_finite,exception"`` or a list -> validated kinds (ValueError otherwise)."""
+    items = break_on.split(",") if isinstance(break_on, str) else list(break_on)
+    kinds = [k.strip() for k in items if k.strip()]
+    bad = [k for k in kinds if k not in BREAK_KINDS]
+    if bad:
+        raise ValueError(f"unknown --break-on kind {bad[0]!r}; use {', '.join(BREAK_KINDS)}")
+    return kinds
 
 
 def _distributed() -> Any:
@@ -54,7 +68,7 @@ def current_rank() -> int:
     return 0
 
 
-class Watch:
+class Watch(CaptureCallbacks):
     """Instruments ``model`` (a module or a list) and ``optimizer`` (one or a list).
 
     ``mode``: ``"shapes"`` (metadata and graphs), ``"default"`` (plus finite
@@ -95,21 +109,31 @@ class Watch:
         self._live: Any = None
         self._report: Any = None
         self.closed = False
+        kinds = _breakpoint_kinds(break_on)
+        self._start_sinks(report, dict(record=record, listen=listen, wait=wait,
+                                       allow_remote=allow_remote, connect=connect))
+        try:
+            self._hello(name, script, argv)
+            self._attach(model)
+            if kinds:
+                self.gate.set_breakpoints([{"kind": k} for k in kinds])
+            self._install_diagnostics()
+        except BaseException:
+            self.closed = True
+            self._detach(None)  # no half-attached watch: hooks removed, links closed
+            raise
+
+    def _start_sinks(self, report: str | None, live: dict[str, Any]) -> None:
+        """The report builder, and the live links when any of record/listen/connect is set."""
         if report:
             from tensorscope.report import ReportBuilder
 
             self._report = ReportBuilder(report)
             self.session.add_sink(self._report)
-        if record or listen not in (None, "") or connect:
+        if live["record"] or live["listen"] not in (None, "") or live["connect"]:
             from tensorscope.live import start_live
 
-            self._live = start_live(self.session, self.gate, record=record, listen=listen,
-                                    wait=wait, allow_remote=allow_remote, connect=connect,
-                                    rank=self.rank)
-        self._hello(name, script, argv)
-        self._attach(model)
-        self._set_breakpoints(break_on)
-        self._install_diagnostics()
+            self._live = start_live(self.session, self.gate, rank=self.rank, **live)
 
     # ------------------------------------------------------------- attach
     def _install_diagnostics(self) -> None:
@@ -210,17 +234,6 @@ class Watch:
                 bucket.append(obs)
         self.notify(obs, "on_attach", self)
 
-    def _set_breakpoints(self, break_on: Sequence[str] | str) -> None:
-        kinds = [k.strip() for k in (break_on.split(",") if isinstance(break_on, str) else break_on)]
-        kinds = [k for k in kinds if k]
-        if not kinds:
-            return
-        allowed = ("non_finite", "exception", "finding")
-        bad = [k for k in kinds if k not in allowed]
-        if bad:
-            raise ValueError(f"unknown --break-on kind {bad[0]!r}; use {', '.join(allowed)}")
-        self.gate.set_breakpoints([{"kind": k} for k in kinds])
-
     # ------------------------------------------------- WatchContext (observers)
     @property
     def roots(self) -> list[nn.Module]:
@@ -260,106 +273,6 @@ class Watch:
         step; diagnostics that decide at step end pass the finished step).
         """
         self.emitter.finding(kind, severity, phase, root, module, message, step=step)
-
-    # ------------------------------------------------------ capture callbacks
-    def notify(self, obs: Observer, method: str, *args: Any) -> None:
-        """Call an observer; one that raises is detached with a message on stderr."""
-        try:
-            getattr(obs, method)(*args)
-        except Exception as exc:
-            self._detach_observer(obs)
-            print(f"tensorscope: diagnostic {type(obs).__name__}.{method} failed and was "
-                  f"detached: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-    def _detach_observer(self, obs: Observer) -> None:
-        cap = self.capture
-        for bucket in (self._observers, cap.observers_pre, cap.observers_fwd,
-                       cap.observers_grad, cap.observers_exc):
-            if obs in bucket:
-                bucket.remove(obs)
-
-    def internal_error(self, where: str, exc: Exception) -> None:
-        """A bug in TensorScope: say so once, stop capturing, never break training."""
-        self.capture.active = False
-        if where not in self._errors:
-            self._errors.add(where)
-            print(f"tensorscope: internal error in the {where}; capture is off for the rest "
-                  f"of the run, training continues:\n{traceback.format_exc()}", file=sys.stderr)
-            self.emitter.finding("internal_error", "error", "forward", 0, "",
-                                 f"TensorScope {where} failed: {type(exc).__name__}: {exc}")
-
-    def step_beginning(self, index: int) -> None:
-        """A step's first module call is about to run."""
-        self.rank = current_rank()
-        self.emitter.step_begin(index)
-        if self.gate.armed:
-            self.gate.at_step_boundary(index)
-
-    def gate_forward_pre(self, call: CallRecord) -> None:
-        """Pause point before a module's forward (gate armed)."""
-        tensors = _tensors(call.inputs)
-        nf = self.gate.check_non_finite and _non_finite(tensors)
-        self.gate.at_module("forward_pre", step=call.step, root=call.root, path=call.path,
-                            call=call.index, type=call.type, tensors=tensors, non_finite=nf)
-
-    def gate_forward(self, call: CallRecord) -> None:
-        """Pause point after a module's forward (gate armed)."""
-        outs = _tensors(call.outputs)
-        tensors = {**_tensors(call.inputs), **outs}
-        if self.gate.is_pinned(call.root, call.path):
-            self.gate.keep_pinned(call.root, call.path, call.index, tensors)
-        nf = self.gate.check_non_finite and _non_finite(outs)
-        self.gate.at_module("forward", step=call.step, root=call.root, path=call.path,
-                            call=call.index, type=call.type, tensors=tensors, non_finite=nf)
-
-    def output_grad(self, call: CallRecord, path: str, grad: torch.Tensor) -> None:
-        """An output gradient of ``call`` arrived (autograd's thread)."""
-        for obs in self.capture.observers_grad:
-            self.notify(obs, "on_output_grad", call, path, grad)
-        if self.gate.armed:
-            name = "grad" + path[3:]
-            nf = self.gate.check_non_finite and _non_finite({name: grad})
-            self.gate.at_module("backward", step=call.step, root=call.root, path=call.path,
-                                call=call.index, type=call.type, tensors={name: grad},
-                                non_finite=nf)
-
-    def module_raised(self, call: CallRecord, exc: BaseException, first: bool) -> None:
-        """``call``'s forward raised ``exc`` (``first``: the innermost module)."""
-        for obs in self.capture.observers_exc:
-            self.notify(obs, "on_exception", call, exc)
-        if not first:
-            return
-        phase = "loss" if call.is_root and self.index.is_loss_root(call.root) else "forward"
-        name = call.path or self.index.root_names[call.root]
-        self.emit_finding("exception", "error", phase, call.root, call.path,
-                          exception_message(call, exc, name))
-        if self.gate.armed:
-            self.gate.at_exception(step=call.step, root=call.root, path=call.path,
-                                   call=call.index, type=call.type,
-                                   tensors=_tensors(call.inputs), exc=exc)
-
-    def optimizer_pre(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
-        """Optimizer step pre-hook."""
-        if not self.capture.active:
-            return
-        if all(o is not optimizer for o in self.optimizers):
-            self.optimizers.append(optimizer)
-        self.capture.optimizers_known = True
-        for obs in list(self._observers):
-            self.notify(obs, "on_optimizer_step_pre", optimizer)
-        try:
-            self.params.before_optimizer_step(optimizer, self.capture.step)
-        except Exception as exc:
-            self.internal_error("optimizer pre-hook", exc)
-
-    def optimizer_post(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
-        """Optimizer step post-hook: the step ends here."""
-        if not self.capture.active:
-            return
-        self.capture.step.optimizer_steps += 1
-        for obs in list(self._observers):
-            self.notify(obs, "on_optimizer_step", optimizer)
-        self.capture.end_step("train")
 
     # ------------------------------------------------------------ public API
     def step(self) -> None:
@@ -420,16 +333,3 @@ class Watch:
         if exc is not None:
             self.exception_raised(exc)
         self.close()
-
-
-def _tensors(pairs: list[tuple[str, Any]]) -> dict[str, torch.Tensor]:
-    return {p: v for p, v in pairs if isinstance(v, torch.Tensor)}
-
-
-def _non_finite(tensors: dict[str, torch.Tensor]) -> bool:
-    """Synchronising finite check (only while a non_finite breakpoint is set)."""
-    for t in tensors.values():
-        if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()):
-            return True
-    return False
-

@@ -149,3 +149,16 @@ def test_inplace_relu_transparent_in_backward():
         b(x).sum().backward()
         w.step()
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_bad_arguments_leave_nothing_attached():
+    model = ConvNet()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = _hook_state(model, opt)
+    with pytest.raises(ValueError, match="unknown --break-on kind 'nan'"):
+        Watch(model, opt, connect=False, break_on="nan")
+    with pytest.raises(TypeError, match="nn.Module"):
+        Watch([model, "not a module"], opt, connect=False)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        Watch(model, opt, connect=False, mode="everything")
+    assert _hook_state(model, opt) == before

@@ -1,0 +1,150 @@
+"""What the capture calls back into its watch (training thread, or autograd's).
+
+``CaptureCallbacks`` is the part of ``Watch`` the hooks talk to: observers
+(a failing one is detached with a message), the step debugger's gate (only
+while ``gate.armed``), module exceptions and the optimizer step hooks.
+"""
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tensorscope.hooks.watch_events import exception_message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.observer import CallRecord, Observer
+
+
+class CaptureCallbacks:
+    """Mixin of ``Watch``: the callbacks of ``Capture``."""
+
+    capture: Any
+    gate: Any
+    emitter: Any
+    index: Any
+    params: Any
+    optimizers: list[Any]
+    rank: int
+    _observers: list[Any]
+    _errors: set[str]
+
+    def emit_finding(self, kind: str, severity: str, phase: str, root: int, module: str,
+                     message: str, step: int | None = None) -> None:
+        """Defined by ``Watch``."""
+        raise NotImplementedError
+
+    def notify(self, obs: Observer, method: str, *args: Any) -> None:
+        """Call an observer; one that raises is detached with a message on stderr."""
+        try:
+            getattr(obs, method)(*args)
+        except Exception as exc:
+            self._detach_observer(obs)
+            print(f"tensorscope: diagnostic {type(obs).__name__}.{method} failed and was "
+                  f"detached: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def _detach_observer(self, obs: Observer) -> None:
+        cap = self.capture
+        for bucket in (self._observers, cap.observers_pre, cap.observers_fwd,
+                       cap.observers_grad, cap.observers_exc):
+            if obs in bucket:
+                bucket.remove(obs)
+
+    def internal_error(self, where: str, exc: Exception) -> None:
+        """A bug in TensorScope: say so once, stop capturing, never break training."""
+        self.capture.active = False
+        if where not in self._errors:
+            self._errors.add(where)
+            print(f"tensorscope: internal error in the {where}; capture is off for the rest "
+                  f"of the run, training continues:\n{traceback.format_exc()}", file=sys.stderr)
+            self.emitter.finding("internal_error", "error", "forward", 0, "",
+                                 f"TensorScope {where} failed: {type(exc).__name__}: {exc}")
+
+    def step_beginning(self, index: int) -> None:
+        """A step's first module call is about to run."""
+        from tensorscope.hooks.watch import current_rank
+
+        self.rank = current_rank()
+        self.emitter.step_begin(index)
+        if self.gate.armed:
+            self.gate.at_step_boundary(index)
+
+    def gate_forward_pre(self, call: CallRecord) -> None:
+        """Pause point before a module's forward (gate armed)."""
+        tensors = _tensors(call.inputs)
+        nf = self.gate.check_non_finite and _non_finite(tensors)
+        self.gate.at_module("forward_pre", step=call.step, root=call.root, path=call.path,
+                            call=call.index, type=call.type, tensors=tensors, non_finite=nf)
+
+    def gate_forward(self, call: CallRecord) -> None:
+        """Pause point after a module's forward (gate armed)."""
+        outs = _tensors(call.outputs)
+        tensors = {**_tensors(call.inputs), **outs}
+        if self.gate.is_pinned(call.root, call.path):
+            self.gate.keep_pinned(call.root, call.path, call.index, tensors)
+        nf = self.gate.check_non_finite and _non_finite(outs)
+        self.gate.at_module("forward", step=call.step, root=call.root, path=call.path,
+                            call=call.index, type=call.type, tensors=tensors, non_finite=nf)
+
+    def output_grad(self, call: CallRecord, path: str, grad: torch.Tensor) -> None:
+        """An output gradient of ``call`` arrived (autograd's thread)."""
+        for obs in self.capture.observers_grad:
+            self.notify(obs, "on_output_grad", call, path, grad)
+        if self.gate.armed:
+            name = "grad" + path[3:]
+            nf = self.gate.check_non_finite and _non_finite({name: grad})
+            self.gate.at_module("backward", step=call.step, root=call.root, path=call.path,
+                                call=call.index, type=call.type, tensors={name: grad},
+                                non_finite=nf)
+
+    def module_raised(self, call: CallRecord, exc: BaseException, first: bool) -> None:
+        """``call``'s forward raised ``exc`` (``first``: the innermost module)."""
+        for obs in self.capture.observers_exc:
+            self.notify(obs, "on_exception", call, exc)
+        if not first:
+            return
+        phase = "loss" if call.is_root and self.index.is_loss_root(call.root) else "forward"
+        name = call.path or self.index.root_names[call.root]
+        self.emit_finding("exception", "error", phase, call.root, call.path,
+                          exception_message(call, exc, name))
+        if self.gate.armed:
+            self.gate.at_exception(step=call.step, root=call.root, path=call.path,
+                                   call=call.index, type=call.type,
+                                   tensors=_tensors(call.inputs), exc=exc)
+
+    def optimizer_pre(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
+        """Optimizer step pre-hook."""
+        if not self.capture.active:
+            return
+        if all(o is not optimizer for o in self.optimizers):
+            self.optimizers.append(optimizer)
+        self.capture.optimizers_known = True
+        for obs in list(self._observers):
+            self.notify(obs, "on_optimizer_step_pre", optimizer)
+        try:
+            self.params.before_optimizer_step(optimizer, self.capture.step)
+        except Exception as exc:
+            self.internal_error("optimizer pre-hook", exc)
+
+    def optimizer_post(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
+        """Optimizer step post-hook: the step ends here."""
+        if not self.capture.active:
+            return
+        self.capture.step.optimizer_steps += 1
+        for obs in list(self._observers):
+            self.notify(obs, "on_optimizer_step", optimizer)
+        self.capture.end_step("train")
+
+
+def _tensors(pairs: list[tuple[str, Any]]) -> dict[str, torch.Tensor]:
+    return {p: v for p, v in pairs if isinstance(v, torch.Tensor)}
+
+
+def _non_finite(tensors: dict[str, torch.Tensor]) -> bool:
+    """Synchronising finite check (only while a non_finite breakpoint is set)."""
+    for t in tensors.values():
+        if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()):
+            return True
+    return False
