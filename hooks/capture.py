@@ -254,8 +254,9 @@ class Capture:
             self.watch.gate_forward(call)
         if call.parent is None:
             self._root_finished(call)
-        if not call.grad_enabled:  # nothing will need them: free inference activations now
-            call.inputs = call.outputs = []
+        # Nothing needs them after this point: holding activations until the step
+        # ends would change when memory is freed (and, on CPU, cost fresh pages).
+        call.inputs = call.outputs = []
 
     def _mem_delta(self, call: CallRecord) -> int | None:
         for _, v in call.inputs:

@@ -26,9 +26,10 @@ class CallRecord:
 
     ``inputs``/``outputs`` are flattened ``(path, value)`` pairs such as
     ``("in[0]", tensor)`` or ``('out["logits"]', tensor)``; they hold the
-    user's tensors only until the step ends (for calls under ``no_grad``,
-    only until ``on_forward`` returned: nothing else needs them, and freeing
-    them keeps inference memory as it was). ``parent`` is the enclosing call
+    user's tensors only during ``on_forward_pre``/``on_forward`` (and
+    ``on_exception``), and are emptied when the forward hook returns, so
+    that memory is freed exactly when it would be without TensorScope.
+    ``parent`` is the enclosing call
     (None for a root call). ``in_meta``/``out_meta`` are the TensorMeta dicts
     (read-only, shared between calls).
 
