@@ -45,8 +45,9 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
 
+    graphs = GraphObserver()
     observers: list[Observer] = [
-        ModeObserver(), LossInputObserver(), GraphObserver(), GradAccumulationObserver(),
+        ModeObserver(), LossInputObserver(), graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise

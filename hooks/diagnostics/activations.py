@@ -4,8 +4,9 @@
   ``nn.ReLU``/``nn.ReLU6`` module or a module whose forward ends in
   ``F.relu`` (its output's ``grad_fn`` is ``ReluBackward``), is zero for at
   least 99% of a strided sample of at most 4096 elements, in training
-  forwards, for three consecutive steps: the layer passes (almost) no
-  gradient. Cost: one ``count_nonzero`` over the small sample per ReLU call,
+  forwards, at three consecutive checked steps (the first eight steps, then
+  every fourth): the layer passes (almost) no gradient. Cost: one
+  ``count_nonzero`` over the small sample per ReLU call on checked steps,
   deferred into the step's single transfer.
 * ``fp16_overflow``: a float16 output that holds Inf while the call's inputs
   were finite (the finite flags the hooks take every step), or whose
@@ -30,7 +31,7 @@ from tensorscope.hooks.observer import CallRecord, StepRecord
 
 SAMPLE = 4096
 DEAD_FRACTION = 0.99
-DEAD_STEPS = 3
+DEAD_STEPS = 3          # consecutive checked steps
 MIN_ELEMENTS = 8
 FP16_MAX = 65504.0
 NEAR_MAX = 0.9 * FP16_MAX
@@ -38,6 +39,11 @@ NEAR_MAX = 0.9 * FP16_MAX
 _RELU_FNS = frozenset({"ReluBackward0", "ReluBackward1", "ThresholdBackward0",
                        "ThresholdBackward1"})
 _RELU6_FNS = frozenset({"HardtanhBackward0", "HardtanhBackward1"})
+
+
+def checked_step(step: int) -> bool:
+    """Steps whose ReLU outputs are sampled: the first eight, then every fourth."""
+    return step < 8 or step % 4 == 0
 
 
 def _is_relu_output(module: nn.Module, fn: Any) -> bool:
@@ -62,11 +68,11 @@ class DeadActivationObserver(Diagnostic):
         self._pending: list[tuple[int, tuple[int, str, int], int, str]] = []
         self._seen: dict[int, weakref.ref] = {}
         self._occurrence: dict[tuple[int, str], int] = {}
-        self._streak: dict[tuple[int, str, int], int] = {}
+        self._streak: dict[tuple[int, str, int], tuple[int, int]] = {}   # (checks, first step)
 
     def on_forward(self, call: CallRecord) -> None:
-        """Queue a zero count of each ReLU output's sample (training forwards)."""
-        if not call.grad_enabled or not call.outputs:
+        """Queue a zero count of each ReLU output's sample (training forwards, checked steps)."""
+        if not call.grad_enabled or not call.outputs or not checked_step(call.step):
             return
         v = call.outputs[0][1]
         if not isinstance(v, torch.Tensor) or v.grad_fn is None:
@@ -96,25 +102,27 @@ class DeadActivationObserver(Diagnostic):
                 continue
             zero = 1.0 - float(nz) / n
             if zero < DEAD_FRACTION:
-                self._streak[key] = 0
+                self._streak.pop(key, None)
                 continue
-            self._streak[key] = streak = self._streak.get(key, 0) + 1
-            if streak >= DEAD_STEPS:
-                self._report(key, type_, zero, streak, record.step)
+            streak, first = self._streak.get(key, (0, record.step))
+            self._streak[key] = (streak + 1, first)
+            if streak + 1 >= DEAD_STEPS:
+                self._report(key, type_, zero, streak + 1, first)
 
     def _report(self, key: tuple[int, str, int], type_: str, zero: float, streak: int,
-                step: int) -> None:
+                first: int) -> None:
         rid, path, _ = key
         where = module_label(self.ctx, rid, path)
         what = f"{where} ({type_})" if type_ in ("ReLU", "ReLU6") else \
             f"the ReLU at the end of {where}'s forward ({type_})"
         self.emit("dead_activation", "warning", "forward", rid, path,
                   f"The output of {what} was zero for {zero:.1%} of its units across the "
-                  f"batch for {streak} consecutive steps: the units are dead and pass no "
+                  f"batch at {streak} consecutive checks since step {first}: the units are "
+                  f"dead and pass no "
                   f"gradient, so the layers before them stop learning. Usual causes: a large "
                   f"negative bias or bad initialisation, a learning rate too high, or "
                   f"unnormalised inputs. Fix: default/He initialisation, a lower learning "
-                  f"rate, normalised inputs, or LeakyReLU/GELU.", step=step - streak + 1)
+                  f"rate, normalised inputs, or LeakyReLU/GELU.", step=first)
 
 
 class Fp16OverflowObserver(Diagnostic):

@@ -1,23 +1,27 @@
-"""``vanishing_gradient`` and ``exploding_gradient`` from the per-parameter gradient norms.
+"""``vanishing_gradient`` and ``exploding_gradient`` from gradient norms at the ends of each model.
 
-The hooks take every parameter's gradient norm each training step (one
-fused ``_foreach_norm``, in the step's single transfer, after clipping since
-it is read at the optimizer step). This observer only reads those numbers
-in ``on_step_end``: no device work.
+Per root, the weight matrices (parameters with two or more dimensions that
+require grad) are ordered by the first call of their module in the forward
+(learned from the calls before the first optimizer step). At each optimizer
+step the
+gradient norms of the first and of the last such weight are queued on the
+device (two small norms, in the step's single transfer; read after any
+clipping, since the optimizer step comes after it) and judged in
+``on_step_end``.
 
-* ``vanishing_gradient``: per root, the weight matrices (parameters with two
-  or more dimensions) that got a non-zero gradient are ordered by the first
-  call of their module in the forward. When the first layer's gradient norm
-  is below ``VANISH_RATIO`` (1e-4, four orders of magnitude) times the last
-  layer's for ``VANISH_STEPS`` (3) consecutive training steps, the first
-  layer is named. Exactly-zero gradients are dead units (``dead_activation``)
-  or unused parameters, not vanishing ones.
-* ``exploding_gradient``: the step's total gradient norm is at least
-  ``EXPLODE_ABS`` (1e6), or at least ``EXPLODE_MIN`` (100) and
+* ``vanishing_gradient``: the first layer's gradient norm is below
+  ``VANISH_RATIO`` (1e-4, four orders of magnitude) times the last layer's
+  for ``VANISH_STEPS`` (3) consecutive training steps, with at least
+  ``MIN_LAYERS`` (3) weight layers; the first layer is named. Exactly-zero
+  gradients are dead units (``dead_activation``) or unused parameters, not
+  vanishing ones.
+* ``exploding_gradient``: the combined norm of those end layers' gradients is
+  at least ``EXPLODE_ABS`` (1e6), or at least ``EXPLODE_MIN`` (100) and
   ``EXPLODE_JUMP`` (1000) times the median of the previous (up to ten)
-  steps. The finding is on the root and names the layer with the largest
-  gradient. Clipped gradients are measured after clipping, so clipping
-  scripts never match; a loss that is large early and falls does not either.
+  steps. The finding is on the root; the message names the layer with the
+  larger gradient. Clipped gradients are measured after clipping, so clipping
+  scripts never match; a loss that is large early and then falls does not
+  either.
 """
 from __future__ import annotations
 
@@ -25,8 +29,10 @@ import math
 import statistics
 from typing import Any
 
+import torch
+
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
-from tensorscope.hooks.observer import StepRecord
+from tensorscope.hooks.observer import CallRecord, StepRecord
 
 VANISH_RATIO = 1e-4
 VANISH_STEPS = 3
@@ -45,73 +51,108 @@ class GradScaleObserver(Diagnostic):
     """Gradient norms that shrink through the depth or grow across steps."""
 
     def __init__(self) -> None:
-        self._vanish_streak: dict[int, int] = {}
+        # root -> (first weight name, its module, last weight name, its module, layers)
+        self._ends: dict[int, tuple[str, str, str, str, int]] = {}
+        self._queued: dict[int, int] = {}       # root -> defer handle
+        self._vanish_streak: dict[int, tuple[int, int]] = {}   # root -> (steps, first step)
         self._history: list[float] = []
+        self._order: dict[tuple[int, str], int] = {}
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """Learn the forward order of a root's modules (until its ends are known)."""
+        if call.root not in self._ends:
+            self._order.setdefault((call.root, call.path), len(self._order))
+
+    def on_optimizer_step_pre(self, optimizer: Any) -> None:
+        """Queue the gradient norms of each root's first and last weight."""
+        roots = self.ctx.roots
+        if self._order:
+            self._learn_ends(roots)
+        for rid, (first, _, last, _, _) in self._ends.items():
+            if rid in self._queued or not 0 <= rid < len(roots):
+                continue
+            try:
+                g1, g2 = roots[rid].get_parameter(first).grad, roots[rid].get_parameter(last).grad
+            except AttributeError:
+                continue
+            if g1 is None or g2 is None or g1.is_sparse or g2.is_sparse:
+                continue
+            with torch.no_grad():
+                self._queued[rid] = self.ctx.defer({"first": torch.linalg.vector_norm(g1),
+                                                    "last": torch.linalg.vector_norm(g2)})
 
     def on_step_end(self, record: StepRecord) -> None:
-        """Check the depth profile and the step-to-step growth of gradient norms."""
+        """Judge the queued norms; learn the layer order for the next step."""
+        queued, self._queued = self._queued, {}
         if record.kind != "train":
             return
-        rows = [r for r in record.summary.params if isinstance(r.get("root"), int)
-                and _finite(r.get("grad_norm")) and len(r.get("shape") or ()) >= 2]
-        if not rows:
-            return
-        first_call: dict[tuple[int, str], int] = {}
-        for c in record.calls:
-            first_call.setdefault((c.root, c.path), c.index)
-        by_root: dict[int, list[tuple[int, dict[str, Any]]]] = {}
-        for r in rows:
-            at = first_call.get((r["root"], r.get("module", "")))
-            if at is not None:
-                by_root.setdefault(r["root"], []).append((at, r))
-        for rid, layers in by_root.items():
-            self._vanishing(rid, sorted(layers, key=lambda x: x[0]), record.step)
-        self._exploding(record, rows)
+        total, top = 0.0, None
+        for rid, handle in queued.items():
+            values = record.deferred.get(handle, {})
+            first, last = values.get("first"), values.get("last")
+            if not (_finite(first) and _finite(last)) or rid not in self._ends:
+                continue
+            self._vanishing(rid, float(first), float(last), record.step)
+            total += first * first + last * last
+            name = self._ends[rid][0] if first >= last else self._ends[rid][2]
+            if top is None or max(first, last) > top[2]:
+                top = (rid, name, max(first, last))
+        if top is not None:
+            self._exploding(math.sqrt(total), top, record.step)
 
-    def _vanishing(self, rid: int, layers: list[tuple[int, dict[str, Any]]], step: int) -> None:
-        nonzero = [r for _, r in layers if r["grad_norm"] > 0.0]
-        if len(nonzero) < MIN_LAYERS:
-            self._vanish_streak[rid] = 0
+    def _learn_ends(self, roots: list[Any]) -> None:
+        """The first and last weight matrices (forward order) of the roots seen so far."""
+        order, self._order = self._order, {}
+        for rid, root in enumerate(roots):
+            if rid in self._ends:
+                continue
+            items = []
+            for mpath, mod in root.named_modules():
+                at = order.get((rid, mpath))
+                if at is None:
+                    continue
+                for pname, p in mod.named_parameters(recurse=False):
+                    if p.requires_grad and p.dim() >= 2:
+                        items.append((at, f"{mpath}.{pname}" if mpath else pname, mpath))
+            if items:
+                items.sort()
+                self._ends[rid] = (items[0][1], items[0][2], items[-1][1], items[-1][2],
+                                   len(items))
+
+    def _vanishing(self, rid: int, first: float, last: float, step: int) -> None:
+        fname, fmod, lname, _, count = self._ends[rid]
+        if count < MIN_LAYERS or first <= 0.0 or last <= 0.0 or first / last >= VANISH_RATIO:
+            self._vanish_streak.pop(rid, None)
             return
-        first, last = nonzero[0], nonzero[-1]
-        ratio = first["grad_norm"] / last["grad_norm"]
-        if ratio >= VANISH_RATIO:
-            self._vanish_streak[rid] = 0
+        streak, since = self._vanish_streak.get(rid, (0, step))
+        self._vanish_streak[rid] = (streak + 1, since)
+        if streak + 1 < VANISH_STEPS:
             return
-        self._vanish_streak[rid] = streak = self._vanish_streak.get(rid, 0) + 1
-        if streak < VANISH_STEPS:
-            return
-        mod = first.get("module", "")
-        self.emit("vanishing_gradient", "warning", "backward", rid, mod,
-                  f"The gradient reaching {module_label(self.ctx, rid, mod)} "
-                  f"({first['name']}, norm {first['grad_norm']:.2e}) is {ratio:.1e} times "
-                  f"the one at the output layer ({last['name']}, norm "
-                  f"{last['grad_norm']:.2e}) for {streak} steps: it vanishes through the "
+        self.emit("vanishing_gradient", "warning", "backward", rid, fmod,
+                  f"The gradient reaching {module_label(self.ctx, rid, fmod)} ({fname}, norm "
+                  f"{first:.2e}) is {first / last:.1e} times the one at the output layer "
+                  f"({lname}, norm {last:.2e}) for {streak + 1} steps: it vanishes through the "
                   f"depth, so the early layers barely learn. Usual causes: saturating "
                   f"activations (sigmoid/tanh) in a deep stack, poor initialisation, no "
                   f"normalisation. Fix: ReLU/GELU, residual connections, BatchNorm/LayerNorm, "
-                  f"He/Xavier initialisation.", step=step - streak + 1)
+                  f"He/Xavier initialisation.", step=since)
 
-    def _exploding(self, record: StepRecord, rows: list[dict[str, Any]]) -> None:
-        total = record.summary.grad_norm
-        if not _finite(total):
-            return
+    def _exploding(self, total: float, top: tuple[int, str, float], step: int) -> None:
         history = self._history[-HISTORY:]
-        self._history.append(float(total))
+        self._history.append(total)
         median = statistics.median(history) if len(history) >= 3 else None
         jump = median is not None and median > 0 and total >= EXPLODE_MIN \
             and total >= EXPLODE_JUMP * median
         if total < EXPLODE_ABS and not jump:
             return
-        top = max(rows, key=lambda r: r["grad_norm"])
-        rid = top["root"]
+        rid, name, value = top
         why = (f"jumped to {total:.2e} from a median of {median:.2e} over the previous "
                f"steps" if jump else f"is {total:.2e}")
         self.emit("exploding_gradient", "warning", "backward", rid, "",
-                  f"The total gradient norm at step {record.step} {why}; the largest is "
-                  f"{top['name']} ({top['grad_norm']:.2e}). Updates this large wreck the "
-                  f"weights and usually end in NaN. Usual causes: learning rate too high, "
-                  f"weights initialised too large, a deep/recurrent stack without "
-                  f"normalisation, unnormalised targets. Fix: clip gradients "
+                  f"The gradient norm of the first and last layers at step {step} {why}; the "
+                  f"largest is {name} ({value:.2e}). Updates this large wreck the weights and "
+                  f"usually end in NaN. Usual causes: learning rate too high, weights "
+                  f"initialised too large, a deep/recurrent stack without normalisation, "
+                  f"unnormalised targets. Fix: clip gradients "
                   f"(torch.nn.utils.clip_grad_norm_(params, 1.0)), lower the learning rate, "
-                  f"normalise inputs and targets.", step=record.step)
+                  f"normalise inputs and targets.", step=step)

@@ -13,8 +13,9 @@ None of these reads a device value.
   steps with such a gradient, that is the finding. Deliberate accumulation
   (several backwards, then ``step()``, then ``zero_grad()``) never matches,
   because the check looks at the first backward after a step only.
-* ``unused_parameter``: at the end of each training step, a trainable
-  parameter of a root that took part in the backward has no gradient; after
+* ``unused_parameter``: when an optimizer steps, a trainable parameter of a
+  root that took part in the backward has no gradient (``p.grad is None``,
+  read on the host); after
   three such steps without it ever getting one, the largest module whose
   trainable parameters all never got a gradient is named.
 * ``param_not_in_optimizer``: a trainable parameter got a gradient but is in
@@ -25,12 +26,15 @@ None of these reads a device value.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, maximal_modules, module_label
 from tensorscope.hooks.observer import CallRecord, StepRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.diagnostics.memory import GraphObserver
 
 UNUSED_STEPS = 3
 NOT_IN_OPTIMIZER_STEPS = 2
@@ -39,7 +43,8 @@ NOT_IN_OPTIMIZER_STEPS = 2
 class GradAccumulationObserver(Diagnostic):
     """Detects backwards that add into gradients left over from before ``step()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, graphs: "GraphObserver | None" = None) -> None:
+        self._graphs = graphs   # shares its graph-node hooks when given
         self._after_step: dict[int, list[tuple[weakref.ref, int, int]]] = {}
         self._stale: dict[int, bool] = {}
         self._need_check = False
@@ -60,9 +65,16 @@ class GradAccumulationObserver(Diagnostic):
         if call.parent is None:
             self._need_check = True
 
+    def on_attach(self, ctx: Any) -> None:
+        """Listen to the graph observer's node hooks when there is one."""
+        super().on_attach(ctx)
+        if self._graphs is not None:
+            self._graphs.add_backward_listener(self._backward_starts)
+
     def on_forward(self, call: CallRecord) -> None:
         """Hook the root output's graph node: it runs first in the backward."""
-        if call.parent is not None or not call.grad_enabled or not self._after_step:
+        if self._graphs is not None or call.parent is not None or not call.grad_enabled \
+                or not self._after_step:
             return
         for _, v in call.outputs:
             if isinstance(v, torch.Tensor) and v.grad_fn is not None:
@@ -74,7 +86,7 @@ class GradAccumulationObserver(Diagnostic):
         self._closed = True
         self._after_step.clear()
 
-    def _backward_starts(self, grad_outputs: Any) -> None:
+    def _backward_starts(self, *grad_outputs: Any) -> None:
         """Before the first parameter gradient of a backward is accumulated:
         which gradients are still the stale ones? (autograd's thread)"""
         if not self._need_check or self._closed:
@@ -123,24 +135,36 @@ class ParamCoverageObserver(Diagnostic):
     """Parameters that never get a gradient, or get one but are never updated."""
 
     def __init__(self) -> None:
+        self._has_grad: dict[tuple[int, str], bool] = {}
         self._no_grad: dict[tuple[int, str], int] = {}
         self._got_grad: set[tuple[int, str]] = set()
         self._outside: dict[tuple[int, str], int] = {}
         self._reported: set[tuple[str, int, str]] = set()
 
+    def on_optimizer_step_pre(self, optimizer: Any) -> None:
+        """Which parameters hold a gradient as the optimizer steps (metadata only)."""
+        self._has_grad = {(rid, name): p.grad is not None
+                          for rid, root in enumerate(self.ctx.roots)
+                          for name, p in root.named_parameters()}
+
     def on_step_end(self, record: StepRecord) -> None:
         """Update the per-parameter counters from the step's parameter rows."""
+        has_grad, self._has_grad = self._has_grad, {}
         if record.kind != "train":
             return
-        rows = [r for r in record.summary.params
-                if isinstance(r.get("root"), int) and r.get("requires_grad")]
+        rows = []
+        for r in record.summary.params:
+            if isinstance(r.get("root"), int) and r.get("requires_grad"):
+                got = has_grad.get((r["root"], r["name"]))
+                rows.append(dict(r, has_grad=r.get("grad_norm") is not None if got is None
+                                 else got))
         called = {c.root for c in record.calls if c.grad_enabled}
-        backward_roots = {r["root"] for r in rows if r.get("grad_norm") is not None}
+        backward_roots = {r["root"] for r in rows if r["has_grad"]}
         unused: dict[int, set[str]] = {}
         outside: dict[int, set[str]] = {}
         for r in rows:
             key = (r["root"], r["name"])
-            if r.get("grad_norm") is None:
+            if not r["has_grad"]:
                 if r["root"] in called and r["root"] in backward_roots:
                     self._no_grad[key] = self._no_grad.get(key, 0) + 1
             else:
@@ -174,7 +198,7 @@ class ParamCoverageObserver(Diagnostic):
                         step: int) -> None:
         for rid, names in outside.items():
             owners = {r["name"]: r.get("module", "") for r in rows
-                      if r["root"] == rid and r.get("grad_norm") is not None}
+                      if r["root"] == rid and r["has_grad"]}
             prefix = _frozen_prefix([r for r in rows if r["root"] == rid], names)
             for mod in maximal_modules(owners, names):
                 if not self._first(("param_not_in_optimizer", rid, mod)):

@@ -159,8 +159,9 @@ class LossInputObserver(Diagnostic):
     def on_forward_pre(self, call: CallRecord) -> None:
         """Check the inputs of loss modules."""
         module = call.module
-        if is_loss_module(module):
-            self._module_loss_called = True
+        if not is_loss_module(module):
+            return
+        self._module_loss_called = True
         expects = next((acts for cls, acts in _EXPECTS_LOGITS.items()
                         if isinstance(module, cls)), None)
         tensors = [v for _, v in iter_tensors(call.inputs)]

@@ -22,7 +22,7 @@ one hook registration per root call, one no-op call per backward.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -76,6 +76,12 @@ class GraphObserver(Diagnostic):
         self._backwards = 0
         self._last_alive = 0
         self._bytes: dict[int, int] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def add_backward_listener(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` whenever a backward runs through a tagged graph node (before
+        the gradients of that root's parameters are accumulated; autograd's thread)."""
+        self._listeners.append(fn)
 
     # -------------------------------------------------------------- tracking
     def on_forward(self, call: CallRecord) -> None:
@@ -99,6 +105,8 @@ class GraphObserver(Diagnostic):
         self._backwards += 1
         self._unused_run = 0
         self._unused_roots.clear()
+        for fn in self._listeners:
+            fn()
 
     def _released(self, ref: weakref.ref) -> None:
         """The token (and so the graph) was freed; may run wherever the graph died."""

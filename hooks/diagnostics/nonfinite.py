@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+
 from tensorscope.events import CallDigest
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
     module_label
@@ -98,6 +100,9 @@ class NonFiniteObserver(Diagnostic):
     def _report_producer(self, record: StepRecord, call: CallRecord, d: CallDigest) -> None:
         if _is_half(d):
             return  # float16 overflow: fp16_overflow names it, with the fp16-specific fix
+        if call.module is not None and _params_nonfinite(call.module):
+            self._optimizer_from_module(record, call)
+            return
         loss = is_loss_module(call.module) if call.module is not None else False
         name = module_label(self.ctx, call.root, call.path)
         what = "the loss " if loss else ""
@@ -108,6 +113,21 @@ class NonFiniteObserver(Diagnostic):
                   f"overflow, or values grown too large (learning rate too high). Fix: add an "
                   f"epsilon or clamp inside {name}, use the numerically stable op "
                   f"(log_softmax, logsumexp), or lower the learning rate.", step=record.step)
+
+    def _optimizer_from_module(self, record: StepRecord, call: CallRecord) -> None:
+        """The producer's weights were already NaN/Inf: an earlier update diverged."""
+        rows = []
+        root = call.module
+        top = _root_of(call).module
+        with torch.no_grad():
+            for mpath, mod in (top.named_modules() if top is not None else [(call.path, root)]):
+                for pname, p in mod.named_parameters(recurse=False):
+                    rows.append({"root": call.root, "module": mpath,
+                                 "name": f"{mpath}.{pname}" if mpath else pname,
+                                 "norm": 0.0 if bool(torch.isfinite(p).all()) else math.nan})
+        bad = [r for r in rows if not _finite(r["norm"])]
+        fake = StepRecord(max(0, record.step - 1), record.kind, [], _Summary(rows), [], {})
+        self._optimizer(fake, bad)
 
     # --------------------------------------------------------------- backward
     def _backward(self, record: StepRecord) -> bool:
@@ -156,6 +176,13 @@ class NonFiniteObserver(Diagnostic):
         return True
 
 
+def _params_nonfinite(module: Any) -> bool:
+    """Whether a module's own parameters hold NaN/Inf (host check: only on the rare
+    path where a producer was found)."""
+    with torch.no_grad():
+        return any(not bool(torch.isfinite(p).all()) for p in module.parameters(recurse=False))
+
+
 def _absorbed(record: StepRecord) -> bool:
     """A training step whose non-finite outputs never reached the loss or a gradient."""
     if record.kind != "train" or not _finite(record.summary.loss):
@@ -167,6 +194,13 @@ def _absorbed(record: StepRecord) -> bool:
                 and is_loss_module(call.module):
             return False
     return any(d.grad_norm is not None for d in record.digests)
+
+
+class _Summary:
+    """The part of a StepSummary that ``_optimizer`` reads."""
+
+    def __init__(self, params: list[dict[str, Any]]) -> None:
+        self.params = params
 
 
 def _root_of(call: CallRecord) -> CallRecord:
