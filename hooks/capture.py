@@ -39,6 +39,14 @@ _grad_enabled = torch.is_grad_enabled
 _set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
 
 
+def _version(t: _Tensor) -> int:
+    """``t._version``, or -1 for inference-mode tensors (they have no version counter)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return -1
+
+
 class FlowEntry:
     """A tensor seen in this step: who produced it, its finite probe, its gradient entry."""
 
@@ -49,14 +57,14 @@ class FlowEntry:
         self.producer = producer
         self.node = node
         self.finite = finite
-        self.version = t._version
+        self.version = _version(t)
         self.fn = t.grad_fn   # the autograd node that made it (attribution boundary)
         self.grad: GradEntry | None = None
         self.consumed = False
 
     def refresh(self, t: _Tensor, finite: int | None) -> None:
         """The tensor was modified in place since it was recorded."""
-        self.finite, self.version, self.fn = finite, t._version, t.grad_fn
+        self.finite, self.version, self.fn = finite, _version(t), t.grad_fn
 
 
 class GradEntry:
@@ -179,7 +187,7 @@ class Capture:
             ent = flow.get(id(v))
             if ent is None or ent.ref() is not v:
                 ent = self._new_input(v, step)
-            elif ent.version != v._version:
+            elif ent.version != _version(v):
                 ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
             ent.consumed = True
             entries.append(ent)
@@ -284,7 +292,7 @@ class Capture:
     def _output_entry(self, call: CallRecord, v: _Tensor, flow: dict, step: StepBuffer) -> FlowEntry:
         ent = flow.get(id(v))
         if ent is not None and ent.ref() is v and _inside(ent.producer, call):
-            if ent.version != v._version:  # modified in place since
+            if ent.version != _version(v):  # modified in place since
                 ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
             return ent
         ent = FlowEntry(v, call, f"c{call.index}", finite_probe(v, step.buf) if self.probe else None)
