@@ -157,3 +157,22 @@ def test_compiled_module_is_seen_at_its_boundary_with_one_warning(capsys):
     roots = {(d.root, d.path) for d in log.digests()}
     assert (0, "") in roots and len(log.summaries()) == 2
     assert w.root_names == [] and "Classifier (compiled)" in err
+
+
+def test_global_hooks_see_keyword_inputs_and_nested_roots():
+    from hooks_zoo import Encoder
+
+    torch.manual_seed(0)
+    w = Watch([], None, connect=False, global_hooks=True)
+    log = EventLog()
+    w.session.add_sink(log)
+    model = Encoder()
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    with w:
+        model(torch.randn(2, 5, 16), mask).sum().backward()
+        w.step()
+    enc = next(d for d in log.digests(0) if d.path == "encoder")
+    assert [m["path"] for m in enc.inputs] == ["in[0]", 'in["src_key_padding_mask"]']
+    assert {d.root for d in log.digests(0)} == {0}  # submodules are not roots of their own
+    flow = log.graphs("module")[0]
+    assert any(n["kind"] == "input" and n["dtype"] == "bool" for n in flow.nodes)
