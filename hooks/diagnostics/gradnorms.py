@@ -3,7 +3,7 @@
 Per root, the weight matrices (parameters with two or more dimensions that
 require grad) are ordered by the first call of their module in the forward
 (learned from the calls before the first optimizer step). At each optimizer
-step the
+step (the first eight, then every other one) the
 gradient norms of the first and of the last such weight are queued on the
 device (two small norms, in the step's single transfer; read after any
 clipping, since the optimizer step comes after it) and judged in
@@ -11,7 +11,7 @@ clipping, since the optimizer step comes after it) and judged in
 
 * ``vanishing_gradient``: the first layer's gradient norm is below
   ``VANISH_RATIO`` (1e-4, four orders of magnitude) times the last layer's
-  for ``VANISH_STEPS`` (3) consecutive training steps, with at least
+  for ``VANISH_STEPS`` (3) consecutive checked steps, with at least
   ``MIN_LAYERS`` (3) weight layers; the first layer is named. Exactly-zero
   gradients are dead units (``dead_activation``) or unused parameters, not
   vanishing ones.
@@ -64,10 +64,14 @@ class GradScaleObserver(Diagnostic):
             self._order.setdefault((call.root, call.path), len(self._order))
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
-        """Queue the gradient norms of each root's first and last weight."""
+        """Queue the gradient norms of each root's first and last weight (every step
+        for the first eight steps, then every other step)."""
         roots = self.ctx.roots
         if self._order:
             self._learn_ends(roots)
+        step = self.ctx.step_index
+        if step >= 8 and step % 2:
+            return
         for rid, (first, _, last, _, _) in self._ends.items():
             if rid in self._queued or not 0 <= rid < len(roots):
                 continue

@@ -16,7 +16,8 @@ None of these reads a device value.
 * ``unused_parameter``: when an optimizer steps, a trainable parameter of a
   root that took part in the backward has no gradient (``p.grad is None``,
   read on the host); after
-  three such steps without it ever getting one, the largest module whose
+  three such checked steps (the first eight, then every eighth) without it
+  ever getting one, the largest module whose
   trainable parameters all never got a gradient is named.
 * ``param_not_in_optimizer``: a trainable parameter got a gradient but is in
   no parameter group of any optimizer seen so far, at two training steps.
@@ -142,7 +143,11 @@ class ParamCoverageObserver(Diagnostic):
         self._reported: set[tuple[str, int, str]] = set()
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
-        """Which parameters hold a gradient as the optimizer steps (metadata only)."""
+        """Which parameters hold a gradient as the optimizer steps (metadata only;
+        the first eight steps, then every eighth)."""
+        step = self.ctx.step_index
+        if step >= 8 and step % 8:
+            return
         self._has_grad = {(rid, name): p.grad is not None
                           for rid, root in enumerate(self.ctx.roots)
                           for name, p in root.named_parameters()}
@@ -150,7 +155,7 @@ class ParamCoverageObserver(Diagnostic):
     def on_step_end(self, record: StepRecord) -> None:
         """Update the per-parameter counters from the step's parameter rows."""
         has_grad, self._has_grad = self._has_grad, {}
-        if record.kind != "train":
+        if record.kind != "train" or not has_grad:
             return
         rows = []
         for r in record.summary.params:
