@@ -41,16 +41,17 @@ class CaptureCallbacks:
         try:
             getattr(obs, method)(*args)
         except Exception as exc:
-            self._detach_observer(obs)
-            print(f"tensorscope: diagnostic {type(obs).__name__}.{method} failed and was "
-                  f"detached: {type(exc).__name__}: {exc}", file=sys.stderr)
+            self.observer_failed(obs, method, exc)
 
-    def _detach_observer(self, obs: Observer) -> None:
+    def observer_failed(self, obs: Observer, method: str, exc: Exception) -> None:
+        """Detach an observer that raised, and say so on stderr."""
         cap = self.capture
-        for bucket in (self._observers, cap.observers_pre, cap.observers_fwd,
-                       cap.observers_grad, cap.observers_exc):
-            if obs in bucket:
-                bucket.remove(obs)
+        self._observers = [o for o in self._observers if o is not obs]
+        for name in ("observers_pre", "observers_fwd", "observers_grad", "observers_exc"):
+            # a new list: a loop running over the old one is not disturbed
+            setattr(cap, name, [pair for pair in getattr(cap, name) if pair[0] is not obs])
+        print(f"tensorscope: diagnostic {type(obs).__name__}.{method} failed and was "
+              f"detached: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def internal_error(self, where: str, exc: Exception) -> None:
         """A bug in TensorScope: say so once, stop capturing, never break training."""
@@ -90,8 +91,11 @@ class CaptureCallbacks:
 
     def output_grad(self, call: CallRecord, path: str, grad: torch.Tensor) -> None:
         """An output gradient of ``call`` arrived (autograd's thread)."""
-        for obs in self.capture.observers_grad:
-            self.notify(obs, "on_output_grad", call, path, grad)
+        for obs, fn in self.capture.observers_grad:
+            try:
+                fn(call, path, grad)
+            except Exception as exc:
+                self.observer_failed(obs, "on_output_grad", exc)
         if self.gate.armed:
             name = "grad" + path[3:]
             nf = self.gate.check_non_finite and _non_finite({name: grad})
@@ -101,8 +105,11 @@ class CaptureCallbacks:
 
     def module_raised(self, call: CallRecord, exc: BaseException, first: bool) -> None:
         """``call``'s forward raised ``exc`` (``first``: the innermost module)."""
-        for obs in self.capture.observers_exc:
-            self.notify(obs, "on_exception", call, exc)
+        for obs, fn in self.capture.observers_exc:
+            try:
+                fn(call, exc)
+            except Exception as err:
+                self.observer_failed(obs, "on_exception", err)
         if not first:
             return
         phase = "loss" if call.is_root and self.index.is_loss_root(call.root) else "forward"

@@ -119,10 +119,11 @@ class Capture:
         self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
         self.optimizers_known = bool(watch.optimizers)
         self.probe = self.mode != "shapes"
-        self.observers_pre: list[Any] = []
-        self.observers_fwd: list[Any] = []
-        self.observers_grad: list[Any] = []
-        self.observers_exc: list[Any] = []
+        # (observer, bound method) of the observers that override each callback
+        self.observers_pre: list[tuple[Any, Any]] = []
+        self.observers_fwd: list[tuple[Any, Any]] = []
+        self.observers_grad: list[tuple[Any, Any]] = []
+        self.observers_exc: list[tuple[Any, Any]] = []
         self._last_exc_id = 0
         self.last_module_error: tuple[int, str, str] | None = None
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
@@ -171,8 +172,11 @@ class Capture:
         else:
             self._track_inputs(call, inputs, step)
         stack.append(call)
-        for obs in self.observers_pre:
-            self.watch.notify(obs, "on_forward_pre", call)
+        for obs, fn in self.observers_pre:
+            try:
+                fn(call)
+            except Exception as exc:
+                self.watch.observer_failed(obs, "on_forward_pre", exc)
         if self.watch.gate.armed:
             self.watch.gate_forward_pre(call)
 
@@ -256,8 +260,11 @@ class Capture:
         if call.mem_before is not None:
             call.mem_delta = self._mem_delta(call)
         call.finished = True
-        for obs in self.observers_fwd:
-            self.watch.notify(obs, "on_forward", call)
+        for obs, fn in self.observers_fwd:
+            try:
+                fn(call)
+            except Exception as exc:
+                self.watch.observer_failed(obs, "on_forward", exc)
         if self.watch.gate.armed:
             self.watch.gate_forward(call)
         if call.parent is None:

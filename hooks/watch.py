@@ -231,7 +231,7 @@ class Watch(CaptureCallbacks):
                                ("on_output_grad", cap.observers_grad),
                                ("on_exception", cap.observers_exc)):
             if getattr(type(obs), method, None) is not getattr(Observer, method):
-                bucket.append(obs)
+                bucket.append((obs, getattr(obs, method)))  # bound once: hooks call it directly
         self.notify(obs, "on_attach", self)
 
     # ------------------------------------------------- WatchContext (observers)
