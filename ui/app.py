@@ -40,13 +40,35 @@ def apply_palette(app: QApplication, dark: bool) -> None:
     app.setPalette(p)
 
 
-def make_application() -> QApplication:
+def choose_platform(offscreen_ok: bool) -> None:
+    """Pick a Qt platform on a Linux machine with no display.
+
+    Qt aborts the process when it cannot open a display. With no
+    ``DISPLAY``/``WAYLAND_DISPLAY`` and no ``QT_QPA_PLATFORM``, a run that only
+    needs a picture (``--screenshot``) renders offscreen; an interactive run
+    stops with a message that says what to do instead of aborting.
+    """
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    if offscreen_ok:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        return
+    raise SystemExit("tensorscope: no display found (DISPLAY and WAYLAND_DISPLAY are unset). "
+                     "Run the GUI under `xvfb-run -a`, over `ssh -X`, or use "
+                     "`tensorscope run --headless` / `--listen` and attach from a machine "
+                     "with a screen.")
+
+
+def make_application(offscreen_ok: bool = False) -> QApplication:
     """The QApplication (created once), Fusion style, palette from the system.
 
     ``TENSORSCOPE_THEME=dark|light`` overrides the system palette.
     """
     app = QApplication.instance()
     if app is None:
+        choose_platform(offscreen_ok)
         QApplication.setHighDpiScaleFactorRoundingPolicy(
             Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
         app = QApplication(sys.argv[:1])
@@ -73,9 +95,10 @@ def _quit_on_signals(app: QApplication) -> QTimer:
     return timer
 
 
-def _window(title: str = "TensorScope", settings_key: str | None = "main"):
+def _window(title: str = "TensorScope", settings_key: str | None = "main",
+            offscreen_ok: bool = False):
     from tensorscope.ui.main_window import MainWindow
-    make_application()
+    make_application(offscreen_ok)
     window = MainWindow(settings_key=settings_key)
     window.setWindowTitle(title)
     return window
@@ -147,7 +170,8 @@ def run_with_gui(args: argparse.Namespace, screenshot: str | None = None,
     from tensorscope.client import GuiServer
     from tensorscope.ui.child_script import ChildScript, child_command
     window = _window(f"TensorScope — {os.path.basename(args.script)}",
-                     settings_key=None if screenshot else "main")
+                     settings_key=None if screenshot else "main",
+                     offscreen_ok=bool(screenshot))
     if screenshot:
         window.resize(1600, 1000)
     server = GuiServer(window.accept_connection, discovery=False)
