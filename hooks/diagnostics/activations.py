@@ -157,7 +157,10 @@ class Fp16OverflowObserver(Diagnostic):
 
 
 def _half(d: CallDigest) -> bool:
-    return any(m.get("dtype") == "float16" for m in d.outputs)
+    for m in d.outputs:
+        if m.get("dtype") == "float16":
+            return True
+    return False
 
 
 def _overflowed(d: CallDigest) -> bool:

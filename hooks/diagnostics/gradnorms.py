@@ -57,10 +57,11 @@ class GradScaleObserver(Diagnostic):
         self._vanish_streak: dict[int, tuple[int, int]] = {}   # root -> (steps, first step)
         self._history: list[float] = []
         self._order: dict[tuple[int, str], int] = {}
+        self._learned: set[int] = set()
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Learn the forward order of a root's modules (until its ends are known)."""
-        if call.root not in self._ends:
+        if call.root not in self._learned:
             self._order.setdefault((call.root, call.path), len(self._order))
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
@@ -107,9 +108,11 @@ class GradScaleObserver(Diagnostic):
     def _learn_ends(self, roots: list[Any]) -> None:
         """The first and last weight matrices (forward order) of the roots seen so far."""
         order, self._order = self._order, {}
+        seen = {rid for rid, _ in order}
         for rid, root in enumerate(roots):
-            if rid in self._ends:
+            if rid in self._learned or rid not in seen:
                 continue
+            self._learned.add(rid)
             items = []
             for mpath, mod in root.named_modules():
                 at = order.get((rid, mpath))

@@ -4,9 +4,9 @@ None of these reads a device value.
 
 * ``grad_accumulation`` (forgotten ``zero_grad()``): after each optimizer
   step, remember for each of its parameters the identity and version counter
-  of ``p.grad``. At the start of the next backward (a pre-hook on the graph
-  node of each root call's output, which runs before any parameter gradient
-  of that root is accumulated) a gradient that is
+  of ``p.grad``. At the start of the next backward (the graph observer's hook
+  on the node of a root call's output, which runs before any parameter
+  gradient of that root is accumulated) a gradient that is
   still the very same tensor at the very same version was neither set to
   None (``zero_grad()``) nor zeroed in place (``zero_grad(set_to_none=False)``
   bumps the version): this backward adds into it. If the optimizer then
@@ -44,11 +44,11 @@ NOT_IN_OPTIMIZER_STEPS = 2
 class GradAccumulationObserver(Diagnostic):
     """Detects backwards that add into gradients left over from before ``step()``."""
 
-    def __init__(self, graphs: "GraphObserver | None" = None) -> None:
-        self._graphs = graphs   # shares its graph-node hooks when given
+    def __init__(self, graphs: "GraphObserver") -> None:
+        self._graphs = graphs   # its graph-node hooks tell when a backward starts
+        self._checked = -1      # the graphs' forward generation last checked
         self._after_step: dict[int, list[tuple[weakref.ref, int, int]]] = {}
         self._stale: dict[int, bool] = {}
-        self._need_check = False
         self._closed = False
 
     def on_optimizer_step(self, optimizer: Any) -> None:
@@ -61,26 +61,10 @@ class GradAccumulationObserver(Diagnostic):
                     entries.append((weakref.ref(p), id(g), g._version))
         self._after_step[id(optimizer)] = entries
 
-    def on_forward_pre(self, call: CallRecord) -> None:
-        """A new forward: the next backward must be checked again."""
-        if call.parent is None:
-            self._need_check = True
-
     def on_attach(self, ctx: Any) -> None:
-        """Listen to the graph observer's node hooks when there is one."""
+        """Listen to the graph observer's node hooks."""
         super().on_attach(ctx)
-        if self._graphs is not None:
-            self._graphs.add_backward_listener(self._backward_starts)
-
-    def on_forward(self, call: CallRecord) -> None:
-        """Hook the root output's graph node: it runs first in the backward."""
-        if self._graphs is not None or call.parent is not None or not call.grad_enabled \
-                or not self._after_step:
-            return
-        for _, v in call.outputs:
-            if isinstance(v, torch.Tensor) and v.grad_fn is not None:
-                v.grad_fn.register_prehook(self._backward_starts)
-                return
+        self._graphs.add_backward_listener(self._backward_starts)
 
     def on_detach(self) -> None:
         """Stop checking (hooks left on the user's live graphs become no-ops)."""
@@ -90,9 +74,10 @@ class GradAccumulationObserver(Diagnostic):
     def _backward_starts(self, *grad_outputs: Any) -> None:
         """Before the first parameter gradient of a backward is accumulated:
         which gradients are still the stale ones? (autograd's thread)"""
-        if not self._need_check or self._closed:
-            return None
-        self._need_check = False
+        generation = self._graphs.generation
+        if generation == self._checked or self._closed:
+            return None   # this backward was checked already (at its first tagged node)
+        self._checked = generation
         for entries in self._after_step.values():
             for ref, gid, version in entries:
                 p = ref()

@@ -77,6 +77,7 @@ class GraphObserver(Diagnostic):
         self._last_alive = 0
         self._bytes: dict[int, int] = {}
         self._listeners: list[Callable[[], None]] = []
+        self.generation = 0   # root forwards started so far (a backward follows new ones)
 
     def add_backward_listener(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` whenever a backward runs through a tagged graph node (before
@@ -117,11 +118,13 @@ class GraphObserver(Diagnostic):
     def on_forward_pre(self, call: CallRecord) -> None:
         """Check for unused graphs when a new root forward starts."""
         if call.parent is None:
+            self.generation += 1
             self._check_unused(call.step)
 
     # ------------------------------------------------------------ decisions
     def on_step_end(self, record: StepRecord) -> None:
         """Estimate activation memory per root; look for retained graphs."""
+        self._collect_unused()
         self._note_bytes(record)
         self._check_unused(record.step)
         if record.kind == "train":
@@ -129,6 +132,9 @@ class GraphObserver(Diagnostic):
             self._train_steps += 1
 
     def _note_bytes(self, record: StepRecord) -> None:
+        """Activation bytes per root forward (first steps, and while graphs go unused)."""
+        if record.step >= 2 and not self._unused_run:
+            return
         per_root: dict[int, int] = {}
         for d in record.digests:
             if d.grad_enabled:
