@@ -17,6 +17,10 @@ from tensorscope.hooks.watch_events import exception_message
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.observer import CallRecord, Observer
 
+# Raised by PyTorch inside module forwards to stop work early, caught by PyTorch itself:
+# non-reentrant torch.utils.checkpoint stops its recomputation this way.
+CONTROL_FLOW_EXCEPTIONS = frozenset({"_StopRecomputationError"})
+
 
 class CaptureCallbacks:
     """Mixin of ``Watch``: the callbacks of ``Capture``."""
@@ -105,6 +109,8 @@ class CaptureCallbacks:
 
     def module_raised(self, call: CallRecord, exc: BaseException, first: bool) -> None:
         """``call``'s forward raised ``exc`` (``first``: the innermost module)."""
+        if type(exc).__name__ in CONTROL_FLOW_EXCEPTIONS:
+            return  # PyTorch's own control flow (checkpoint recomputation), not an error
         for obs, fn in self.capture.observers_exc:
             try:
                 fn(call, exc)
