@@ -134,6 +134,8 @@ class CaptureCallbacks:
         if all(o is not optimizer for o in self.optimizers):
             self.optimizers.append(optimizer)
         self.capture.optimizers_known = True
+        if self.capture.step.inference_open:  # an evaluation ran since the last forward
+            self.capture.end_step("inference")
         for obs in list(self._observers):
             self.notify(obs, "on_optimizer_step_pre", optimizer)
         try:

@@ -99,6 +99,7 @@ class StepBuffer:
         self.roots_called: set[int] = set()
         self.root_outputs: list[tuple[CallRecord, FlowEntry]] = []
         self.optimizer_steps = 0
+        self.inference_open = False   # a root forward ran with grad off: an inference step
         self.deferred: list[tuple[int, dict[str, int]]] = []
         self.param_work: Any = None
         self.started = time.perf_counter()
@@ -207,8 +208,7 @@ class Capture:
 
     def _root_starting(self, rid: int) -> None:
         step = self.step
-        if step.calls and not self.explicit_steps and not self.optimizers_known and (
-                rid in step.roots_called or step.saw_backward):
+        if step.calls and not self.explicit_steps and self._root_starts_step(step, rid):
             self.end_step("train" if step.saw_backward else "inference")
             step = self.step
         if self.stack:  # left behind by an interrupted forward (KeyboardInterrupt)
@@ -216,6 +216,18 @@ class Capture:
         step.roots_called.add(rid)
         if not step.calls:
             self.watch.step_beginning(step.index)
+
+    def _root_starts_step(self, step: StepBuffer, rid: int) -> bool:
+        """Whether a root call starting now begins a new step.
+
+        An inference step (roots called with gradients off) groups the model
+        and its loss, and ends when a root repeats or training resumes. With
+        no optimizer known, a repeated root or a finished backward also ends
+        the step.
+        """
+        if step.inference_open:
+            return rid in step.roots_called or torch.is_grad_enabled()
+        return not self.optimizers_known and (rid in step.roots_called or step.saw_backward)
 
     # ---------------------------------------------------------------- forward
     def forward(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
@@ -351,7 +363,7 @@ class Capture:
         self._note_loss(call, step)
         if (not self.explicit_steps and not call.grad_enabled and not step.any_grad
                 and not step.saw_backward):
-            self.end_step("inference")
+            step.inference_open = True  # ended by the next step's first root call, or close()
 
     def _note_loss(self, call: CallRecord, step: StepBuffer) -> None:
         scalars = [(p, v) for p, v in call.outputs

@@ -239,3 +239,30 @@ def test_exception_propagates_as_the_same_object():
             model(torch.randn(1, 2))
     assert type(info.value) is type(err) and info.value.args == ("nope",)
     assert log.of(Finding)[0].module == "1"
+
+
+def test_evaluation_batch_with_its_loss_is_one_inference_step():
+    model = Classifier()
+    loss_fn = torch.nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(4, 784), torch.randint(0, 10, (4,))
+    w, log = watch(model, opt)
+    with w:
+        for _ in range(2):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            for _ in range(2):  # two evaluation batches: model + loss each
+                loss_fn(model(x), y)
+        model.train()
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    sums = log.summaries()
+    assert [s.kind for s in sums] == ["train", "train", "inference", "inference", "train"]
+    assert [s.step for s in sums] == [0, 1, 2, 3, 4]
+    assert all(s.loss is not None for s in sums)
+    per_step = [sorted({d.path for d in log.digests() if d.step == s.step}) for s in sums]
+    assert per_step[2] == per_step[3] and "" in per_step[2]
