@@ -60,7 +60,8 @@ class ReportBuilder:
         self.devices: list[str] = []
         self.steps = 0
         self.params: dict[str, dict[str, Any]] = {}
-        self.losses: list[list[Any]] = []
+        self.losses: list[list[Any]] = []        # [step, loss] of training steps
+        self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
         self.findings: dict[tuple[str, int, str], dict[str, Any]] = {}
         self.dropped = 0
         self.exit_code: int | None = None
@@ -77,8 +78,9 @@ class ReportBuilder:
             for row in msg.params:  # keep each field's latest known value
                 known = self.params.setdefault(row.get("name"), {})
                 known.update({k: v for k, v in row.items() if v is not None or k not in known})
-            if msg.loss is not None and len(self.losses) < MAX_LOSSES:
-                self.losses.append([msg.step, msg.loss])
+            losses = self.eval_losses if msg.kind == "inference" else self.losses
+            if msg.loss is not None and len(losses) < MAX_LOSSES:
+                losses.append([msg.step, msg.loss])
         elif isinstance(msg, Finding):
             self.findings[(msg.kind, msg.root, msg.module)] = {
                 "kind": msg.kind, "severity": msg.severity, "step": msg.step,
@@ -132,7 +134,8 @@ class ReportBuilder:
             "roots": [self._root(r) for r in self.tree],
             "parameters": [_param(p) for p in self.params.values()],
             "findings": sorted(self.findings.values(), key=lambda f: (f["step"], f["kind"])),
-            "losses": self.losses, "exception": self.exception,
+            "losses": self.losses, "eval_losses": self.eval_losses,
+            "exception": self.exception,
         })
 
     def _root(self, tree: dict[str, Any]) -> dict[str, Any]:

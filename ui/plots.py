@@ -42,6 +42,9 @@ class PlotsPanel(QWidget):
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(self.theme.accent, width=2))
         self.loss_curve.curve.setClickable(True, width=8)
         self.loss_curve.sigClicked.connect(lambda item, ev: self._loss_clicked(ev))
+        # Evaluation losses (inference steps) as points, apart from the training curve.
+        self.eval_curve = self.loss_plot.plot(pen=None, symbol="d", symbolSize=7,
+                                              symbolPen=None, symbolBrush="#e08a1e")
         self.stat_choice = QComboBox(self)
         for key, label in STATS.items():
             self.stat_choice.addItem(label, key)
@@ -110,6 +113,7 @@ class PlotsPanel(QWidget):
         steps, values = model.loss.arrays()
         self.loss_curve.setData(steps, values, symbol="o" if len(steps) < 24 else None,
                                 symbolSize=5, symbolPen=None, symbolBrush=self.theme.accent)
+        self.eval_curve.setData(*model.eval_loss.arrays())
         keys = self._chosen(model)
         stat = self.stat_choice.currentData()
         wanted = {("grad", k) for k in keys} | {("stat", k) for k in keys}

@@ -155,7 +155,8 @@ class SessionModel:
         self.ended: Bye | None = None
         self.step = -1
         self.steps_seen = 0
-        self.loss = Series(16384)
+        self.loss = Series(16384)        # training steps
+        self.eval_loss = Series(16384)   # inference (evaluation) steps
         self.module_series: dict[ModuleKey, Series] = {}
         self.devices: set[str] = set()
         self.dropped = 0
@@ -264,7 +265,8 @@ class SessionModel:
         self.step = max(self.step, msg.step)
         self.steps_seen += 1
         if msg.loss is not None:
-            self.loss.append(msg.step, _finite_or_nan(msg.loss))
+            series = self.eval_loss if msg.kind == "inference" else self.loss
+            series.append(msg.step, _finite_or_nan(msg.loss))
         self.dropped += int(msg.dropped or 0)
         ratios: dict[ModuleKey, float] = {}
         for p in msg.params:

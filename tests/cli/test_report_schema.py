@@ -82,13 +82,14 @@ def test_report_folds_events_and_sanitises_non_finite_numbers(tmp_path):
     b.handle(f)
     b.handle(Finding(kind="exception", severity="error", step=1, module="fc", message="boom",
                      count=3))
+    b.handle(StepSummary(step=2, kind="inference", loss=0.5))
     b.handle(Dropped(count=4))
     b.handle(ExceptionRaised(type="RuntimeError", message="boom", module="fc"))
     b.handle(Bye(exit_code=1, steps=2))
     b.close()
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["script"] == "train.py" and data["argv"] == ["--epochs", "2"]
-    assert data["exit_code"] == 1 and data["steps"] == 2 and data["dropped_events"] == 4
+    assert data["exit_code"] == 1 and data["steps"] == 3 and data["dropped_events"] == 4
     mods = {m["path"]: m for m in data["roots"][0]["modules"]}
     assert mods["fc"]["calls"] == 2 and mods["unused"]["calls"] == 0
     assert mods["fc"]["last_stats"]["min"] == "-Infinity" and mods["fc"]["last_stats"]["max"] == "NaN"
@@ -96,6 +97,7 @@ def test_report_folds_events_and_sanitises_non_finite_numbers(tmp_path):
                                  "phase": "forward", "root": 0, "module": "fc",
                                  "message": "boom", "count": 3, "rank": 0}]
     assert data["losses"] == [[0, 1.0], [1, 0.0]]
+    assert data["eval_losses"] == [[2, 0.5]]
     assert data["exception"]["type"] == "RuntimeError"
 
 
