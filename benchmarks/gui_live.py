@@ -14,14 +14,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import random
 import statistics
+import subprocess
 import sys
 import threading
 import time
 import tracemalloc
+from typing import Callable
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -177,7 +180,8 @@ def _ingest_run(rate: float | None, seconds: float, modules: int = 50) -> dict:
     last[0] = t0
     probe.start()
     threading.Thread(target=produce, name="bench-producer", daemon=True).start()
-    while not done.is_set() or w.bridge.pending():
+    deadline = time.perf_counter() + seconds + 60
+    while (not done.is_set() or w.bridge.pending()) and time.perf_counter() < deadline:
         _spin(20)
     elapsed = time.perf_counter() - t0
     probe.stop()
@@ -191,10 +195,32 @@ def _ingest_run(rate: float | None, seconds: float, modules: int = 50) -> dict:
             "max_queue": w.bridge.max_queue}
 
 
+def _model_only(modules: int = 50, steps: int = 400) -> dict:
+    """The plain model's own ingest rate (no Qt, no threads)."""
+    from tensorscope.ui.session_model import SessionModel
+    m = SessionModel()
+    m.ingest_many(_structure(modules))
+    batches = [_digests(modules, s) + [_summary(s, modules)] for s in range(steps)]
+    t0 = time.perf_counter()
+    for batch in batches:
+        m.ingest_many(batch)
+    elapsed = time.perf_counter() - t0
+    return {"rate_offered": "model only", "events": steps * (modules + 1), "seconds": elapsed,
+            "events_per_s": steps * (modules + 1) / elapsed, "target_events_per_s": 20000}
+
+
 def bench_ingest(args: argparse.Namespace) -> list[dict]:
-    """Events/s through bridge → model with the window repainting; longest stall."""
+    """Events/s through bridge → model with the window repainting; longest stall.
+
+    The first second (plots and legends created) is reported with the rest;
+    the load average is printed because other processes on the machine skew
+    the stall numbers.
+    """
     _app()
-    return [_ingest_run(rate, 4.0) for rate in (20_000.0, 40_000.0, None)]
+    rows = [_model_only()] + [_ingest_run(rate, 4.0) for rate in (20_000.0, 40_000.0)]
+    rows.append(_ingest_run(None, 2.0))   # flat out: readers wait at the bridge's backlog
+    rows[0]["load_avg_1min"] = os.getloadavg()[0]
+    return rows
 
 
 def bench_memory(args: argparse.Namespace) -> list[dict]:
@@ -221,7 +247,25 @@ def bench_memory(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-SECTIONS = {"recolour": bench_recolour, "ingest": bench_ingest, "memory": bench_memory}
+IN_PROCESS = {"recolour": bench_recolour, "ingest": bench_ingest, "memory": bench_memory}
+
+
+def _isolated(name: str) -> Callable[[argparse.Namespace], list[dict]]:
+    """Run a section in a fresh interpreter (Qt state never leaks between sections)."""
+    def run(args: argparse.Namespace) -> list[dict]:
+        cmd = [sys.executable, os.path.abspath(__file__), "--rows", name,
+               "--repeat", str(getattr(args, "repeat", 5))]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+        if out.returncode != 0:
+            raise RuntimeError(f"section {name} failed:\n{out.stderr[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    run.__doc__ = IN_PROCESS[name].__doc__
+    return run
+
+
+#: the sections benchmarks/gui_scale.py adds to its own
+SECTIONS = {name: _isolated(name) for name in IN_PROCESS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,7 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--section", action="append", choices=sorted(SECTIONS))
+    p.add_argument("--rows", choices=sorted(IN_PROCESS), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.rows:   # child mode: one section in this process, rows as JSON
+        print(json.dumps(IN_PROCESS[args.rows](args), default=str))
+        return 0
     for name in args.section or list(SECTIONS):
         print(f"== {name}")
         for row in SECTIONS[name](args):

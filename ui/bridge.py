@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from tensorscope.events import Message, Response
 
 DRAIN_BUDGET_S = 0.012
+MAX_BACKLOG = 100_000   # messages queued for the GUI before readers wait
 
 
 class Bridge(QObject):
@@ -32,10 +33,12 @@ class Bridge(QObject):
     error_reported = Signal(str)                # a worker's message for the user
     _wake = Signal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, max_backlog: int = MAX_BACKLOG) -> None:
         super().__init__(parent)
         self._queue: deque[tuple[str, Any, Any]] = deque()
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self.max_backlog = max_backlog
         self._pending = False
         self.max_queue = 0
         self._wake.connect(self._drain, Qt.ConnectionType.QueuedConnection)
@@ -51,7 +54,16 @@ class Bridge(QObject):
         self._wake.emit()
 
     def post_message(self, conn_id: int, msg: Message) -> None:
-        """A message arrived on connection ``conn_id`` (reader thread)."""
+        """A message arrived on connection ``conn_id`` (reader thread).
+
+        When the GUI is ``max_backlog`` messages behind, the reader waits here:
+        the socket then fills and the training side's bounded queue drops (and
+        counts) digests, as designed, instead of this process growing without
+        bound. Never call it from the GUI thread.
+        """
+        with self._room:
+            while len(self._queue) >= self.max_backlog:
+                self._room.wait(0.5)
         self._post(("msg", conn_id, msg))
 
     def post_response(self, handler: Callable[[Response], None], resp: Response) -> None:
@@ -105,6 +117,7 @@ class Bridge(QObject):
             batch = [self._queue.popleft() for _ in range(min(n, len(self._queue)))]
             if not batch:
                 self._pending = False
+            self._room.notify_all()
             return batch
 
     def _dispatch(self, batch: list[tuple[str, Any, Any]]) -> None:

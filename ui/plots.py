@@ -78,8 +78,6 @@ class PlotsPanel(QWidget):
             w.getAxis(axis).setPen(fg)
         w.setLogMode(y=log)
         w.setMinimumHeight(120)
-        w.getPlotItem().setClipToView(True)
-        w.getPlotItem().setDownsampling(auto=True, mode="peak")
         bg = self.theme.card
         bg.setAlpha(200)
         legend = w.addLegend(offset=(40, 2), labelTextColor=self.theme.subtle,
