@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import networkx as nx
 
@@ -143,6 +144,12 @@ def bench_layout(args: argparse.Namespace) -> list[dict]:
 SECTIONS: dict[str, Callable[[argparse.Namespace], list[dict]]] = {
     "layout": bench_layout,
 }
+
+# recolour, ingest and memory: benchmarks/gui_live.py (each runs in a fresh interpreter)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gui_live import SECTIONS as GUI_LIVE_SECTIONS  # noqa: E402
+
+SECTIONS.update(GUI_LIVE_SECTIONS)
 
 
 def _print_table(name: str, rows: list[dict]) -> None:
