@@ -142,6 +142,9 @@ class GraphPanel(QWidget):
 
     def _describe(self, attrs: dict) -> tuple[str, str]:
         root, path = int(attrs.get("root", 0) or 0), str(attrs.get("path") or "")
+        if attrs.get("kind") == "op":  # an op created by a root module itself
+            label = str(attrs.get("label", ""))
+            return label, self.model.root_names.get(root, "") if attrs.get("module") == "" else ""
         state = self.model.module(root, path)
         title = str(attrs.get("label") or (state.type if state else "") or path)
         if state is not None and state.config and attrs.get("kind") == "call":

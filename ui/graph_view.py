@@ -36,8 +36,8 @@ def build_cards(vis: nx.DiGraph, describe: Callable[[dict], tuple[str, str]] | N
     for nid, a in vis.nodes(data=True):
         kind = a.get("kind", "call")
         title, path = str(a.get("label", nid)), str(a.get("path") or a.get("module") or "")
-        if describe is not None and kind in ("call", "group"):
-            title, path = describe(a)
+        if describe is not None and (kind in ("call", "group") or (kind == "op" and not path)):
+            title, path = describe(a)  # ops of a root module show the root's name
         if kind == "op":
             title = title.removesuffix("Backward0").removesuffix("Backward1") or title
         if kind == "param":
