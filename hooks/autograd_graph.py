@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_NODES = 20000
 
 
-def _attribute(calls: list["CallRecord"]) -> dict[int, "CallRecord"]:
+def attribute(calls: list["CallRecord"]) -> dict[int, "CallRecord"]:
+    """The call that created each autograd node, by ``id`` (innermost, see above)."""
     owner: dict[int, CallRecord] = {}
     for call in reversed(calls):
         outs = [e.fn for e in call.out_entries if e.fn is not None]
@@ -67,7 +68,7 @@ def autograd_graph(calls: list["CallRecord"], roots: list[Any],
                    param_name: Callable[[Any], tuple[int, str, str] | None]
                    ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """Nodes and edges reachable from ``roots`` (grad_fn objects)."""
-    owner = _attribute(calls)
+    owner = attribute(calls)
     ids: dict[int, str] = {}
     keep: list[Any] = []  # hold the node wrappers so their ids stay unique during the walk
     nodes: list[dict[str, Any]] = []

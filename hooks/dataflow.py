@@ -6,13 +6,16 @@ root outputs no later call consumed). An edge runs from the call that
 produced a tensor to every call that consumed it; tensors are tracked by
 identity during the step (``capture.FlowEntry``). A container that returns
 its child's output leaves the child as the producer, so consumers link to the
-innermost call; ``parent`` on each call node gives the nesting.
+innermost call; ``parent`` on each call node gives the nesting. Inputs made
+by plain tensor ops between calls are linked to the calls they came from
+(``dataflow_links``) when the step has an autograd graph.
 """
 from __future__ import annotations
 
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from tensorscope.hooks.dataflow_links import resolve_sources
 from tensorscope.hooks.flatten import meta_generation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,24 +39,34 @@ def _call_node(call: "CallRecord") -> dict[str, Any]:
             "device": out.get("device", "")}
 
 
+def _input_node(call: "CallRecord", src: str, m: dict[str, Any]) -> dict[str, Any]:
+    return {"id": src, "kind": "input", "label": m["path"], "root": call.root,
+            "path": call.path, "call": None, "parent": None,
+            "shape": m["shape"], "dtype": m["dtype"], "device": m["device"]}
+
+
 def module_graph(step: "StepBuffer") -> tuple[list[dict[str, Any]], list[list[Any]]]:
-    """Nodes and edges of the step's dataflow graph."""
+    """Nodes and edges of the step's dataflow graph.
+
+    Inputs no call produced are traced through the ops between calls
+    (``dataflow_links``); an input node is kept only while some consumer
+    still has no producing call.
+    """
+    sources, reached = resolve_sources(step.calls)
     nodes: list[dict[str, Any]] = []
     edges: list[list[Any]] = []
     inputs: dict[str, dict[str, Any]] = {}
     for call in step.calls:
         nodes.append(_call_node(call))
         tensor_metas = [m for m in call.in_meta if m["kind"] == "tensor"]
-        for ent, m in zip(call.in_entries, tensor_metas):
-            src, shape = ent.node, m["shape"]
-            if src.startswith("in") and src not in inputs:
-                inputs[src] = {"id": src, "kind": "input", "label": m["path"], "root": call.root,
-                               "path": call.path, "call": None, "parent": None,
-                               "shape": shape, "dtype": m["dtype"], "device": m["device"]}
-            edges.append([src, f"c{call.index}", shape])
+        for pos, (ent, m) in enumerate(zip(call.in_entries, tensor_metas)):
+            for src in sources.get((call.index, pos), [ent.node]):
+                if src.startswith("in") and src not in inputs:
+                    inputs[src] = _input_node(call, src, m)
+                edges.append([src, f"c{call.index}", m["shape"]])
     k = 0
     for call, ent in step.root_outputs:
-        if ent.consumed:
+        if ent.consumed or (ent.fn is not None and id(ent.fn) in reached):
             continue
         ref = ent.ref()
         shape = list(ref.shape) if ref is not None else None

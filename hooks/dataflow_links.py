@@ -1,0 +1,159 @@
+"""Linking module calls through the plain tensor ops between them.
+
+Calls are linked by tensor identity, so a call's input made by an op outside
+every call (a residual ``x + self.block(x)``, ``torch.flatten``, a mask the
+container rebuilt) has no producer. This module finds one, once per graph
+build, from what the step already recorded:
+
+* traced inputs (the tensor has a ``grad_fn``): walk back from it through
+  ops created outside any call or by an enclosing call of the consumer (its
+  glue code) until ops made by other calls; those calls are the producers.
+  ``AccumulateGrad`` (parameters, leaves) ends a path without a producer.
+* untraced inputs (no ``grad_fn``, ``requires_grad`` off: data, masks,
+  indices) of a nested call: the enclosing calls' untraced inputs are the
+  only place they can come from, so the same tensor, else one of the same
+  shape (a converted mask), else one with as many elements and the same dtype
+  (a flatten or reshape of the batch), nearest enclosing call first, stands
+  in as the source. Tensors made from nothing (``torch.arange``) can be
+  mistaken for one of the same shape; that is the price of not recording
+  per-call provenance in the hooks.
+
+Nothing is resolved when the step has no autograd graph (inference under
+``no_grad``): the graph keeps its plain identity links.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tensorscope.hooks.autograd_graph import attribute
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.observer import CallRecord
+
+MAX_VISITS = 50000  # op nodes walked per graph build, all inputs together
+
+Sources = dict[tuple[int, int], list[str]]  # (call index, tensor input position) -> nodes
+
+
+def _tensor_inputs(call: "CallRecord") -> list[tuple[Any, dict[str, Any]]]:
+    metas = [m for m in call.in_meta if m["kind"] == "tensor"]
+    return list(zip(call.in_entries, metas))
+
+
+def _ancestors(call: "CallRecord") -> list["CallRecord"]:
+    out = []
+    p = call.parent
+    while p is not None:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+class _Tracer:
+    """Walks the autograd graph back from untracked inputs to producing calls."""
+
+    def __init__(self, calls: list["CallRecord"]) -> None:
+        self.calls = calls
+        # a call may hand on its input's autograd node (dropout with p=0): every
+        # call that output a node is listed, in start order
+        self.made: dict[int, list[tuple[int, str]]] = {}
+        for c in calls:
+            for e in c.out_entries:
+                if e.fn is not None and e.node.startswith("c"):
+                    self.made.setdefault(id(e.fn), []).append((c.index, e.node))
+        self._owner: dict[int, Any] | None = None
+        self.visits = 0
+        self.reached: set[int] = set()  # fn ids of call outputs reached by a walk
+        self._memo: dict[tuple[int, int], list[str]] = {}
+
+    @property
+    def owner(self) -> dict[int, Any]:
+        if self._owner is None:
+            self._owner = attribute(self.calls)
+        return self._owner
+
+    def producers(self, call: "CallRecord", fn: Any) -> list[str]:
+        """Calls whose results reach ``fn`` through ``call``'s enclosing glue ops."""
+        key = (id(fn), -1 if call.parent is None else call.parent.index)
+        if key not in self._memo:
+            self._memo[key] = self._walk(call, fn)
+        return [s for s in self._memo[key] if s != f"c{call.index}"]
+
+    def _made_before(self, key: int, index: int) -> str | None:
+        """The last call started before call ``index`` that output node ``key``."""
+        for i, node in reversed(self.made.get(key, ())):
+            if i < index and node != f"c{index}":
+                return node
+        return None
+
+    def _walk(self, call: "CallRecord", start: Any) -> list[str]:
+        glue = {a.index for a in _ancestors(call)}
+        found: list[str] = []
+        todo, seen = [start], set()
+        while todo and self.visits < MAX_VISITS:
+            fn = todo.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            self.visits += 1
+            node = self._made_before(id(fn), call.index)
+            if node is None:
+                own = self.owner.get(id(fn))
+                if own is not None and own.index not in glue:
+                    node = f"c{own.index}"
+            else:
+                self.reached.add(id(fn))
+            if node is not None:
+                if node not in found:
+                    found.append(node)
+                continue
+            if type(fn).__name__ != "AccumulateGrad":
+                todo.extend(reversed([n for n, _ in fn.next_functions if n is not None]))
+        return found
+
+
+def _untraced_source(call: "CallRecord", ent: Any, meta: dict[str, Any],
+                     sources: Sources) -> list[str] | None:
+    """The enclosing calls' untraced input that ``ent`` was most likely made from."""
+    tiers: list[list[str] | None] = [None, None, None]
+    for anc in _ancestors(call):
+        for pos, (a_ent, a_meta) in enumerate(_tensor_inputs(anc)):
+            if a_ent.fn is not None or a_meta.get("requires_grad"):
+                continue
+            src = sources.get((anc.index, pos), [a_ent.node])
+            if a_ent.node == ent.node:
+                tier = 0
+            elif a_meta["shape"] == meta["shape"]:
+                tier = 1
+            elif a_meta.get("numel") == meta.get("numel") and a_meta["dtype"] == meta["dtype"]:
+                tier = 2
+            else:
+                continue
+            if tiers[tier] is None:
+                tiers[tier] = src
+    return next((t for t in tiers if t is not None), None)
+
+
+def resolve_sources(calls: list["CallRecord"]) -> tuple[Sources, set[int]]:
+    """Producers of the tensor inputs no call produced, keyed by (call, position).
+
+    Also returns the ``grad_fn`` ids of call outputs a walk reached (a root's
+    output consumed through glue ops is not a dangling graph output).
+    """
+    sources: Sources = {}
+    if not any(e.fn is not None for c in calls for e in c.out_entries):
+        return sources, set()  # no autograd graph: identity links only
+    tracer = _Tracer(calls)
+    for call in calls:  # start order: enclosing calls are resolved first
+        for pos, (ent, meta) in enumerate(_tensor_inputs(call)):
+            if not ent.node.startswith("in"):
+                continue
+            if ent.fn is not None:
+                found = tracer.producers(call, ent.fn)
+            elif call.parent is not None and not meta.get("requires_grad"):
+                found = _untraced_source(call, ent, meta, sources)
+            else:
+                found = None
+            if found and found != [ent.node]:
+                sources[(call.index, pos)] = found
+    return sources, tracer.reached

@@ -1,0 +1,154 @@
+"""The module graph links calls through plain tensor ops between them."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from hooks_zoo import Encoder, Residual, watch
+from torch import nn
+
+
+class SkipNet(nn.Module):
+    """stem -> (h + body(h)) -> head, the add in the parent's forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.body = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(),
+                                  nn.Conv2d(4, 4, 3, padding=1))
+        self.head = nn.Conv2d(4, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.stem(x))
+        return self.head(h + self.body(h))
+
+
+class ResNetLike(nn.Module):
+    """stem, two residual blocks, pooling, a functional flatten, a classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.block1 = Residual(4)
+        self.block2 = Residual(4)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.block2(self.block1(torch.relu(self.stem(x))))
+        return self.fc(torch.flatten(self.pool(h), 1))
+
+
+class FlatMLP(nn.Module):
+    """An MLP that flattens its image input with ``torch.flatten`` in forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(12, 8)
+        self.fc2 = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
+
+
+def _graph(model: nn.Module, *args: Any, steps: int = 2, no_grad: bool = False) -> Any:
+    torch.manual_seed(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, log = watch(model, opt)
+    with w:
+        for _ in range(steps):
+            if no_grad:
+                with torch.no_grad():
+                    model(*args)
+                w.step()
+                continue
+            opt.zero_grad()
+            model(*args).pow(2).mean().backward()
+            opt.step()
+    graphs = log.graphs("module")
+    assert graphs, "no module graph emitted"
+    return graphs
+
+
+def _parts(graph: Any) -> tuple[dict[str, str], set[tuple[str, str]], list[dict[str, Any]]]:
+    ids = {n["path"]: n["id"] for n in graph.nodes if n["kind"] == "call"}
+    edges = {(a, b) for a, b, _ in graph.edges}
+    inputs = [n for n in graph.nodes if n["kind"] == "input"]
+    return ids, edges, inputs
+
+
+def _well_formed(graph: Any) -> None:
+    known = {n["id"] for n in graph.nodes}
+    assert all(a in known and b in known for a, b, _ in graph.edges)
+    used = {a for a, _, _ in graph.edges}
+    assert all(n["id"] in used for n in graph.nodes if n["kind"] == "input")
+
+
+def test_residual_add_in_parent_links_stem_to_body_and_head() -> None:
+    graphs = _graph(SkipNet(), torch.randn(2, 3, 5, 5))
+    assert len(graphs) == 1  # same structure every step: emitted once
+    ids, edges, inputs = _parts(graphs[0])
+    _well_formed(graphs[0])
+    assert [n["id"] for n in inputs] == ["in0"]  # no dangling "op result"
+    assert (ids["stem"], ids["body.0"]) in edges   # the conv path
+    assert (ids["stem"], ids["head"]) in edges     # the skip, through the add
+    assert (ids["body.2"], ids["head"]) in edges
+    label = {(a, b): s for a, b, s in graphs[0].edges}
+    assert label[(ids["stem"], ids["head"])] == [2, 4, 5, 5]
+
+
+def test_residual_block_root_has_one_input_and_a_connected_conv_path() -> None:
+    graphs = _graph(Residual(4), torch.randn(2, 4, 5, 5))
+    ids, edges, inputs = _parts(graphs[0])
+    _well_formed(graphs[0])
+    assert [n["id"] for n in inputs] == ["in0"]
+    assert {("in0", ids[""]), ("in0", ids["conv1"]), (ids["conv1"], ids["conv2"]),
+            (ids["conv2"], ids["bn"])} <= edges
+
+
+def test_resnet_like_chain_has_no_dangling_inputs() -> None:
+    graphs = _graph(ResNetLike(), torch.randn(2, 3, 6, 6))
+    ids, edges, inputs = _parts(graphs[0])
+    _well_formed(graphs[0])
+    assert len(inputs) == 1
+    chain = [("stem", "block1"), ("stem", "block1.conv1"), ("block1", "block2"),
+             ("block1.conv1", "block1.conv2"), ("block2", "pool"), ("pool", "fc")]
+    assert {(ids[a], ids[b]) for a, b in chain} <= edges
+
+
+def test_transformer_layers_chain_and_one_connected_mask() -> None:
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    mask[1, 3:] = True
+    graphs = _graph(Encoder(), torch.randn(2, 5, 16), mask)
+    assert len(graphs) == 1
+    graph = graphs[0]
+    ids, edges, inputs = _parts(graph)
+    _well_formed(graph)
+    assert sorted(n["shape"] for n in inputs) == [[2, 5], [2, 5, 16]]
+    (mask_node,) = [n["id"] for n in inputs if n["shape"] == [2, 5]]
+    for path in ["", "encoder", "encoder.layers.0", "encoder.layers.0.self_attn",
+                 "encoder.layers.1", "encoder.layers.1.self_attn"]:
+        assert (mask_node, ids[path]) in edges, path
+    layer = "encoder.layers.{}.{}".format
+    for i in (0, 1):
+        assert {(ids[layer(i, "dropout1")], ids[layer(i, "norm1")]),
+                (ids[layer(i, "linear1")], ids[layer(i, "dropout")]),
+                (ids[layer(i, "dropout2")], ids[layer(i, "norm2")])} <= edges
+    assert (ids[layer(0, "norm2")], ids["encoder.layers.1"]) in edges
+    assert (ids[layer(0, "norm2")], ids[layer(1, "norm1")]) in edges  # residual
+    assert (ids[layer(1, "norm2")], ids["head"]) in edges             # through the mean
+
+
+def test_functional_flatten_in_mlp_is_connected() -> None:
+    graphs = _graph(FlatMLP(), torch.randn(2, 3, 4))
+    ids, edges, inputs = _parts(graphs[0])
+    _well_formed(graphs[0])
+    assert [n["id"] for n in inputs] == ["in0"]
+    assert {("in0", ids["fc1"]), (ids["fc1"], ids["fc2"])} <= edges
+
+
+def test_no_grad_inference_keeps_identity_links() -> None:
+    graphs = _graph(SkipNet(), torch.randn(2, 3, 5, 5), no_grad=True)
+    ids, edges, inputs = _parts(graphs[0])
+    assert len(inputs) > 1  # untraceable: the op result stays an input
+    assert (ids["stem"], ids["head"]) not in edges
