@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # Raised by PyTorch inside module forwards to stop work early, caught by PyTorch itself:
 # non-reentrant torch.utils.checkpoint stops its recomputation this way.
 CONTROL_FLOW_EXCEPTIONS = frozenset({"_StopRecomputationError"})
+# Capture's lists of (observer, bound method), one per callback an observer overrides.
+OBSERVER_BUCKETS = ("observers_pre", "observers_fwd", "observers_grad", "observers_exc",
+                    "observers_opt_pre", "observers_opt", "observers_end")
 
 
 class CaptureCallbacks:
@@ -51,7 +54,7 @@ class CaptureCallbacks:
         """Detach an observer that raised, and say so on stderr."""
         cap = self.capture
         self._observers = [o for o in self._observers if o is not obs]
-        for name in ("observers_pre", "observers_fwd", "observers_grad", "observers_exc"):
+        for name in OBSERVER_BUCKETS:
             # a new list: a loop running over the old one is not disturbed
             setattr(cap, name, [pair for pair in getattr(cap, name) if pair[0] is not obs])
         print(f"tensorscope: diagnostic {type(obs).__name__}.{method} failed and was "
@@ -136,8 +139,11 @@ class CaptureCallbacks:
         self.capture.optimizers_known = True
         if self.capture.step.inference_open:  # an evaluation ran since the last forward
             self.capture.end_step("inference")
-        for obs in list(self._observers):
-            self.notify(obs, "on_optimizer_step_pre", optimizer)
+        for obs, fn in self.capture.observers_opt_pre:
+            try:
+                fn(optimizer)
+            except Exception as exc:
+                self.observer_failed(obs, "on_optimizer_step_pre", exc)
         try:
             self.params.before_optimizer_step(optimizer, self.capture.step)
         except Exception as exc:
@@ -148,8 +154,11 @@ class CaptureCallbacks:
         if not self.capture.active:
             return
         self.capture.step.optimizer_steps += 1
-        for obs in list(self._observers):
-            self.notify(obs, "on_optimizer_step", optimizer)
+        for obs, fn in self.capture.observers_opt:
+            try:
+                fn(optimizer)
+            except Exception as exc:
+                self.observer_failed(obs, "on_optimizer_step", exc)
         self.capture.end_step("train")
 
 

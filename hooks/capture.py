@@ -125,6 +125,9 @@ class Capture:
         self.observers_fwd: list[tuple[Any, Any]] = []
         self.observers_grad: list[tuple[Any, Any]] = []
         self.observers_exc: list[tuple[Any, Any]] = []
+        self.observers_opt_pre: list[tuple[Any, Any]] = []
+        self.observers_opt: list[tuple[Any, Any]] = []
+        self.observers_end: list[tuple[Any, Any]] = []
         self._last_exc_id = 0
         self.last_module_error: tuple[int, str, str] | None = None
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None

@@ -229,9 +229,13 @@ class Watch(CaptureCallbacks):
         for method, bucket in (("on_forward_pre", cap.observers_pre),
                                ("on_forward", cap.observers_fwd),
                                ("on_output_grad", cap.observers_grad),
-                               ("on_exception", cap.observers_exc)):
-            if getattr(type(obs), method, None) is not getattr(Observer, method):
-                bucket.append((obs, getattr(obs, method)))  # bound once: hooks call it directly
+                               ("on_exception", cap.observers_exc),
+                               ("on_optimizer_step_pre", cap.observers_opt_pre),
+                               ("on_optimizer_step", cap.observers_opt),
+                               ("on_step_end", cap.observers_end)):
+            fn = getattr(obs, method, None)
+            if fn is not None and getattr(type(obs), method, None) is not getattr(Observer, method):
+                bucket.append((obs, fn))  # bound once: hooks call it directly
         self.notify(obs, "on_attach", self)
 
     # ------------------------------------------------- WatchContext (observers)

@@ -76,8 +76,11 @@ class StepEmitter:
         w = self.watch
         with_params = kind == "train" or step.saw_backward or step.optimizer_steps > 0
         record = finish(step, kind, w.params if with_params else None, w.rank, _memory())
-        for obs in list(w._observers):
-            w.notify(obs, "on_step_end", record)
+        for obs, fn in w.capture.observers_end:
+            try:
+                fn(record)
+            except Exception as exc:
+                w.observer_failed(obs, "on_step_end", exc)
         self._graphs(step)
         emit = w.session.emit
         for d in record.digests:
