@@ -12,11 +12,13 @@ build, from what the step already recorded:
 * untraced inputs (no ``grad_fn``, ``requires_grad`` off: data, masks,
   indices) of a nested call: the enclosing calls' untraced inputs are the
   only place they can come from, so the same tensor, else one of the same
-  shape (a converted mask), else one with as many elements and the same dtype
-  (a flatten or reshape of the batch), nearest enclosing call first, stands
-  in as the source. Tensors made from nothing (``torch.arange``) can be
-  mistaken for one of the same shape; that is the price of not recording
-  per-call provenance in the hooks.
+  shape and dtype, or of the same shape passed under the same argument name
+  (``src_key_padding_mask`` handed on as a float mask), else one with as
+  many elements and the same dtype (a flatten or reshape of the batch),
+  nearest enclosing call first, stands in as the source. A tensor made from
+  nothing (``torch.arange``) can be mistaken for one that matches; that is
+  the price of not recording per-call provenance in the hooks. A mask built
+  from the tokens (another dtype, another name) stays an input of its own.
 
 Nothing is resolved when the step has no autograd graph (inference under
 ``no_grad``): the graph keeps its plain identity links.
@@ -123,7 +125,8 @@ def _untraced_source(call: "CallRecord", ent: Any, meta: dict[str, Any],
             src = sources.get((anc.index, pos), [a_ent.node])
             if a_ent.node == ent.node:
                 tier = 0
-            elif a_meta["shape"] == meta["shape"]:
+            elif a_meta["shape"] == meta["shape"] and (
+                    a_meta["dtype"] == meta["dtype"] or a_meta["path"] == meta["path"]):
                 tier = 1
             elif a_meta.get("numel") == meta.get("numel") and a_meta["dtype"] == meta["dtype"]:
                 tier = 2

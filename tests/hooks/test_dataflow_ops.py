@@ -152,3 +152,32 @@ def test_no_grad_inference_keeps_identity_links() -> None:
     ids, edges, inputs = _parts(graphs[0])
     assert len(inputs) > 1  # untraceable: the op result stays an input
     assert (ids["stem"], ids["head"]) not in edges
+
+
+class TokenEncoder(nn.Module):
+    """Tokens in, the padding mask built from them inside forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 16, padding_idx=0)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.encoder(self.embed(tokens), src_key_padding_mask=tokens == 0)
+        return self.head(x.mean(dim=1))
+
+
+def test_mask_built_in_forward_is_one_input_fed_to_every_layer() -> None:
+    tokens = torch.randint(1, 10, (2, 5))
+    tokens[1, 3:] = 0
+    graph = _graph(TokenEncoder(), tokens)[0]
+    ids, edges, inputs = _parts(graph)
+    _well_formed(graph)
+    masks = [n for n in inputs if n["label"] == 'in["src_key_padding_mask"]']
+    assert len(inputs) == 2 and len(masks) == 1
+    for path in ["encoder", "encoder.layers.0", "encoder.layers.1",
+                 "encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]:
+        assert (masks[0]["id"], ids[path]) in edges, path
+    assert (ids["embed"], ids["encoder.layers.0"]) in edges
