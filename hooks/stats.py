@@ -166,41 +166,34 @@ def activation_stats(t: torch.Tensor, buf: ScalarBuffer, exact: bool,
     if sum_handle is None:
         sum_handle = buf.add(work.sum(dtype=_F32) if t.dtype in _LOW else work.sum())
     slots.sum = sum_handle
+    s = _sample(work)  # count_nonzero over a whole tensor costs ten reductions: sample it
+    slots.n_sample = s.numel()
+    slots.nnz = buf.add(torch.count_nonzero(s))
     if exact:
-        _exact_moments(work, buf, slots)
+        norm = torch.linalg.vector_norm(work, dtype=_F32 if work.dtype in _LOW else None)
+        slots.ssq = buf.add(norm)  # the norm itself; squared on the host
     else:
-        _sample_moments(work, buf, slots)
+        _sample_moments(s, s is work, buf, slots)
     if not slots.integer:
-        s = _sample(work)
         slots.nan = buf.add(torch.isnan(s).sum())
         slots.inf = buf.add(torch.isinf(s).sum())
-        slots.n_sample = s.numel()
     return slots
 
 
-def _exact_moments(work: torch.Tensor, buf: ScalarBuffer, slots: StatSlots) -> None:
-    norm = torch.linalg.vector_norm(work, dtype=_F32 if work.dtype in _LOW else None)
-    slots.ssq = buf.add(norm)  # the norm itself; squared on the host
-    s = _sample(work)  # count_nonzero over a whole tensor costs ten reductions: sample it
-    slots.nnz = buf.add(torch.count_nonzero(s))
-    slots.n_sample = s.numel()
-
-
-def _sample_moments(work: torch.Tensor, buf: ScalarBuffer, slots: StatSlots) -> None:
-    s = _sample(work)
+def _sample_moments(s: torch.Tensor, whole: bool, buf: ScalarBuffer, slots: StatSlots) -> None:
+    """Sum and sum of squares of the sample (``whole``: the sample is the tensor, whose
+    sum is queued already, unless it is a half type summed in float32)."""
     if s.dtype in _LOW:
-        s = s.float()
-    slots.n_sample = s.numel()
-    slots.sum_s = buf.add(s.sum())
+        s, whole = s.float(), False
+    slots.sum_s = slots.sum if whole else buf.add(s.sum())
     slots.ssq = buf.add(torch.dot(s, s))
-    slots.nnz = buf.add(torch.count_nonzero(s))
 
 
 def grad_norm(g: torch.Tensor, buf: ScalarBuffer) -> int:
     """Queue the L2 norm of a gradient (float32 accumulation for half types)."""
     if g.is_complex():
         g = torch.view_as_real(g)
-    norm = torch.linalg.vector_norm(g.detach(), dtype=_F32 if g.dtype in _LOW else None)
+    norm = torch.linalg.vector_norm(g, dtype=_F32 if g.dtype in _LOW else None)  # grad mode is off
     return buf.add(norm)
 
 
