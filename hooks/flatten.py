@@ -82,9 +82,9 @@ def meta_generation() -> int:
 def meta(path: str, value: Any) -> dict[str, Any]:
     """TensorMeta of one leaf: full metadata for tensors, the type otherwise.
 
-    Tensors with the same path, shape, dtype, device and flags share one dict
-    (the same call sees the same metadata step after step): treat it as
-    read-only.
+    Tensors with the same path, shape, dtype, device and flags share one dict,
+    other values one per path and type (the same call sees the same metadata
+    step after step): treat it as read-only.
     """
     if isinstance(value, _Tensor):
         key = (path, value.shape, value.dtype, value.device, value.requires_grad,
@@ -96,9 +96,16 @@ def meta(path: str, value: Any) -> dict[str, Any]:
                 _generation[0] += 1
             hit = _META_CACHE[key] = _tensor_meta(path, value)
         return hit
-    if value is None:
-        return tensor_meta(path, kind="none", dtype="NoneType")
-    return tensor_meta(path, kind="object", dtype=type(value).__name__)
+    key = (path, type(value))  # None, flags, numbers: one dict per path and type too,
+    hit = _META_CACHE.get(key)  # so the structure key stays equal step after step
+    if hit is None:
+        if len(_META_CACHE) >= _META_CACHE_MAX:
+            _META_CACHE.clear()
+            _generation[0] += 1
+        hit = _META_CACHE[key] = (
+            tensor_meta(path, kind="none", dtype="NoneType") if value is None
+            else tensor_meta(path, kind="object", dtype=type(value).__name__))
+    return hit
 
 
 def _tensor_meta(path: str, value: torch.Tensor) -> dict[str, Any]:

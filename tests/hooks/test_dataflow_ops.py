@@ -181,3 +181,18 @@ def test_mask_built_in_forward_is_one_input_fed_to_every_layer() -> None:
                  "encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]:
         assert (masks[0]["id"], ids[path]) in edges, path
     assert (ids["embed"], ids["encoder.layers.0"]) in edges
+
+
+def test_graphs_are_built_once_for_a_model_with_none_and_flag_arguments(monkeypatch) -> None:
+    import tensorscope.hooks.watch_events as watch_events
+    builds: list[int] = []
+    real = watch_events.module_graph
+
+    def counted(step: Any) -> Any:
+        builds.append(step.index)
+        return real(step)
+
+    monkeypatch.setattr(watch_events, "module_graph", counted)
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    _graph(Encoder(), torch.randn(2, 5, 16), mask, steps=3)  # layers get src_mask=None
+    assert len(builds) == 1
