@@ -133,12 +133,12 @@ class StatSlots:
     """Handles of one tensor's queued statistics."""
 
     __slots__ = ("numel", "n_sample", "exact", "integer", "sum", "sum_s", "ssq",
-                 "nnz", "nan", "inf", "min", "max")
+                 "nnz", "nan", "nonfinite", "min", "max")
 
     def __init__(self) -> None:
         self.sum_s: int | None = None
         self.nan: int | None = None
-        self.inf: int | None = None
+        self.nonfinite: int | None = None
 
 
 def _sample(flat: torch.Tensor) -> torch.Tensor:
@@ -175,8 +175,10 @@ def activation_stats(t: torch.Tensor, buf: ScalarBuffer, exact: bool,
     else:
         _sample_moments(s, s is work, buf, slots)
     if not slots.integer:
-        slots.nan = buf.add(torch.isnan(s).sum())
-        slots.inf = buf.add(torch.isinf(s).sum())
+        # NaN count, and NaN+Inf count (x - x is NaN exactly where x is not finite):
+        # count_nonzero is several times cheaper than isnan/isinf + sum on the CPU
+        slots.nan = buf.add(torch.count_nonzero(s != s))
+        slots.nonfinite = buf.add(torch.count_nonzero(s - s))
     return slots
 
 
@@ -211,7 +213,7 @@ def stats_from(slots: StatSlots, v: list[float]) -> dict[str, float]:
         ssq_s, mean_s = v[slots.ssq], v[slots.sum_s] / ns
         var = (ssq_s - ns * mean_s * mean_s) / max(ns - 1, 1)
         norm = math.sqrt(max(ssq_s, 0.0) * n / ns) if math.isfinite(ssq_s) else ssq_s
-        zero = (n - v[slots.nnz]) / ns
+        zero = (ns - v[slots.nnz]) / ns
     std = math.sqrt(max(var, 0.0)) if math.isfinite(var) else math.nan
     out = {"min": mn, "max": mx, "mean": mean, "std": std, "norm": norm,
            "nan": 0, "inf": 0, "zero_fraction": zero}
@@ -228,7 +230,7 @@ def _counts(slots: StatSlots, v: list[float], mn: float, mx: float) -> tuple[int
     """NaN/Inf counts scaled from the sample, at least 1 when min/max show one."""
     scale = slots.numel / slots.n_sample
     nan = round(v[slots.nan] * scale)
-    inf = round(v[slots.inf] * scale)
+    inf = round((v[slots.nonfinite] - v[slots.nan]) * scale)
     if nan == 0 and (math.isnan(mn) or math.isnan(mx)):
         nan = 1
     if inf == 0 and (math.isinf(mn) or math.isinf(mx)):

@@ -39,6 +39,9 @@ def test_large_tensor_is_sampled_but_min_max_mean_exact():
     assert s["sample"] <= SAMPLE
     assert s["min"] == t.min().item() and s["mean"] == pytest.approx(t.mean().item(), abs=1e-6)
     assert s["std"] == pytest.approx(1.0, rel=0.05) and s["norm"] == pytest.approx(t.norm().item(), rel=0.05)
+    half_zero = torch.randn(4 * SAMPLE + 3).clamp(min=0)
+    z = _stats(half_zero, exact=False)["zero_fraction"]
+    assert "sample" in _stats(half_zero, exact=False) and z == pytest.approx(0.5, abs=0.05)
 
 
 def test_nan_and_inf_are_counted_and_never_hidden():
