@@ -114,6 +114,7 @@ class WatchContext(Protocol):
     optimizers: list[Any]
     step_index: int
     mode: str
+    param_grad_norms: bool   # this step's summary carries every parameter's gradient norm
 
     def emit_finding(self, kind: str, severity: str, phase: str, root: int,
                      module: str, message: str) -> None:

@@ -250,6 +250,12 @@ class Watch(CaptureCallbacks):
         return self.index.root_names
 
     @property
+    def param_grad_norms(self) -> bool:
+        """Whether the current step's summary will carry every parameter's gradient
+        norm (``full`` mode, and every ``stats_every`` steps in ``default``)."""
+        return self.mode == "full" or (self.mode != "shapes" and self.capture.step.param_step)
+
+    @property
     def step_index(self) -> int:
         """The index of the current (unfinished) step."""
         return self.capture.step.index

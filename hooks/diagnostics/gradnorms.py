@@ -7,7 +7,8 @@ step (the first eight, then every other one) the
 gradient norms of the first and of the last such weight are queued on the
 device (two small norms, in the step's single transfer; read after any
 clipping, since the optimizer step comes after it) and judged in
-``on_step_end``.
+``on_step_end``. On steps whose summary carries every parameter's gradient
+norm (``WatchContext.param_grad_norms``) those are read instead of queued again.
 
 * ``vanishing_gradient``: the first layer's gradient norm is below
   ``VANISH_RATIO`` (1e-4, four orders of magnitude) times the last layer's
@@ -41,6 +42,7 @@ EXPLODE_ABS = 1e6
 EXPLODE_MIN = 1e2
 EXPLODE_JUMP = 1e3
 HISTORY = 10
+SHARED = -1   # a queued "handle": the norms come with the core's parameter rows
 
 
 def _finite(x: Any) -> bool:
@@ -73,18 +75,37 @@ class GradScaleObserver(Diagnostic):
         step = self.ctx.step_index
         if step >= 8 and step % 2:
             return
+        shared = getattr(self.ctx, "param_grad_norms", False)
         for rid, (first, _, last, _, _) in self._ends.items():
             if rid in self._queued or not 0 <= rid < len(roots):
                 continue
             try:
-                g1, g2 = roots[rid].get_parameter(first).grad, roots[rid].get_parameter(last).grad
+                p1, p2 = roots[rid].get_parameter(first), roots[rid].get_parameter(last)
             except AttributeError:
                 continue
+            g1, g2 = p1.grad, p2.grad
             if g1 is None or g2 is None or g1.is_sparse or g2.is_sparse:
+                continue
+            if shared and self._named(p1, rid, first) and self._named(p2, rid, last):
+                self._queued[rid] = SHARED   # read from the step summary's parameter rows
                 continue
             with torch.no_grad():
                 self._queued[rid] = self.ctx.defer({"first": torch.linalg.vector_norm(g1),
                                                     "last": torch.linalg.vector_norm(g2)})
+
+    def _named(self, param: Any, rid: int, name: str) -> bool:
+        """Whether the summary's parameter rows list ``param`` as ``name`` of root ``rid``."""
+        hit = self.ctx.param_name(param)
+        return hit is not None and hit[0] == rid and hit[2] == name
+
+    def _values(self, record: StepRecord, rid: int, handle: int,
+                rows: dict[tuple[Any, str], Any] | None) -> tuple[Any, Any]:
+        if handle != SHARED:
+            values = record.deferred.get(handle, {})
+            return values.get("first"), values.get("last")
+        first, _, last, _, _ = self._ends[rid]
+        rows = rows or {}
+        return rows.get((rid, first)), rows.get((rid, last))
 
     def on_step_end(self, record: StepRecord) -> None:
         """Judge the queued norms; learn the layer order for the next step."""
@@ -92,10 +113,15 @@ class GradScaleObserver(Diagnostic):
         if record.kind != "train":
             return
         total, top = 0.0, None
+        rows = None
+        if SHARED in queued.values():
+            rows = {(r.get("root"), r.get("name")): r.get("grad_norm")
+                    for r in record.summary.params}
         for rid, handle in queued.items():
-            values = record.deferred.get(handle, {})
-            first, last = values.get("first"), values.get("last")
-            if not (_finite(first) and _finite(last)) or rid not in self._ends:
+            if rid not in self._ends:
+                continue
+            first, last = self._values(record, rid, handle, rows)
+            if not (_finite(first) and _finite(last)):
                 continue
             self._vanishing(rid, float(first), float(last), record.step)
             total += first * first + last * last
