@@ -52,12 +52,16 @@ def module_graph(step: "StepBuffer") -> tuple[list[dict[str, Any]], list[list[An
     (``dataflow_links``); an input node is kept only while some consumer
     still has no producing call.
     """
-    sources, reached = resolve_sources(step.calls)
+    links = resolve_sources(step.calls)
+    sources = links.sources
     nodes: list[dict[str, Any]] = []
     edges: list[list[Any]] = []
     inputs: dict[str, dict[str, Any]] = {}
     for call in step.calls:
-        nodes.append(_call_node(call))
+        node = _call_node(call)
+        if call.index in links.exits:
+            node["exits"] = links.exits[call.index]
+        nodes.append(node)
         tensor_metas = [m for m in call.in_meta if m["kind"] == "tensor"]
         for pos, (ent, m) in enumerate(zip(call.in_entries, tensor_metas)):
             for src in sources.get((call.index, pos), [ent.node]):
@@ -66,7 +70,7 @@ def module_graph(step: "StepBuffer") -> tuple[list[dict[str, Any]], list[list[An
                 edges.append([src, f"c{call.index}", m["shape"]])
     k = 0
     for call, ent in step.root_outputs:
-        if ent.consumed or (ent.fn is not None and id(ent.fn) in reached):
+        if ent.consumed or (ent.fn is not None and id(ent.fn) in links.reached):
             continue
         ref = ent.ref()
         shape = list(ref.shape) if ref is not None else None

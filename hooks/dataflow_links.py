@@ -64,6 +64,7 @@ class _Tracer:
                 if e.fn is not None and e.node.startswith("c"):
                     self.made.setdefault(id(e.fn), []).append((c.index, e.node))
         self._owner: dict[int, Any] | None = None
+        self.by_index = {c.index: c for c in calls}
         self.visits = 0
         self.reached: set[int] = set()  # fn ids of call outputs reached by a walk
         self._memo: dict[tuple[int, int], list[str]] = {}
@@ -85,6 +86,37 @@ class _Tracer:
         """The last call started before call ``index`` that output node ``key``."""
         for i, node in reversed(self.made.get(key, ())):
             if i < index and node != f"c{index}":
+                return node
+        return None
+
+    def exits_of(self, call: "CallRecord", starts: list[Any],
+                 stops: dict[int, list[str]]) -> list[str]:
+        """Walk back from ``call``'s own output ops through the ops it owns."""
+        found: list[str] = []
+        todo, seen = list(reversed(starts)), set()
+        while todo and self.visits < MAX_VISITS:
+            fn = todo.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            self.visits += 1
+            own = self.owner.get(id(fn))
+            hits = stops.get(id(fn))
+            if hits is None and own is not call:
+                hits = [self._made_within(id(fn), call) or
+                        (f"c{own.index}" if own is not None else "")]
+            if hits is not None:
+                found.extend(h for h in hits if h and h not in found)
+                continue
+            if type(fn).__name__ != "AccumulateGrad":
+                todo.extend(reversed([n for n, _ in fn.next_functions if n is not None]))
+        return found
+
+    def _made_within(self, key: int, call: "CallRecord") -> str | None:
+        """The last of ``call``'s descendants that output node ``key``."""
+        for i, node in reversed(self.made.get(key, ())):
+            c = self.by_index.get(i)
+            if c is not None and call in _ancestors(c):
                 return node
         return None
 
@@ -137,15 +169,25 @@ def _untraced_source(call: "CallRecord", ent: Any, meta: dict[str, Any],
     return next((t for t in tiers if t is not None), None)
 
 
-def resolve_sources(calls: list["CallRecord"]) -> tuple[Sources, set[int]]:
+class Links:
+    """What graph building needs: sources of untracked inputs, reached outputs, exits."""
+
+    def __init__(self) -> None:
+        self.sources: Sources = {}
+        self.reached: set[int] = set()  # grad_fn ids of call outputs some walk reached
+        self.exits: dict[int, list[str]] = {}  # container call index -> what feeds its output
+
+
+def resolve_sources(calls: list["CallRecord"]) -> Links:
     """Producers of the tensor inputs no call produced, keyed by (call, position).
 
-    Also returns the ``grad_fn`` ids of call outputs a walk reached (a root's
-    output consumed through glue ops is not a dangling graph output).
+    Also the ``grad_fn`` ids of call outputs a walk reached (a root's output
+    consumed through glue ops is not a dangling graph output), and the exits
+    of containers whose output their own ops made.
     """
-    sources: Sources = {}
+    links = Links()
     if not any(e.fn is not None for c in calls for e in c.out_entries):
-        return sources, set()  # no autograd graph: identity links only
+        return links  # no autograd graph: identity links only
     tracer = _Tracer(calls)
     for call in calls:  # start order: enclosing calls are resolved first
         for pos, (ent, meta) in enumerate(_tensor_inputs(call)):
@@ -154,9 +196,34 @@ def resolve_sources(calls: list["CallRecord"]) -> tuple[Sources, set[int]]:
             if ent.fn is not None:
                 found = tracer.producers(call, ent.fn)
             elif call.parent is not None and not meta.get("requires_grad"):
-                found = _untraced_source(call, ent, meta, sources)
+                found = _untraced_source(call, ent, meta, links.sources)
             else:
                 found = None
             if found and found != [ent.node]:
-                sources[(call.index, pos)] = found
-    return sources, tracer.reached
+                links.sources[(call.index, pos)] = found
+    links.exits = container_exits(calls, tracer, links.sources)
+    links.reached = tracer.reached
+    return links
+
+
+def container_exits(calls: list["CallRecord"], tracer: _Tracer,
+                    sources: Sources) -> dict[int, list[str]]:
+    """For each container whose output its own ops made (``relu(bn(..) + x)``
+    in a residual block's forward): the nodes those ops read, children or the
+    container's input sources. The GUI draws them when the container is
+    expanded and its own call hidden."""
+    parents = {c.parent.index for c in calls if c.parent is not None}
+    out: dict[int, list[str]] = {}
+    for call in calls:
+        node = f"c{call.index}"
+        starts = [e.fn for e in call.out_entries if e.node == node and e.fn is not None]
+        if call.index not in parents or not starts:
+            continue
+        stops: dict[int, list[str]] = {}
+        for pos, (ent, _) in enumerate(_tensor_inputs(call)):
+            if ent.fn is not None:
+                stops.setdefault(id(ent.fn), sources.get((call.index, pos), [ent.node]))
+        found = tracer.exits_of(call, starts, stops)
+        if found:
+            out[call.index] = found
+    return out

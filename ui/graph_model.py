@@ -256,17 +256,40 @@ class GraphModel:
                              label=self._type_of(*key) or path.rsplit(".", 1)[-1],
                              members=len(self._groups[key]), group=key)
         for src, dst, attrs in self.full.edges(data=True):
-            a = owner[src]
+            sources = [owner[src]] if owner[src] is not None else self._exits(src)
             targets = [owner[dst]] if owner[dst] is not None else self._entries(dst)
-            for b in targets:
-                if a == b or a is None or b is None:
-                    continue
-                if vis.has_edge(a, b):
-                    vis.edges[a, b]["count"] += 1
-                else:
-                    vis.add_edge(a, b, label=attrs.get("label", ""), count=1)
+            for a in sources:
+                for b in targets:
+                    if a == b or a is None or b is None:
+                        continue
+                    if vis.has_edge(a, b):
+                        vis.edges[a, b]["count"] += 1
+                    else:
+                        vis.add_edge(a, b, label=attrs.get("label", ""), count=1)
         self._fill_group_io(vis)
         return vis
+
+    def _exits(self, container: str) -> list[str]:
+        """What a hidden (expanded) container call's own output is drawn from.
+
+        The module graph names, per container whose forward made its output
+        with plain ops (a residual add), the nodes those ops read (``exits``);
+        a hidden one among them stands for its own exits in turn.
+        """
+        out: list[str] = []
+        todo, seen = [container], set()
+        while todo:
+            nid = todo.pop()
+            if nid in seen or nid not in self.full.nodes:
+                continue
+            seen.add(nid)
+            for x in self.full.nodes[nid].get("exits") or ():
+                o = self._owner.get(x)
+                if o is None:
+                    todo.append(x)
+                elif o not in out:
+                    out.append(o)
+        return out
 
     def _entries(self, container: str) -> list[str]:
         """Where a tensor fed to an expanded (hidden) container call goes in.

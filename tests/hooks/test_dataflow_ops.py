@@ -196,3 +196,12 @@ def test_graphs_are_built_once_for_a_model_with_none_and_flag_arguments(monkeypa
     mask = torch.zeros(2, 5, dtype=torch.bool)
     _graph(Encoder(), torch.randn(2, 5, 16), mask, steps=3)  # layers get src_mask=None
     assert len(builds) == 1
+
+
+def test_residual_blocks_name_what_feeds_their_own_output() -> None:
+    graph = _graph(ResNetLike(), torch.randn(2, 3, 6, 6))[0]
+    ids, _, _ = _parts(graph)
+    exits = {n["path"]: n.get("exits") for n in graph.nodes if n["kind"] == "call"}
+    assert exits["block1"] == [ids["block1.bn"], ids["stem"]]   # bn(..) + x, x from stem
+    assert exits["block2"] == [ids["block2.bn"], ids["block1"]]
+    assert exits["stem"] is None and exits[""] is None          # output made by a child
