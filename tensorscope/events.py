@@ -214,7 +214,9 @@ class GraphStructure(Message):
 
     * module graph: ``{"id": "c3", "kind": "call"|"input"|"output",
       "label": "Linear", "root": 0, "path": "network.0", "call": 3,
-      "shape": [64, 128], "dtype": "float32", "device": "cpu"}``
+      "shape": [64, 128], "dtype": "float32", "device": "cpu"}``; a
+      container whose own ops made its output (``relu(bn(h) + x)``) also has
+      ``"exits": ["c7", "c2"]``, the nodes those ops read
     * autograd graph: ``{"id": "a17", "kind": "op"|"param"|"leaf",
       "label": "AddmmBackward0", "root": 0, "module": "network.0",
       "call": 3, "param": "network.0.weight" or None}``
