@@ -1,0 +1,26 @@
+"""Update-to-weight ratios: exact for small parameters, sampled for large ones."""
+from __future__ import annotations
+
+import torch
+
+from hooks_zoo import watch
+
+
+def test_update_ratio_matches_the_exact_value_for_small_and_large_parameters():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(600, 500), torch.nn.Linear(500, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x = torch.randn(16, 600)
+    w, log = watch(model, opt, stats_every=1)
+    with w:
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+    exact = {n: ((p.detach() - before[n]).norm() / p.detach().norm()).item()
+             for n, p in model.named_parameters()}
+    rows = {r["name"]: r for r in log.summaries()[0].params}
+    # 0.weight has 300,000 elements: estimated from a strided sample.
+    assert abs(rows["0.weight"]["update_ratio"] / exact["0.weight"] - 1) < 0.05
+    for name in ("0.bias", "1.weight", "1.bias"):  # small: exact
+        assert abs(rows[name]["update_ratio"] / exact[name] - 1) < 1e-4
