@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import (QBrush, QColor, QFontMetricsF, QPainter, QPainterPath, QPen,
+from PySide6.QtGui import (QColor, QFontMetricsF, QPainter, QPainterPath, QPen,
                            QPolygonF)
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 import networkx as nx
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QPainter, QPen, QWheelEvent
+from PySide6.QtGui import QColor, QImage, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 
 from tensorscope.ui.graph_items import (Card, EdgeLabel, EdgeLayer, NodeLayer, card_size,

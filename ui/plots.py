@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget

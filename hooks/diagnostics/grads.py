@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, maximal_modules, module_label
-from tensorscope.hooks.observer import CallRecord, StepRecord
+from tensorscope.hooks.observer import StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.diagnostics.memory import GraphObserver

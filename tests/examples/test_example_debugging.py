@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -19,37 +18,15 @@ import numpy as np
 import pytest
 
 from tensorscope.client import attach
-from tensorscope.events import Bye, Continue, GetTensor, Message, PausedAt, SetBreakpoints
+from tensorscope.events import Bye, Continue, GetTensor, PausedAt, SetBreakpoints
 from tensorscope.slicing import decode_slice
+
+from inbox import Inbox
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "05_nan_explosion.py"
 TIMEOUT = 120.0
-
-
-class Inbox:
-    """What the GUI side receives (reader thread); tests wait on it, never sleep."""
-
-    def __init__(self) -> None:
-        self.msgs: list[Message] = []
-        self.cond = threading.Condition()
-
-    def on_message(self, msg: Message) -> None:
-        with self.cond:
-            self.msgs.append(msg)
-            self.cond.notify_all()
-
-    def on_closed(self, reason: str) -> None:
-        with self.cond:
-            self.cond.notify_all()
-
-    def first(self, cls: type, what: str) -> Message:
-        """Wait for the first message of class ``cls``."""
-        with self.cond:
-            ok = self.cond.wait_for(lambda: any(isinstance(m, cls) for m in self.msgs), TIMEOUT)
-            assert ok, f"timed out waiting for {what}; got {[m.TYPE for m in self.msgs]}"
-            return next(m for m in self.msgs if isinstance(m, cls))
 
 
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, dict]:

@@ -15,48 +15,18 @@ import numpy as np
 import pytest
 
 from tensorscope.client import Connection, GuiServer, attach
-from tensorscope.events import (Bye, Continue, GetTensor, GraphStructure, Hello, Message,
-                                ModuleTree, PausedAt, PinModules, Resumed, RunToStep,
+from tensorscope.events import (Bye, Continue, GetTensor, GraphStructure, Hello,
+                                ModuleTree, PinModules, Resumed, RunToStep,
                                 SetBreakpoints, StepBatch, StepModule, StepSummary)
 from tensorscope.recording import SessionReader
 from tensorscope.slicing import decode_slice
 from tensorscope.transport import HandshakeError
 
+from inbox import Inbox
+
 pytestmark = pytest.mark.slow
 SCRIPT = str(Path(__file__).with_name("e2e_train.py"))
 TIMEOUT = 90.0
-
-
-class Inbox:
-    """Collects what the GUI side receives; waits on conditions, never sleeps."""
-
-    def __init__(self) -> None:
-        self.msgs: list[Message] = []
-        self.closed: str | None = None
-        self.cond = threading.Condition()
-
-    def on_message(self, msg: Message) -> None:
-        with self.cond:
-            self.msgs.append(msg)
-            self.cond.notify_all()
-
-    def on_closed(self, reason: str) -> None:
-        with self.cond:
-            self.closed = reason
-            self.cond.notify_all()
-
-    def wait(self, pred, what: str, timeout: float = TIMEOUT):
-        with self.cond:
-            ok = self.cond.wait_for(lambda: pred(self.msgs), timeout)
-        assert ok, f"timed out waiting for {what}; got {[m.TYPE for m in self.msgs]}"
-
-    def of(self, cls):
-        with self.cond:
-            return [m for m in self.msgs if isinstance(m, cls)]
-
-    def pause(self, n: int) -> PausedAt:
-        self.wait(lambda ms: sum(isinstance(m, PausedAt) for m in ms) >= n, f"pause #{n}")
-        return self.of(PausedAt)[n - 1]
 
 
 def launch(tmp_path, *opts, env=None) -> tuple[subprocess.Popen, dict]:
