@@ -49,6 +49,19 @@ def attribute(calls: list["CallRecord"]) -> dict[int, "CallRecord"]:
     return owner
 
 
+class Ownership:
+    """``attribute(calls)``, computed on first call and shared by the graph builders."""
+
+    def __init__(self, calls: list["CallRecord"]) -> None:
+        self._calls = calls
+        self._owner: dict[int, "CallRecord"] | None = None
+
+    def __call__(self) -> dict[int, "CallRecord"]:
+        if self._owner is None:
+            self._owner = attribute(self._calls)
+        return self._owner
+
+
 def _describe(fn: Any, param_name: Callable[[Any], tuple[int, str, str] | None]) -> dict[str, Any]:
     label = type(fn).__name__
     node: dict[str, Any] = {"kind": "op", "label": label, "param": None}
@@ -65,10 +78,11 @@ def _describe(fn: Any, param_name: Callable[[Any], tuple[int, str, str] | None])
 
 
 def autograd_graph(calls: list["CallRecord"], roots: list[Any],
-                   param_name: Callable[[Any], tuple[int, str, str] | None]
+                   param_name: Callable[[Any], tuple[int, str, str] | None],
+                   ownership: Ownership | None = None
                    ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """Nodes and edges reachable from ``roots`` (grad_fn objects)."""
-    owner = attribute(calls)
+    owner = (ownership or Ownership(calls))()
     ids: dict[int, str] = {}
     keep: list[Any] = []  # hold the node wrappers so their ids stay unique during the walk
     nodes: list[dict[str, Any]] = []

@@ -20,6 +20,7 @@ from tensorscope.hooks.flatten import meta_generation
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import StepBuffer
+    from tensorscope.hooks.autograd_graph import Ownership
     from tensorscope.hooks.observer import CallRecord
 
 
@@ -45,14 +46,15 @@ def _input_node(call: "CallRecord", src: str, m: dict[str, Any]) -> dict[str, An
             "shape": m["shape"], "dtype": m["dtype"], "device": m["device"]}
 
 
-def module_graph(step: "StepBuffer") -> tuple[list[dict[str, Any]], list[list[Any]]]:
+def module_graph(step: "StepBuffer", ownership: "Ownership | None" = None
+                 ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """Nodes and edges of the step's dataflow graph.
 
     Inputs no call produced are traced through the ops between calls
     (``dataflow_links``); an input node is kept only while some consumer
     still has no producing call.
     """
-    links = resolve_sources(step.calls)
+    links = resolve_sources(step.calls, ownership)
     sources = links.sources
     nodes: list[dict[str, Any]] = []
     edges: list[list[Any]] = []

@@ -25,9 +25,9 @@ Nothing is resolved when the step has no autograd graph (inference under
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from tensorscope.hooks.autograd_graph import attribute
+from tensorscope.hooks.autograd_graph import Ownership
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.observer import CallRecord
@@ -54,8 +54,10 @@ def _ancestors(call: "CallRecord") -> list["CallRecord"]:
 class _Tracer:
     """Walks the autograd graph back from untracked inputs to producing calls."""
 
-    def __init__(self, calls: list["CallRecord"]) -> None:
+    def __init__(self, calls: list["CallRecord"],
+                 owner: Callable[[], dict[int, Any]]) -> None:
         self.calls = calls
+        self._get_owner = owner
         # a call may hand on its input's autograd node (dropout with p=0): every
         # call that output a node is listed, in start order
         self.made: dict[int, list[tuple[int, str]]] = {}
@@ -63,7 +65,6 @@ class _Tracer:
             for e in c.out_entries:
                 if e.fn is not None and e.node.startswith("c"):
                     self.made.setdefault(id(e.fn), []).append((c.index, e.node))
-        self._owner: dict[int, Any] | None = None
         self.by_index = {c.index: c for c in calls}
         self.visits = 0
         self.reached: set[int] = set()  # fn ids of call outputs reached by a walk
@@ -71,9 +72,8 @@ class _Tracer:
 
     @property
     def owner(self) -> dict[int, Any]:
-        if self._owner is None:
-            self._owner = attribute(self.calls)
-        return self._owner
+        """Which call created each autograd node (computed once, on first use)."""
+        return self._get_owner()
 
     def producers(self, call: "CallRecord", fn: Any) -> list[str]:
         """Calls whose results reach ``fn`` through ``call``'s enclosing glue ops."""
@@ -178,7 +178,8 @@ class Links:
         self.exits: dict[int, list[str]] = {}  # container call index -> what feeds its output
 
 
-def resolve_sources(calls: list["CallRecord"]) -> Links:
+def resolve_sources(calls: list["CallRecord"],
+                    owner: Callable[[], dict[int, Any]] | None = None) -> Links:
     """Producers of the tensor inputs no call produced, keyed by (call, position).
 
     Also the ``grad_fn`` ids of call outputs a walk reached (a root's output
@@ -188,7 +189,7 @@ def resolve_sources(calls: list["CallRecord"]) -> Links:
     links = Links()
     if not any(e.fn is not None for c in calls for e in c.out_entries):
         return links  # no autograd graph: identity links only
-    tracer = _Tracer(calls)
+    tracer = _Tracer(calls, owner or Ownership(calls))
     for call in calls:  # start order: enclosing calls are resolved first
         for pos, (ent, meta) in enumerate(_tensor_inputs(call)):
             if not ent.node.startswith("in"):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tensorscope.events import Finding, GraphStructure, StepBegin
-from tensorscope.hooks.autograd_graph import autograd_graph
+from tensorscope.hooks.autograd_graph import Ownership, autograd_graph
 from tensorscope.hooks.dataflow import module_graph, structure_hash, structure_key
 from tensorscope.hooks.registry import describe_plain
 from tensorscope.hooks.stepend import finish
@@ -95,12 +95,14 @@ class StepEmitter:
         if key == self.last_key:
             return
         self.last_key = key
-        nodes, edges = module_graph(step)
+        ownership = Ownership(step.calls)  # which call made each op: shared by both graphs
+        nodes, edges = module_graph(step, ownership)
         self._emit_graph("module", step, nodes, edges)
         roots = [e.fn for call in step.calls if call.parent is None
                  for e in call.out_entries if e.fn is not None]
         if roots:
-            a_nodes, a_edges = autograd_graph(step.calls, roots, self.watch.index.param_name)
+            a_nodes, a_edges = autograd_graph(step.calls, roots, self.watch.index.param_name,
+                                              ownership)
             self._emit_graph("autograd", step, a_nodes, a_edges)
 
     def _emit_graph(self, kind: str, step: "StepBuffer", nodes: list[dict[str, Any]],

@@ -188,9 +188,9 @@ def test_graphs_are_built_once_for_a_model_with_none_and_flag_arguments(monkeypa
     builds: list[int] = []
     real = watch_events.module_graph
 
-    def counted(step: Any) -> Any:
+    def counted(step: Any, *args: Any) -> Any:
         builds.append(step.index)
-        return real(step)
+        return real(step, *args)
 
     monkeypatch.setattr(watch_events, "module_graph", counted)
     mask = torch.zeros(2, 5, dtype=torch.bool)
