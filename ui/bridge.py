@@ -4,8 +4,9 @@ Connection reader threads and layout workers call the ``post_*`` methods;
 they append to a queue and wake the GUI thread with one queued signal (only
 when the queue was empty, so a flood of messages costs one wake-up, not one
 per message). On the GUI thread ``_drain`` hands out batches within a time
-budget and re-queues itself, so painting and input keep running during a
-flood. No other object touches Qt from another thread.
+budget and continues on a zero-timeout timer, so painting, input and other
+timers keep running during a flood. No other object touches Qt from another
+thread.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
 from tensorscope.events import Message, Response
 
@@ -42,6 +43,14 @@ class Bridge(QObject):
         self._pending = False
         self.max_queue = 0
         self._wake.connect(self._drain, Qt.ConnectionType.QueuedConnection)
+        # The rest of a flood drains on a zero timer, not a re-posted event: in
+        # exec() Qt's (glib) dispatcher delivers newly posted events ahead of
+        # due timers, so a drain that re-posted itself kept timers (the repaint
+        # timer included) waiting for several slices. A timer takes its turn.
+        self._resume = QTimer(self)
+        self._resume.setSingleShot(True)
+        self._resume.setInterval(0)
+        self._resume.timeout.connect(self._drain)
 
     # ------------------------------------------------- any thread (posters) ---
     def _post(self, item: tuple[str, Any, Any]) -> None:
@@ -105,11 +114,11 @@ class Bridge(QObject):
             self._dispatch(batch)
             if time.monotonic() > deadline:
                 with self._lock:
-                    if self._queue:
-                        self._pending = True
-                        self._wake.emit()  # let paint/input events run first
+                    if not self._queue:
+                        self._pending = False
                         return
-                    self._pending = False
+                    self._pending = True   # posters must not wake us: the timer will
+                self._resume.start()   # let paint, input and timers run first
                 return
 
     def _take(self, n: int) -> list[tuple[str, Any, Any]]:

@@ -42,3 +42,45 @@ def test_closed_and_layout_results_are_delivered(qtbot):
     with qtbot.waitSignal(bridge.layout_finished) as done:
         bridge.post_layout(9, "result")
     assert done.args == [9, "result"]
+
+
+def test_a_flood_drains_in_slices_that_let_timers_run(qapp, monkeypatch):
+    """Past its time budget the drain yields; a due timer fires before the next slice.
+
+    Runs a real ``QEventLoop.exec()`` (as the window does): there Qt delivers
+    events posted meanwhile ahead of timers, so a drain that re-posted itself
+    would keep a timer waiting for several slices.
+    """
+    import time
+
+    import tensorscope.ui.bridge as bridge_mod
+    from PySide6.QtCore import QEventLoop, QTimer
+    monkeypatch.setattr(bridge_mod, "DRAIN_BUDGET_S", 0.0)   # one batch per slice
+    bridge = Bridge()
+    slices, total = 20, 128 * 20
+    trace: list[str] = []
+    loop = QEventLoop()
+
+    def arrived(_conn: int, msgs: list) -> None:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.003:   # the batch's work: longer than the timer's interval
+            pass
+        trace.append("B")
+        if len(trace) - trace.count("t") == slices:
+            loop.quit()
+    bridge.messages_arrived.connect(arrived)
+    probe = QTimer()
+    probe.setInterval(1)
+    probe.timeout.connect(lambda: trace.append("t"))
+    t = threading.Thread(target=lambda: [bridge.post_message(1, StepBegin(step=i))
+                                         for i in range(total)], daemon=True)
+    t.start()
+    t.join(5)
+    probe.start()
+    QTimer.singleShot(5000, loop.quit)   # a safety net, not a wait
+    loop.exec()
+    probe.stop()
+    run = "".join(trace)
+    assert run.count("B") == slices and bridge.pending() == 0, run
+    first, last = run.index("B"), run.rindex("B")
+    assert max(len(r) for r in run[first:last + 1].split("t")) == 1, run   # a tick after each slice
