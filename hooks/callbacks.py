@@ -57,6 +57,7 @@ class CaptureCallbacks:
         for name in OBSERVER_BUCKETS:
             # a new list: a loop running over the old one is not disturbed
             setattr(cap, name, [pair for pair in getattr(cap, name) if pair[0] is not obs])
+        cap.dispatch.clear()
         print(f"tensorscope: diagnostic {type(obs).__name__}.{method} failed and was "
               f"detached: {type(exc).__name__}: {exc}", file=sys.stderr)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 import time
 import weakref
-from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -50,7 +49,8 @@ def _version(t: _Tensor) -> int:
 class FlowEntry:
     """A tensor seen in this step: who produced it, its finite probe, its gradient entry."""
 
-    __slots__ = ("ref", "producer", "node", "finite", "version", "fn", "grad", "consumed")
+    __slots__ = ("ref", "producer", "node", "finite", "version", "fn", "grad", "consumed",
+                 "stats")
 
     def __init__(self, t: _Tensor, producer: CallRecord | None, node: str, finite: int | None) -> None:
         self.ref = weakref.ref(t)
@@ -61,23 +61,33 @@ class FlowEntry:
         self.fn = t.grad_fn   # the autograd node that made it (attribution boundary)
         self.grad: GradEntry | None = None
         self.consumed = False
+        self.stats: Any = None   # stats.StatSlots taken of this value (shared by enclosing calls)
 
     def refresh(self, t: _Tensor, finite: int | None) -> None:
         """The tensor was modified in place since it was recorded."""
         self.finite, self.version, self.fn = finite, _version(t), t.grad_fn
+        self.stats = None
 
 
 class GradEntry:
-    """The gradient of one output tensor: which calls it belongs to, its queued norm."""
+    """The gradient of one output tensor: which calls it belongs to, its queued norm.
 
-    __slots__ = ("step", "version", "targets", "norm", "arrived")
+    The entry is itself the ``Tensor.register_hook`` callback (one object per
+    output, no closure).
+    """
 
-    def __init__(self, step: int, version: int) -> None:
+    __slots__ = ("capture", "step", "version", "targets", "norm", "arrived")
+
+    def __init__(self, capture: "Capture", step: int, version: int) -> None:
+        self.capture = capture
         self.step = step
         self.version = version
         self.targets: list[tuple[CallRecord, str]] = []
         self.norm: int | None = None
         self.arrived = False
+
+    def __call__(self, grad: _Tensor) -> None:
+        return self.capture.on_grad(self, grad)
 
 
 class StepBuffer:
@@ -128,9 +138,22 @@ class Capture:
         self.observers_opt_pre: list[tuple[Any, Any]] = []
         self.observers_opt: list[tuple[Any, Any]] = []
         self.observers_end: list[tuple[Any, Any]] = []
+        # module type -> (pre, fwd) observers that watch that type (see ``observers_for``)
+        self.dispatch: dict[type, tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]] = {}
         self._last_exc_id = 0
         self.last_module_error: tuple[int, str, str] | None = None
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
+
+    def observers_for(self, mtype: type) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
+        """The forward pre/post observers that watch modules of type ``mtype``
+        (``Observer.watches``), decided once per type; ``dispatch`` is cleared
+        whenever the observer lists change."""
+        hit = self.dispatch.get(mtype)
+        if hit is None:
+            hit = self.dispatch[mtype] = (
+                [p for p in self.observers_pre if _watches(p[0], mtype, "on_forward_pre")],
+                [p for p in self.observers_fwd if _watches(p[0], mtype, "on_forward")])
+        return hit
 
     def _new_step(self, index: int) -> StepBuffer:
         """Statistics every step in ``full``, every ``stats_every`` in ``default``;
@@ -176,7 +199,7 @@ class Capture:
         else:
             self._track_inputs(call, inputs, step)
         stack.append(call)
-        for obs, fn in self.observers_pre:
+        for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[0]:
             try:
                 fn(call)
             except Exception as exc:
@@ -275,7 +298,7 @@ class Capture:
         if call.mem_before is not None:
             call.mem_delta = self._mem_delta(call)
         call.finished = True
-        for obs, fn in self.observers_fwd:
+        for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[1]:
             try:
                 fn(call)
             except Exception as exc:
@@ -307,7 +330,10 @@ class Capture:
             ent = self._output_entry(call, v, flow, step)
             entries.append(ent)
             if want_stats and call.stats is None and (v.is_floating_point() or v.is_complex()):
-                call.stats = activation_stats(v, step.buf, self.mode == "full", ent.finite)
+                # a container returning its child's output reuses the child's statistics
+                if ent.stats is None:
+                    ent.stats = activation_stats(v, step.buf, self.mode == "full", ent.finite)
+                call.stats = ent.stats
             if grads and v.requires_grad:
                 self._watch_grad(call, path, v, ent, step)
 
@@ -325,8 +351,8 @@ class Capture:
                     step: StepBuffer) -> None:
         g = ent.grad
         if g is None or g.version != v._version:
-            g = ent.grad = GradEntry(step.index, v._version)
-            step.grad_handles.append(v.register_hook(partial(self.on_grad, g)))
+            g = ent.grad = GradEntry(self, step.index, v._version)
+            step.grad_handles.append(v.register_hook(g))
         g.targets.append((call, path))
         if call.grads is None:
             call.grads = [g]
@@ -420,6 +446,14 @@ class Capture:
         """Stop capturing (handles are removed by the watch)."""
         self.active = False
         self.stack.clear()
+
+
+def _watches(obs: Any, mtype: type, hook: str) -> bool:
+    """``obs.watches(mtype, hook)``; an observer whose filter fails sees every call."""
+    try:
+        return bool(obs.watches(mtype, hook))
+    except Exception:
+        return True
 
 
 def _inside(producer: CallRecord | None, call: CallRecord) -> bool:

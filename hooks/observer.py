@@ -139,6 +139,12 @@ class Observer:
     def on_attach(self, ctx: WatchContext) -> None:
         """The observer was added to a watch."""
 
+    def watches(self, module_type: type, hook: str) -> bool:
+        """Whether ``hook`` (``"on_forward_pre"`` or ``"on_forward"``) should run for
+        calls of modules of ``module_type``. Asked once per type and hook, so an
+        observer that cares about a few module types costs nothing on the others."""
+        return True
+
     def on_forward_pre(self, call: CallRecord) -> None:
         """A module call starts; ``call.inputs`` are filled."""
 

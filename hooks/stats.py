@@ -78,19 +78,32 @@ class ScalarBuffer:
         self.items, self.vectors = [], []
         if not items and not vectors:
             return []
-        with torch.no_grad():
-            parts = [torch.stack(items)] if items else []
-            parts += [v.tensor for v in vectors]
-            try:
-                joined = torch.cat(parts) if len(parts) > 1 else parts[0]
-                values = joined.tolist()  # the one host transfer
-            except RuntimeError:  # values on several devices: one transfer per device
-                values = _flush_by_device(items, vectors)
+        if _all_cpu(items, vectors):
+            # Nothing to transfer: reading each value costs less than stacking them.
+            values = [t.item() for t in items]
+            for v in vectors:
+                values += v.tensor.tolist()
+        else:
+            with torch.no_grad():
+                parts = [torch.stack(items)] if items else []
+                parts += [v.tensor for v in vectors]
+                try:
+                    joined = torch.cat(parts) if len(parts) > 1 else parts[0]
+                    values = joined.tolist()  # the one host transfer
+                except RuntimeError:  # values on several devices: one transfer per device
+                    values = _flush_by_device(items, vectors)
         pos = len(items)
         for v in vectors:
             v.start = pos
             pos += v.tensor.numel()
         return values
+
+
+def _all_cpu(items: list[torch.Tensor], vectors: list[VectorRef]) -> bool:
+    for t in items:
+        if not t.is_cpu:
+            return False
+    return all(v.tensor.is_cpu for v in vectors)
 
 
 def _flush_by_device(items: list[torch.Tensor], vectors: list[VectorRef]) -> list[float]:

@@ -236,6 +236,7 @@ class Watch(CaptureCallbacks):
             fn = getattr(obs, method, None)
             if fn is not None and getattr(type(obs), method, None) is not getattr(Observer, method):
                 bucket.append((obs, fn))  # bound once: hooks call it directly
+        cap.dispatch.clear()
         self.notify(obs, "on_attach", self)
 
     # ------------------------------------------------- WatchContext (observers)

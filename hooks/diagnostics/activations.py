@@ -3,11 +3,12 @@
 * ``dead_activation``: the output of a ReLU-family activation, the
   ``nn.ReLU``/``nn.ReLU6`` module or a module whose forward ends in
   ``F.relu`` (its output's ``grad_fn`` is ``ReluBackward``), is zero for at
-  least 99% of a strided sample of at most 4096 elements, in training
-  forwards, at three consecutive checked steps (the first eight steps, then
-  every fourth): the layer passes (almost) no gradient. Cost: one
-  ``count_nonzero`` over the small sample per ReLU call on checked steps,
-  deferred into the step's single transfer.
+  least 99% of a strided sample, in training forwards, at three consecutive
+  checked steps (the first eight steps, then every statistics step): the
+  layer passes (almost) no gradient. Cost: in the first eight steps one
+  ``count_nonzero`` over a sample of at most 4096 elements per ReLU call,
+  deferred into the step's single transfer; later, nothing: the zero
+  fraction of the statistics the capture takes anyway is read.
 * ``fp16_overflow``: a float16 output that holds Inf while the call's inputs
   were finite (the finite flags the hooks take every step), or whose
   magnitude came within 10% of the float16 maximum (65504) on a statistics
@@ -41,9 +42,13 @@ _RELU_FNS = frozenset({"ReluBackward0", "ReluBackward1", "ThresholdBackward0",
 _RELU6_FNS = frozenset({"HardtanhBackward0", "HardtanhBackward1"})
 
 
-def checked_step(step: int) -> bool:
-    """Steps whose ReLU outputs are sampled: the first eight, then every fourth."""
-    return step < 8 or step % 4 == 0
+EARLY_STEPS = 8         # steps checked with a sample of their own
+
+
+def checked_step(step: int, stats: bool) -> bool:
+    """Steps whose ReLU outputs are checked: the first eight, then those with
+    statistics (``stats``: the call's statistics are being taken)."""
+    return step < EARLY_STEPS or stats
 
 
 def _is_relu_output(module: nn.Module, fn: Any) -> bool:
@@ -72,7 +77,8 @@ class DeadActivationObserver(Diagnostic):
 
     def on_forward(self, call: CallRecord) -> None:
         """Queue a zero count of each ReLU output's sample (training forwards, checked steps)."""
-        if not call.grad_enabled or not call.outputs or not checked_step(call.step):
+        stats = call.stats is not None
+        if not call.grad_enabled or not call.outputs or not checked_step(call.step, stats):
             return
         v = call.outputs[0][1]
         if not isinstance(v, torch.Tensor) or v.grad_fn is None:
@@ -86,10 +92,28 @@ class DeadActivationObserver(Diagnostic):
         where = (call.root, call.path)
         occ = self._occurrence.get(where, 0)
         self._occurrence[where] = occ + 1
+        if stats:   # the capture's statistics cover this output: read their zero fraction
+            self._pending.append((-1 - call.index, (call.root, call.path, occ), 0, call.type))
+            return
         with torch.no_grad():
             sample = _sample(v)
             handle = self.ctx.defer({"nz": torch.count_nonzero(sample)})
         self._pending.append((handle, (call.root, call.path, occ), sample.numel(), call.type))
+
+    @staticmethod
+    def _zero_fraction(record: StepRecord, handle: int, n: int) -> float | None:
+        """The zero fraction of a pending check: a deferred count (``handle >= 0``),
+        or the statistics of call ``-1 - handle``."""
+        if handle < 0:
+            index = -1 - handle
+            digest = record.digests[index] if index < len(record.digests) else None
+            if digest is None or digest.index != index or not digest.stats:
+                return None
+            return digest.stats.get("zero_fraction")
+        nz = record.deferred.get(handle, {}).get("nz")
+        if nz is None or n == 0:
+            return None
+        return 1.0 - float(nz) / n
 
     def on_step_end(self, record: StepRecord) -> None:
         """Update the per-activation streaks of near-total zeros."""
@@ -97,10 +121,9 @@ class DeadActivationObserver(Diagnostic):
         self._seen.clear()
         self._occurrence.clear()
         for handle, key, n, type_ in pending:
-            nz = record.deferred.get(handle, {}).get("nz")
-            if nz is None or n == 0:
+            zero = self._zero_fraction(record, handle, n)
+            if zero is None:
                 continue
-            zero = 1.0 - float(nz) / n
             if zero < DEAD_FRACTION:
                 self._streak.pop(key, None)
                 continue

@@ -33,7 +33,11 @@ _LOSS_TYPES: dict[type, bool] = {}
 
 def is_loss_module(module: Any) -> bool:
     """True for ``torch.nn`` loss classes and their subclasses (cached per type)."""
-    t = type(module)
+    return is_loss_type(type(module))
+
+
+def is_loss_type(t: type) -> bool:
+    """True for the ``torch.nn`` loss classes and their subclasses (cached)."""
     hit = _LOSS_TYPES.get(t)
     if hit is None:
         hit = _LOSS_TYPES[t] = any(c.__module__ == _LOSS_MODULE for c in t.__mro__)

@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
-    is_loss_module, iter_tensors, module_label, producing_fn
+    is_loss_module, is_loss_type, iter_tensors, module_label, producing_fn
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
@@ -155,6 +155,10 @@ class LossInputObserver(Diagnostic):
             if len(self._acts) >= MAX_REMEMBERED:   # a long loop without step ends
                 self._acts.clear()
             self._acts[id(fn)] = (fn, call)   # innermost first: children finish first
+
+    def watches(self, module_type: type, hook: str) -> bool:
+        """Inputs of loss modules only; outputs of every module (activations)."""
+        return hook != "on_forward_pre" or is_loss_type(module_type)
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Check the inputs of loss modules."""

@@ -49,6 +49,10 @@ class ModeObserver(Diagnostic):
         self._pending: dict[tuple[int, str], tuple[CallRecord, nn.Module, int]] = {}
         self._frozen_roots: dict[int, bool] = {}
 
+    def watches(self, module_type: type, hook: str) -> bool:
+        """Only Dropout and BatchNorm calls."""
+        return issubclass(module_type, _MODE_TYPES)
+
     def on_forward_pre(self, call: CallRecord) -> None:
         """Note Dropout/BatchNorm calls in the wrong mode for their context."""
         module = call.module
