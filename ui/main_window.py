@@ -174,6 +174,7 @@ class MainWindow(QMainWindow):
         self.model.__init__()
         self.tree.clear()
         self.graph.clear()
+        self.plots.clear()
         self.findings.clear()
 
     def _messages(self, conn_id: int, msgs: list[Message]) -> None:

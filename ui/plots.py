@@ -1,9 +1,16 @@
 """Plots over steps (pyqtgraph): loss, gradient norm and a statistic per module.
 
 Clicking a curve selects its module and the step under the cursor.
+
+Repainting a plot costs several milliseconds (axes, grid, text), so the panel
+keeps the work of one repaint-timer tick small: it updates at most one plot
+per call, in turn (each at most 5 times a second), edits legends entry by
+entry, and lets the shared step axis grow in steps (:class:`StepRange`) so
+that new data in one plot does not repaint the other two every time.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import pyqtgraph as pg
@@ -20,6 +27,70 @@ STATS = {"norm": "activation norm", "zero_fraction": "zero fraction", "mean": "m
 MAX_CURVES = 6
 PLOT_INTERVAL_S = 0.2
 NEW_CURVES_PER_REFRESH = 3
+PLOTS = ("loss", "grad", "stat")
+NICE_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def nice_ceil(x: float) -> float:
+    """The smallest of 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10^k that is ≥ ``x`` (x ≥ 1)."""
+    if x <= 1:
+        return 1.0
+    scale = 10.0 ** math.floor(math.log10(x))
+    return next(n * scale for n in NICE_STEPS if n * scale >= x * (1 - 1e-12))
+
+
+class StepRange:
+    """The step (x) range the three linked plots follow while data arrives.
+
+    It spans the first step seen to a round number past the newest one, so it
+    changes only when the newest step passes that end (every ~25% of growth),
+    not with every new step: a changed range repaints all three plots. When
+    the user pans or zooms, following stops; pyqtgraph's auto-range button
+    ("A") turns it back on.
+    """
+
+    def __init__(self, plots: list[pg.PlotWidget]) -> None:
+        """``plots`` share their x axis; the range is set on the first."""
+        self.plots = plots
+        self.following = True
+        self.lo: float | None = None
+        self.hi: float | None = None
+        self.shown: tuple[float, float] | None = None
+        for plot in plots:
+            plot.getViewBox().enableAutoRange(x=False)
+            plot.getViewBox().sigRangeChangedManually.connect(self.user_changed)
+
+    def user_changed(self, mask: list[bool]) -> None:
+        """The user panned or zoomed (``mask``: which axes); x: stop following."""
+        if mask[0]:   # the x axis (the y axes are each plot's own)
+            self.following = False
+
+    def clear(self) -> None:
+        """Forget the extent (a new session)."""
+        self.lo = self.hi = self.shown = None
+
+    def include(self, steps) -> None:
+        """Widen the extent to these steps (a sorted array, maybe empty)."""
+        if len(steps):
+            lo, hi = float(steps[0]), float(steps[-1])
+            self.lo = lo if self.lo is None else min(self.lo, lo)
+            self.hi = hi if self.hi is None else max(self.hi, hi)
+
+    def apply(self) -> bool:
+        """Set the plots' step range if it must grow; True when it changed."""
+        for plot in self.plots:
+            vb = plot.getViewBox()
+            if vb.autoRangeEnabled()[0]:   # the auto-range button: follow again, our way
+                vb.enableAutoRange(x=False)
+                self.following, self.shown = True, None
+        if not self.following or self.lo is None or self.hi is None:
+            return False
+        if self.shown is not None and self.shown[0] <= self.lo and self.hi <= self.shown[1]:
+            return False
+        span = max(self.hi - self.lo, 1.0)
+        self.shown = (self.lo, self.lo + nice_ceil(span * 1.05))
+        self.plots[0].setXRange(*self.shown, padding=0.02)
+        return True
 
 
 class PlotsPanel(QWidget):
@@ -38,6 +109,8 @@ class PlotsPanel(QWidget):
         self.stat_plot = self._plot("Activation statistic per module", fg)
         self.grad_plot.setXLink(self.loss_plot)
         self.stat_plot.setXLink(self.loss_plot)
+        self.plots = {"loss": self.loss_plot, "grad": self.grad_plot, "stat": self.stat_plot}
+        self.steps = StepRange(list(self.plots.values()))
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(self.theme.accent, width=2))
         self.loss_curve.curve.setClickable(True, width=8)
         self.loss_curve.sigClicked.connect(lambda item, ev: self._loss_clicked(ev))
@@ -47,21 +120,25 @@ class PlotsPanel(QWidget):
         self.stat_choice = QComboBox(self)
         for key, label in STATS.items():
             self.stat_choice.addItem(label, key)
-        self.stat_choice.currentIndexChanged.connect(lambda _i: self._force())
+        self.stat_choice.currentIndexChanged.connect(lambda _i: self._force("stat"))
         self.focus: ModuleKey | None = None
         self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
         self._colours: dict[ModuleKey, str] = {}
-        self._legend_keys: tuple[ModuleKey, ...] = ()
-        self._rev = -1
-        self._refreshed_at = 0.0
+        self._revs = dict.fromkeys(PLOTS, -1)
+        self._updated_at = dict.fromkeys(PLOTS, 0.0)
+        self._turn = 0
         self._budget = NEW_CURVES_PER_REFRESH
+        self.clock = time.monotonic   # seconds; a test may replace it
         self.step_line = None
+        self._lay_out()
+
+    def _lay_out(self) -> None:
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Statistic:", self))
         controls.addWidget(self.stat_choice)
         controls.addStretch(1)
         row = QHBoxLayout()
-        for plot in (self.loss_plot, self.grad_plot, self.stat_plot):
+        for plot in self.plots.values():
             row.addWidget(plot)
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 2, 4, 2)
@@ -84,48 +161,73 @@ class PlotsPanel(QWidget):
         legend.setColumnCount(3)
         return w
 
-    def _force(self) -> None:
-        self._rev = -1
-        self._refreshed_at = 0.0
+    def _force(self, *names: str) -> None:
+        for name in names or PLOTS:
+            self._revs[name] = -1
+            self._updated_at[name] = 0.0
+
+    def clear(self) -> None:
+        """Forget the curves and the step range (a new session starts)."""
+        for (kind, _key), item in list(self._curves.items()):
+            self._remove_curve(kind, item)
+        self._curves.clear()
+        self.loss_curve.setData([], [])
+        self.eval_curve.setData([], [])
+        self.steps.clear()
+        self._force()
 
     def set_focus(self, key: ModuleKey | None) -> None:
         """Always plot this module (the selection) first, highlighted."""
         if key != self.focus:
             self.focus = key
-            self._legend_keys = ()   # re-weight the pens
-            self._force()
+            for (_kind, k), item in self._curves.items():
+                item.setPen(self._pen(k))
+            self._force("grad", "stat")
 
     # ----------------------------------------------------------- refresh ---
     def refresh(self, model: SessionModel) -> None:
-        """Redraw from the model's bounded series (GUI thread, at most 5 times a second).
+        """Redraw one plot whose data changed (GUI thread, on the repaint timer).
 
-        New curves are added a few per call so that a burst never stalls the GUI.
+        The plots take turns, each at most 5 times a second; new curves are
+        added a few per call so that a burst never stalls the GUI.
         """
-        now = time.monotonic()
-        if model.data_rev == self._rev or now - self._refreshed_at < PLOT_INTERVAL_S:
-            return
-        self._rev = model.data_rev
-        self._refreshed_at = now
-        self._budget = NEW_CURVES_PER_REFRESH
+        now = self.clock()
+        for i in range(len(PLOTS)):
+            name = PLOTS[(self._turn + i) % len(PLOTS)]
+            if (self._revs[name] != model.data_rev
+                    and now - self._updated_at[name] >= PLOT_INTERVAL_S):
+                self._turn = (self._turn + i + 1) % len(PLOTS)
+                self._revs[name], self._updated_at[name] = model.data_rev, now
+                self._budget = NEW_CURVES_PER_REFRESH
+                if name == "loss":
+                    self._update_loss(model)
+                else:
+                    self._update_modules(name, model)
+                self.steps.apply()
+                return
+
+    def _update_loss(self, model: SessionModel) -> None:
         steps, values = model.loss.arrays()
         self.loss_curve.setData(steps, values, symbol="o" if len(steps) < 24 else None,
                                 symbolSize=5, symbolPen=None, symbolBrush=self.theme.accent)
-        self.eval_curve.setData(*model.eval_loss.arrays())
+        eval_steps, eval_values = model.eval_loss.arrays()
+        self.eval_curve.setData(eval_steps, eval_values)
+        self.steps.include(steps)
+        self.steps.include(eval_steps)
+
+    def _update_modules(self, kind: str, model: SessionModel) -> None:
+        """The grad-norm or statistic curves of the chosen modules."""
         keys = self._chosen(model)
-        stat = self.stat_choice.currentData()
-        wanted = {("grad", k) for k in keys} | {("stat", k) for k in keys}
-        for tag in list(self._curves):
-            if tag not in wanted:
-                plot = self.grad_plot if tag[0] == "grad" else self.stat_plot
-                plot.removeItem(self._curves.pop(tag))
+        column = "grad_norm" if kind == "grad" else self.stat_choice.currentData()
+        for tag in [t for t in self._curves if t[0] == kind and t[1] not in keys]:
+            self._remove_curve(kind, self._curves.pop(tag))
         for key in keys:
-            series = model.module_series.get(key)
-            self._update_curve(("grad", key), self.grad_plot, series, "grad_norm")
-            self._update_curve(("stat", key), self.stat_plot, series, stat)
-        shown = tuple(k for k in keys if ("grad", k) in self._curves)
-        if shown != self._legend_keys:
-            self._legend_keys = shown
-            self._rebuild_legends(shown)
+            self._update_curve((kind, key), model.module_series.get(key), column)
+
+    def _remove_curve(self, kind: str, item: pg.PlotDataItem) -> None:
+        plot = self.plots[kind]
+        plot.getPlotItem().legend.removeItem(item)
+        plot.removeItem(item)
 
     def _colour(self, key: ModuleKey) -> str:
         """A stable colour per module (the same in both plots and the legend)."""
@@ -133,15 +235,8 @@ class PlotsPanel(QWidget):
             self._colours[key] = CURVE_COLOURS[len(self._colours) % len(CURVE_COLOURS)]
         return self._colours[key]
 
-    def _rebuild_legends(self, keys: tuple[ModuleKey, ...]) -> None:
-        for kind, plot in (("grad", self.grad_plot), ("stat", self.stat_plot)):
-            legend = plot.getPlotItem().legend
-            legend.clear()
-            for key in keys:
-                item = self._curves.get((kind, key))
-                if item is not None:
-                    item.setPen(pg.mkPen(self._colour(key), width=3 if key == self.focus else 1.5))
-                    legend.addItem(item, ".".join(key[1].split(".")[-2:]))
+    def _pen(self, key: ModuleKey):
+        return pg.mkPen(self._colour(key), width=3 if key == self.focus else 1.5)
 
     def _chosen(self, model: SessionModel) -> list[ModuleKey]:
         """The focus module plus the modules with the largest latest grad norm."""
@@ -155,28 +250,35 @@ class PlotsPanel(QWidget):
             keys = [self.focus] + [k for k in keys if k != self.focus][:MAX_CURVES - 1]
         return keys
 
-    def _update_curve(self, tag, plot: pg.PlotWidget, series, column: str) -> None:
+    def _update_curve(self, tag: tuple[str, ModuleKey], series, column: str) -> None:
         if series is None or not len(series):
             return
         steps, values = series.arrays(column, finite=True)
         if not len(steps):
             return
-        item = self._curves.get(tag)
+        self.steps.include(steps)
+        item = self._curves.get(tag) or self._new_curve(tag)
         if item is None:
-            if self._budget <= 0:
-                self._rev = -1   # come back for the rest next time
-                return
-            self._budget -= 1
-            key = tag[1]
-            item = pg.PlotDataItem(pen=pg.mkPen(self._colour(key), width=1.5), connect="finite")
-            plot.addItem(item)
-            item.curve.setClickable(True, width=8)
-            item.sigClicked.connect(lambda it, ev, k=key, p=plot: self._clicked(k, p, ev))
-            self._curves[tag] = item
+            return
         sparse = len(steps) < 24   # a few points: draw them, lines alone would not show
         item.setData(steps, values, connect="finite", symbol="o" if sparse else None,
-                     symbolSize=5, symbolPen=None,
-                     symbolBrush=self._colour(tag[1]))
+                     symbolSize=5, symbolPen=None, symbolBrush=self._colour(tag[1]))
+
+    def _new_curve(self, tag: tuple[str, ModuleKey]) -> pg.PlotDataItem | None:
+        """A curve and its legend entry, within this call's budget (else None)."""
+        if self._budget <= 0:
+            self._revs[tag[0]] = -1   # come back for the rest next time
+            return None
+        self._budget -= 1
+        kind, key = tag
+        plot = self.plots[kind]
+        item = pg.PlotDataItem(pen=self._pen(key), connect="finite")
+        plot.addItem(item)
+        item.curve.setClickable(True, width=8)
+        item.sigClicked.connect(lambda it, ev, k=key, p=plot: self._clicked(k, p, ev))
+        plot.getPlotItem().legend.addItem(item, ".".join(key[1].split(".")[-2:]))
+        self._curves[tag] = item
+        return item
 
     def _step_at(self, plot: pg.PlotWidget, ev) -> int:
         pos = plot.getPlotItem().vb.mapSceneToView(ev.scenePos())
@@ -190,7 +292,7 @@ class PlotsPanel(QWidget):
 
     def mark_step(self, step: int | None) -> None:
         """Draw a vertical marker at ``step`` on every plot (None: remove)."""
-        for plot in (self.loss_plot, self.grad_plot, self.stat_plot):
+        for plot in self.plots.values():
             for item in list(plot.items()):
                 if getattr(item, "_ts_marker", False):
                     plot.removeItem(item)

@@ -1,0 +1,131 @@
+"""The plots panel: one plot per refresh in turn, legends edited in place, step range."""
+from __future__ import annotations
+
+from tensorscope.events import CallDigest, StepSummary
+from tensorscope.ui.plots import MAX_CURVES, PLOT_INTERVAL_S, PlotsPanel, StepRange, nice_ceil
+from tensorscope.ui.session_model import SessionModel
+
+MODULES = 8
+
+
+def _steps(model: SessionModel, first: int, count: int) -> None:
+    for step in range(first, first + count):
+        msgs = [CallDigest(step=step, index=i, root=0, path=f"layers.{i}", type="Linear",
+                           stats={"norm": 1.0 + i, "zero_fraction": 0.0}, grad_norm=0.1 * (i + 1))
+                for i in range(MODULES)]
+        msgs.append(StepSummary(step=step, loss=1.0 / (1 + step)))
+        model.ingest_many(msgs)
+
+
+class Clock:
+    """A clock the test advances by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _panel(qtbot) -> tuple[PlotsPanel, Clock]:
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.clock = clock = Clock()
+    return panel, clock
+
+
+def _legend(panel: PlotsPanel, kind: str) -> list[str]:
+    legend = panel.plots[kind].getPlotItem().legend
+    return sorted(label.text for _sample, label in legend.items)
+
+
+def _counts(panel: PlotsPanel) -> tuple[int, int, int]:
+    """(loss points, grad curves, stat curves) on screen."""
+    xs = panel.loss_curve.getData()[0]
+    kinds = [kind for kind, _key in panel._curves]
+    return (0 if xs is None else len(xs), kinds.count("grad"), kinds.count("stat"))
+
+
+def test_one_plot_per_refresh_in_turn_each_at_most_five_times_a_second(qtbot):
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    _steps(model, 0, 30)
+    seen = [_counts(panel)]
+    for _ in range(5):
+        panel.refresh(model)
+        seen.append(_counts(panel))
+    # loss, then grad, then stat (a few curves each); then nothing until the interval passed
+    assert seen == [(0, 0, 0), (30, 0, 0), (30, 3, 0), (30, 3, 3), (30, 3, 3), (30, 3, 3)]
+    clock.now += PLOT_INTERVAL_S
+    _steps(model, 30, 5)
+    panel.refresh(model)
+    assert _counts(panel) == (35, 3, 3)
+
+
+def test_curves_arrive_a_few_per_refresh_until_all_are_plotted(qtbot):
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    _steps(model, 0, 30)
+    for _ in range(12):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    for kind in ("grad", "stat"):
+        keys = sorted(k[1] for t, k in panel._curves if t == kind)
+        # the modules with the largest gradient norms, with every step plotted
+        assert keys == sorted(f"layers.{i}" for i in range(MODULES - MAX_CURVES, MODULES))
+        assert _legend(panel, kind) == keys
+    steps, values = panel._curves[("grad", (0, "layers.7"))].getData()
+    assert list(steps) == list(range(30)) and values[0] == 0.8
+
+
+def test_focus_swaps_one_curve_and_one_legend_entry(qtbot):
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    _steps(model, 0, 30)
+    for _ in range(12):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    kept = panel._curves[("grad", (0, "layers.7"))]
+    panel.set_focus((0, "layers.0"))   # the smallest gradient norm: not plotted until now
+    for _ in range(3):
+        panel.refresh(model)
+    keys = sorted(k[1] for t, k in panel._curves if t == "grad")
+    assert keys == ["layers.0"] + [f"layers.{i}" for i in range(MODULES - MAX_CURVES + 1, MODULES)]
+    assert _legend(panel, "grad") == keys and _legend(panel, "stat") == keys
+    assert panel._curves[("grad", (0, "layers.7"))] is kept   # edited, not rebuilt
+    assert panel._curves[("grad", (0, "layers.0"))].opts["pen"].width() == 3
+
+
+def test_clear_forgets_curves_legends_and_range(qtbot):
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    _steps(model, 0, 30)
+    for _ in range(6):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    panel.clear()
+    assert panel._curves == {} and _legend(panel, "grad") == []
+    assert panel.steps.shown is None and panel.steps.hi is None
+
+
+def test_nice_ceil():
+    assert [nice_ceil(x) for x in (0.5, 1, 1.1, 2.01, 7, 9, 10, 11, 130, 2600)] == \
+        [1, 1, 1.2, 2.5, 8, 10, 10, 12, 150, 3000]
+
+
+def test_step_range_grows_in_steps_and_stops_following_the_user(qtbot):
+    panel, _clock = _panel(qtbot)
+    steps = StepRange(list(panel.plots.values()))
+    steps.include([0, 95])
+    assert steps.apply() and steps.shown == (0.0, 100.0)
+    steps.include([96, 99])
+    assert not steps.apply()   # still inside: no repaint of the three plots
+    steps.include([100, 101])
+    assert steps.apply() and steps.shown == (0.0, 120.0)
+    left, right = panel.grad_plot.getViewBox().viewRange()[0]
+    assert left < 1 and 120 <= right < 125   # the linked plots follow
+    steps.user_changed([True, False])   # the user zoomed the step axis
+    steps.include([500])
+    assert not steps.apply() and steps.shown == (0.0, 120.0)
+    panel.stat_plot.getViewBox().enableAutoRange()   # the auto-range button
+    assert steps.apply() and steps.following and steps.shown == (0.0, 600.0)
