@@ -38,6 +38,16 @@ _grad_enabled = torch.is_grad_enabled
 _set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
 
 
+# Modules that cannot turn finite values into NaN/Inf and pass NaN on: on steps
+# without statistics their output takes its input's finite probe instead of a
+# reduction of its own (the ReLU after each BatchNorm of a ResNet is a third of
+# its calls). Clamping ones may map an infinity to a finite value; the module
+# that produced the infinity is still the one named.
+FINITE_PASSING = (torch.nn.ReLU, torch.nn.LeakyReLU, torch.nn.Identity, torch.nn.Flatten,
+                  torch.nn.Unflatten, torch.nn.modules.dropout._DropoutNd,
+                  torch.nn.MaxPool1d, torch.nn.MaxPool2d, torch.nn.MaxPool3d)
+
+
 def _version(t: _Tensor) -> int:
     """``t._version``, or -1 for inference-mode tensors (they have no version counter)."""
     try:
@@ -83,7 +93,7 @@ class GradEntry:
         self.step = step
         self.version = version
         self.targets: list[tuple[CallRecord, str]] = []
-        self.norm: int | None = None
+        self.norm: int | None = None   # handle of the squared norm (stats.grad_norm)
         self.arrived = False
 
     def __call__(self, grad: _Tensor) -> None:
@@ -140,6 +150,7 @@ class Capture:
         self.observers_end: list[tuple[Any, Any]] = []
         # module type -> (pre, fwd) observers that watch that type (see ``observers_for``)
         self.dispatch: dict[type, tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]] = {}
+        self.passes_finite: dict[type, bool] = {}   # module type -> in FINITE_PASSING
         self._last_exc_id = 0
         self.last_module_error: tuple[int, str, str] | None = None
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
@@ -343,9 +354,24 @@ class Capture:
             if ent.version != _version(v):  # modified in place since
                 ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
             return ent
-        ent = FlowEntry(v, call, f"c{call.index}", finite_probe(v, step.buf) if self.probe else None)
+        ent = FlowEntry(v, call, f"c{call.index}", self._output_probe(call, v, step))
         flow[id(v)] = ent
         return ent
+
+    def _output_probe(self, call: CallRecord, v: _Tensor, step: StepBuffer) -> int | None:
+        """The finite probe of a new output: its input's, for a single-input module
+        of ``FINITE_PASSING`` on a step without statistics; else a reduction."""
+        if not self.probe:
+            return None
+        mtype = type(call.module)
+        passes = self.passes_finite.get(mtype)
+        if passes is None:
+            passes = self.passes_finite[mtype] = issubclass(mtype, FINITE_PASSING)
+        if passes and not step.stats_step and len(call.in_entries) == 1:
+            src = call.in_entries[0].finite
+            if src is not None:
+                return src
+        return finite_probe(v, step.buf)
 
     def _watch_grad(self, call: CallRecord, path: str, v: _Tensor, ent: FlowEntry,
                     step: StepBuffer) -> None:

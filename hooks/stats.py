@@ -13,8 +13,8 @@ What is computed for a floating tensor:
   exact mean;
 * when statistics are taken ("stats steps"): an exact ``aminmax``, and on a
   strided sample of at most ``SAMPLE`` elements the sum of squares, the count
-  of non-zeros, NaNs and Infs; ``exact=True`` (mode ``full``) takes the norm
-  (so the std) over the whole tensor instead.
+  of non-zeros, NaNs and Infs; ``exact=True`` (mode ``full``) takes the sum
+  of squares (so the norm and std) over the whole tensor instead.
 
 The zero fraction and the NaN/Inf counts always come from the sample (a
 count is raised to at least 1 when the exact min/max show such a value);
@@ -183,8 +183,7 @@ def activation_stats(t: torch.Tensor, buf: ScalarBuffer, exact: bool,
     slots.n_sample = s.numel()
     slots.nnz = buf.add(torch.count_nonzero(s))
     if exact:
-        norm = torch.linalg.vector_norm(work, dtype=_F32 if work.dtype in _LOW else None)
-        slots.ssq = buf.add(norm)  # the norm itself; squared on the host
+        slots.ssq = buf.add(sq_norm(work))
     else:
         _sample_moments(s, s is work, buf, slots)
     if not slots.integer:
@@ -204,12 +203,31 @@ def _sample_moments(s: torch.Tensor, whole: bool, buf: ScalarBuffer, slots: Stat
     slots.ssq = buf.add(torch.dot(s, s))
 
 
+_DOT_TYPES = (torch.float32, torch.float64)
+_DOT_MAX = 2**31 - 1   # BLAS index range
+
+
+def sq_norm(t: torch.Tensor) -> torch.Tensor:
+    """The sum of squares of a real tensor, on its device (grad mode off).
+
+    A dot product of the flat tensor with itself where it can be had without
+    a copy (a quarter cheaper than ``vector_norm`` on large CPU tensors, and
+    it overflows exactly where ``vector_norm``'s own float32 accumulation
+    does); ``vector_norm`` squared otherwise (float32 accumulation for half
+    types).
+    """
+    if t.dtype in _DOT_TYPES and t.is_contiguous() and t.numel() <= _DOT_MAX:
+        flat = t.view(-1)
+        return torch.dot(flat, flat)
+    norm = torch.linalg.vector_norm(t, dtype=_F32 if t.dtype in _LOW else None)
+    return norm * norm
+
+
 def grad_norm(g: torch.Tensor, buf: ScalarBuffer) -> int:
-    """Queue the L2 norm of a gradient (float32 accumulation for half types)."""
+    """Queue the squared L2 norm of a gradient (``sq_norm``; grad mode is off)."""
     if g.is_complex():
         g = torch.view_as_real(g)
-    norm = torch.linalg.vector_norm(g, dtype=_F32 if g.dtype in _LOW else None)  # grad mode is off
-    return buf.add(norm)
+    return buf.add(sq_norm(g))
 
 
 def stats_from(slots: StatSlots, v: list[float]) -> dict[str, float]:
@@ -218,8 +236,9 @@ def stats_from(slots: StatSlots, v: list[float]) -> dict[str, float]:
     total, mn, mx = v[slots.sum], v[slots.min], v[slots.max]
     mean = total / n
     if slots.exact:
-        norm = v[slots.ssq]
-        var = (norm * norm - n * mean * mean) / max(n - 1, 1)
+        ssq = v[slots.ssq]
+        norm = math.sqrt(ssq) if ssq >= 0.0 else math.nan   # NaN stays NaN, inf stays inf
+        var = (ssq - n * mean * mean) / max(n - 1, 1)
         zero = (slots.n_sample - v[slots.nnz]) / slots.n_sample
     else:
         ns = slots.n_sample

@@ -39,10 +39,11 @@ def _grad_norm(call: CallRecord, values: list[float]) -> float | None:
         if g.norm is None or id(g) in done:
             continue
         done.add(id(g))
-        n = values[g.norm]
-        total += n * n
+        total += values[g.norm]   # squared norms (stats.grad_norm)
         seen = True
-    return math.sqrt(total) if seen else None
+    if not seen:
+        return None
+    return math.sqrt(total) if total >= 0.0 else math.nan
 
 
 def digest(call: CallRecord, values: list[float], rank: int) -> CallDigest:

@@ -199,3 +199,25 @@ def test_host_sync_sampling_and_availability() -> None:
     assert not sampled_step(4) and sampled_step(200)
     assert HostSyncObserver.available() == (torch.cuda.is_available()
                                             and hasattr(torch.cuda, "set_sync_debug_mode"))
+
+
+def test_dead_relu_that_dies_late_is_found_from_the_statistics() -> None:
+    """After the first eight steps the check reads the capture's statistics (every
+    ``stats_every`` steps) instead of sampling the output itself."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    w, sink = _watch([model], opt, stats_every=5)
+    with w:
+        for step in range(40):
+            if step == 12:   # the units die well after the early checks
+                with torch.no_grad():
+                    model[0].bias.fill_(-50.0)
+            x = torch.randn(16, 10)
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+            if step == 11:
+                assert ("dead_activation", "1") not in sink.findings
+    found = sink.findings[("dead_activation", "1")]
+    assert found.step == 15   # statistics steps 15, 20, 25: three consecutive checks

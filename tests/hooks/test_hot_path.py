@@ -1,0 +1,159 @@
+"""The cheaper hot path: exact gradient norms, finite flags passed through
+value-preserving modules, statistics shared with containers, observers
+filtered by module type."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from hooks_zoo import EventLog, train_steps, watch
+from tensorscope.events import Finding
+from tensorscope.hooks.observer import Observer
+from tensorscope.hooks.stats import ScalarBuffer, grad_norm, sq_norm
+
+
+def _by_path(log: EventLog, step: int) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for d in log.digests(step):
+        if d.root == 0:
+            out.setdefault(d.path, []).append(d)
+    return out
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(37, 53),                                   # float32, contiguous
+    lambda: torch.randn(37, 53, dtype=torch.float64),
+    lambda: torch.randn(53, 37).t(),                               # not contiguous
+    lambda: (torch.randn(64, 64) * 100).to(torch.bfloat16),        # half type
+    lambda: torch.randn(8, 9, dtype=torch.complex64),
+])
+def test_squared_norms_match_vector_norm(make):
+    t = make()
+    with torch.no_grad():
+        buf = ScalarBuffer()
+        h = grad_norm(t, buf)
+        got = math.sqrt(buf.flush()[h])
+    ref = torch.linalg.vector_norm(t.to(torch.complex128 if t.is_complex() else torch.float64))
+    assert got == pytest.approx(float(ref), rel=1e-2 if t.dtype == torch.bfloat16 else 1e-5)
+
+
+def test_squared_norm_overflows_and_propagates_like_vector_norm():
+    huge = torch.full((4,), 1e20)
+    nan = torch.tensor([1.0, float("nan")])
+    assert math.isinf(float(sq_norm(huge))) and math.isinf(float(torch.linalg.vector_norm(huge)))
+    assert math.isnan(float(sq_norm(nan)))
+
+
+def test_output_gradient_norms_are_the_norms_of_the_gradients():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3))
+    seen: dict[int, float] = {}
+
+    def reference(i: int):
+        def keep(g: torch.Tensor) -> None:
+            seen[i] = float(torch.linalg.vector_norm(g.double()))
+
+        def hook(mod, args, out) -> None:
+            out.register_hook(keep)
+        return hook
+
+    for i, m in enumerate(model):
+        m.register_forward_hook(reference(i))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, log = watch([model], opt)
+    with w:
+        x = torch.randn(5, 12)
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        opt.step()
+    by = _by_path(log, 0)
+    for i in range(3):
+        assert by[str(i)][0].grad_norm == pytest.approx(seen[i], rel=1e-5)
+
+
+class _NanAfter(nn.Module):
+    """A linear layer whose output turns NaN from step ``at`` on."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.at, self.calls = at, 0
+
+    def forward(self, x):
+        y = self.fc(x)
+        self.calls += 1
+        if self.calls > self.at:
+            y = y * torch.tensor(float("nan"))
+        return y
+
+
+def test_relu_passes_its_inputs_finite_flag_and_the_producer_is_still_named():
+    torch.manual_seed(0)
+    model = nn.Sequential(_NanAfter(at=2), nn.ReLU(inplace=True), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, log = watch([model], opt, stats_every=100)   # steps 1-3 have no statistics
+    with w:
+        train_steps(model, opt, [(torch.randn(4, 8), None)] * 4,
+                    lambda out, _y: out.sum())
+    clean, dirty = _by_path(log, 1), _by_path(log, 3)
+    assert clean["1"][0].finite and clean["1"][0].inputs_finite
+    assert not dirty["0"][0].finite and dirty["0"][0].inputs_finite   # the producer
+    assert not dirty["1"][0].inputs_finite and not dirty["1"][0].finite
+    kinds = {(f.kind, f.module) for f in log.of(Finding)}
+    assert any(k == "non_finite" and m == "0" for k, m in kinds), kinds
+
+
+def test_relu_with_statistics_takes_its_own_reduction():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    w, log = watch([model], stats_every=1)
+    with w:
+        model(torch.randn(4, 8))
+    relu = _by_path(log, 0)["1"][0]
+    assert relu.stats is not None and relu.stats["min"] >= 0.0 and relu.finite
+
+
+def test_container_shares_its_childs_statistics():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    w, log = watch([model], stats_every=1)
+    with w:
+        model(torch.randn(4, 8))
+    by = _by_path(log, 0)
+    assert by[""][0].stats == by["1"][0].stats and by["1"][0].stats is not None
+
+
+class _LinearOnly(Observer):
+    def __init__(self) -> None:
+        self.pre: list[str] = []
+        self.post: list[str] = []
+
+    def watches(self, module_type: type, hook: str) -> bool:
+        return issubclass(module_type, nn.Linear)
+
+    def on_forward_pre(self, call) -> None:
+        self.pre.append(call.path)
+
+    def on_forward(self, call) -> None:
+        self.post.append(call.path)
+
+
+class _BrokenFilter(_LinearOnly):
+    def watches(self, module_type: type, hook: str) -> bool:
+        raise RuntimeError("filter bug")
+
+
+def test_observers_see_only_the_module_types_they_watch():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    w, _ = watch([model])
+    linear_only, broken = _LinearOnly(), _BrokenFilter()
+    with w:
+        w.add_observer(linear_only)
+        model(torch.randn(2, 4))
+        w.add_observer(broken)   # the per-type table is rebuilt
+        model(torch.randn(2, 4))
+    assert linear_only.pre == linear_only.post == ["0", "2", "0", "2"]
+    assert broken.pre == ["", "0", "1", "2"]   # a failing filter sees every call
