@@ -201,14 +201,7 @@ class Capture:
             step.any_grad = True
         call.pre_exc = sys.exc_info()[1]
         call.inputs = inputs = flatten_args(args, kwargs)
-        if call.grad_enabled:
-            _set_grad_enabled(False)
-            try:
-                self._track_inputs(call, inputs, step)
-            finally:
-                _set_grad_enabled(True)
-        else:
-            self._track_inputs(call, inputs, step)
+        self._track_inputs(call, inputs, step)
         stack.append(call)
         for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[0]:
             try:
@@ -219,7 +212,8 @@ class Capture:
             self.watch.gate_forward_pre(call)
 
     def _track_inputs(self, call: CallRecord, inputs: list, step: StepBuffer) -> None:
-        """Metadata, producers and finite probes of the inputs (grad mode off)."""
+        """Metadata, producers and finite probes of the inputs (most inputs are
+        outputs seen already: only new or modified ones are probed)."""
         metas, entries = call.in_meta, call.in_entries
         flow = step.flow
         for path, v in inputs:
@@ -230,14 +224,25 @@ class Capture:
             if ent is None or ent.ref() is not v:
                 ent = self._new_input(v, step)
             elif ent.version != _version(v):
-                ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
+                ent.refresh(v, self._probe(v, step) if self.probe else None)
             ent.consumed = True
             entries.append(ent)
             if call.mem_before is None and v.is_cuda:
                 call.mem_before = torch.cuda.memory_allocated(v.device)
 
+    @staticmethod
+    def _probe(v: _Tensor, step: StepBuffer) -> int | None:
+        """``finite_probe`` with grad mode off (the reduction must not join the graph)."""
+        if not _grad_enabled():
+            return finite_probe(v, step.buf)
+        _set_grad_enabled(False)
+        try:
+            return finite_probe(v, step.buf)
+        finally:
+            _set_grad_enabled(True)
+
     def _new_input(self, v: _Tensor, step: StepBuffer) -> FlowEntry:
-        probe = finite_probe(v, step.buf) if self.probe else None
+        probe = self._probe(v, step) if self.probe else None
         ent = FlowEntry(v, None, f"in{step.n_inputs}", probe)
         step.n_inputs += 1
         step.flow[id(v)] = ent

@@ -49,6 +49,15 @@ class _ModuleInfo:
         self.last_grad_norm: float | None = None
 
 
+def _news(row: dict[str, Any], known: dict[str, Any]) -> bool:
+    """Whether a parameter row brings anything ``known`` lacks (most steps carry
+    only the names and flags already known: skip them cheaply)."""
+    return (row.get("grad_norm") is not None or row.get("norm") is not None
+            or row.get("update_ratio") is not None
+            or any(known.get(k) != row.get(k)
+                   for k in ("requires_grad", "in_optimizer", "shape", "module", "root")))
+
+
 class ReportBuilder:
     """A sink that builds the report and writes it to ``path`` on ``close``."""
 
@@ -76,8 +85,11 @@ class ReportBuilder:
         elif isinstance(msg, StepSummary):
             self.steps += 1
             for row in msg.params:  # keep each field's latest known value
-                known = self.params.setdefault(row.get("name"), {})
-                known.update({k: v for k, v in row.items() if v is not None or k not in known})
+                known = self.params.get(row.get("name"))
+                if known is None:
+                    self.params[row.get("name")] = dict(row)
+                elif _news(row, known):
+                    known.update({k: v for k, v in row.items() if v is not None or k not in known})
             losses = self.eval_losses if msg.kind == "inference" else self.losses
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])
