@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
 from tensorscope.events import Message, Response
 
-DRAIN_BUDGET_S = 0.012
+DRAIN_BUDGET_S = 0.008
 MAX_BACKLOG = 100_000   # messages queued for the GUI before readers wait
 
 

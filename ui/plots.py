@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Callable
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
@@ -26,7 +28,7 @@ STATS = {"norm": "activation norm", "zero_fraction": "zero fraction", "mean": "m
          "std": "std", "max": "max"}
 MAX_CURVES = 6
 PLOT_INTERVAL_S = 0.2
-NEW_CURVES_PER_REFRESH = 3
+NEW_CURVES_PER_REFRESH = 1
 PLOTS = ("loss", "grad", "stat")
 NICE_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
@@ -39,23 +41,53 @@ def nice_ceil(x: float) -> float:
     return next(n * scale for n in NICE_STEPS if n * scale >= x * (1 - 1e-12))
 
 
+def peak_decimate(steps: np.ndarray, values: np.ndarray, max_points: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """At most ~``max_points`` points keeping each bin's minimum and maximum, in order.
+
+    A plot a few hundred pixels wide cannot show more, and drawing 1,000+
+    points per curve is most of a plot's paint time; the extremes keep spikes
+    visible. Series with NaN (gaps) are returned whole.
+    """
+    n = len(steps)
+    if n <= max_points or max_points < 4 or not np.isfinite(values).all():
+        return steps, values
+    k = math.ceil(n / (max_points // 2))   # points per bin
+    m = n // k * k
+    rows = values[:m].reshape(-1, k)
+    lo, hi = rows.argmin(axis=1), rows.argmax(axis=1)
+    first, second = np.minimum(lo, hi), np.maximum(lo, hi)
+    base = np.arange(0, m, k)
+    idx = np.stack([base + first, base + second], axis=1).ravel()
+    idx = np.concatenate([idx, np.arange(m, n)])   # the tail that fills no bin
+    return steps[idx], values[idx]
+
+
 class StepRange:
     """The step (x) range the three linked plots follow while data arrives.
 
     It spans the first step seen to a round number past the newest one, so it
-    changes only when the newest step passes that end (every ~25% of growth),
-    not with every new step: a changed range repaints all three plots. When
-    the user pans or zooms, following stops; pyqtgraph's auto-range button
-    ("A") turns it back on.
+    changes only when the newest step passes that end, not with every new
+    step: a changed range repaints all three plots. The room left past the
+    newest step is what ``LOOKAHEAD_S`` seconds add at the rate steps arrived
+    since the last change, at least 5% and at most 100% of the span: slow
+    training fills the plots, fast training moves the range every few
+    seconds rather than several times a second. When the user pans or zooms,
+    following stops; pyqtgraph's auto-range button ("A") turns it back on.
     """
 
-    def __init__(self, plots: list[pg.PlotWidget]) -> None:
+    LOOKAHEAD_S = 2.0
+
+    def __init__(self, plots: list[pg.PlotWidget],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """``plots`` share their x axis; the range is set on the first."""
         self.plots = plots
+        self.clock = clock
         self.following = True
         self.lo: float | None = None
         self.hi: float | None = None
         self.shown: tuple[float, float] | None = None
+        self._last: tuple[float, float] | None = None   # (time, newest step) at the last change
         for plot in plots:
             plot.getViewBox().enableAutoRange(x=False)
             plot.getViewBox().sigRangeChangedManually.connect(self.user_changed)
@@ -67,7 +99,7 @@ class StepRange:
 
     def clear(self) -> None:
         """Forget the extent (a new session)."""
-        self.lo = self.hi = self.shown = None
+        self.lo = self.hi = self.shown = self._last = None
 
     def include(self, steps) -> None:
         """Widen the extent to these steps (a sorted array, maybe empty)."""
@@ -87,8 +119,13 @@ class StepRange:
             return False
         if self.shown is not None and self.shown[0] <= self.lo and self.hi <= self.shown[1]:
             return False
-        span = max(self.hi - self.lo, 1.0)
-        self.shown = (self.lo, self.lo + nice_ceil(span * 1.05))
+        now, span = self.clock(), max(self.hi - self.lo, 1.0)
+        room = 0.0
+        if self._last is not None and now > self._last[0]:
+            room = (self.hi - self._last[1]) / (now - self._last[0]) * self.LOOKAHEAD_S
+        room = min(max(room, 0.05 * span), span)
+        self._last = (now, self.hi)
+        self.shown = (self.lo, self.lo + nice_ceil(span + room))
         self.plots[0].setXRange(*self.shown, padding=0.02)
         return True
 
@@ -110,7 +147,8 @@ class PlotsPanel(QWidget):
         self.grad_plot.setXLink(self.loss_plot)
         self.stat_plot.setXLink(self.loss_plot)
         self.plots = {"loss": self.loss_plot, "grad": self.grad_plot, "stat": self.stat_plot}
-        self.steps = StepRange(list(self.plots.values()))
+        self.clock: Callable[[], float] = time.monotonic   # seconds; a test may replace it
+        self.steps = StepRange(list(self.plots.values()), clock=lambda: self.clock())
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(self.theme.accent, width=2))
         self.loss_curve.curve.setClickable(True, width=8)
         self.loss_curve.sigClicked.connect(lambda item, ev: self._loss_clicked(ev))
@@ -128,7 +166,6 @@ class PlotsPanel(QWidget):
         self._updated_at = dict.fromkeys(PLOTS, 0.0)
         self._turn = 0
         self._budget = NEW_CURVES_PER_REFRESH
-        self.clock = time.monotonic   # seconds; a test may replace it
         self.step_line = None
         self._lay_out()
 
@@ -203,16 +240,21 @@ class PlotsPanel(QWidget):
                     self._update_loss(model)
                 else:
                     self._update_modules(name, model)
-                self.steps.apply()
+                moved = self.steps.apply()
+                for plot in self.plots.values() if moved else (self.plots[name],):
+                    # Apply the new ranges now: pyqtgraph applies them while painting,
+                    # which marks the curves dirty again and paints the plot twice.
+                    plot.getViewBox().prepareForPaint()
                 return
 
     def _update_loss(self, model: SessionModel) -> None:
         steps, values = model.loss.arrays()
+        self.steps.include(steps)
+        steps, values = peak_decimate(steps, values, self._max_points(self.loss_plot))
         self.loss_curve.setData(steps, values, symbol="o" if len(steps) < 24 else None,
                                 symbolSize=5, symbolPen=None, symbolBrush=self.theme.accent)
         eval_steps, eval_values = model.eval_loss.arrays()
         self.eval_curve.setData(eval_steps, eval_values)
-        self.steps.include(steps)
         self.steps.include(eval_steps)
 
     def _update_modules(self, kind: str, model: SessionModel) -> None:
@@ -228,6 +270,11 @@ class PlotsPanel(QWidget):
         plot = self.plots[kind]
         plot.getPlotItem().legend.removeItem(item)
         plot.removeItem(item)
+
+    @staticmethod
+    def _max_points(plot: pg.PlotWidget) -> int:
+        """Points worth drawing across the plot: two per pixel column (min and max)."""
+        return 2 * max(plot.width(), 200)
 
     def _colour(self, key: ModuleKey) -> str:
         """A stable colour per module (the same in both plots and the legend)."""
@@ -260,6 +307,7 @@ class PlotsPanel(QWidget):
         item = self._curves.get(tag) or self._new_curve(tag)
         if item is None:
             return
+        steps, values = peak_decimate(steps, values, self._max_points(self.plots[tag[0]]))
         sparse = len(steps) < 24   # a few points: draw them, lines alone would not show
         item.setData(steps, values, connect="finite", symbol="o" if sparse else None,
                      symbolSize=5, symbolPen=None, symbolBrush=self._colour(tag[1]))

@@ -1,8 +1,11 @@
 """The plots panel: one plot per refresh in turn, legends edited in place, step range."""
 from __future__ import annotations
 
+import numpy as np
+
 from tensorscope.events import CallDigest, StepSummary
-from tensorscope.ui.plots import MAX_CURVES, PLOT_INTERVAL_S, PlotsPanel, StepRange, nice_ceil
+from tensorscope.ui.plots import (MAX_CURVES, NEW_CURVES_PER_REFRESH, PLOT_INTERVAL_S, PlotsPanel,
+                                  StepRange, nice_ceil, peak_decimate)
 from tensorscope.ui.session_model import SessionModel
 
 MODULES = 8
@@ -55,18 +58,19 @@ def test_one_plot_per_refresh_in_turn_each_at_most_five_times_a_second(qtbot):
         panel.refresh(model)
         seen.append(_counts(panel))
     # loss, then grad, then stat (a few curves each); then nothing until the interval passed
-    assert seen == [(0, 0, 0), (30, 0, 0), (30, 3, 0), (30, 3, 3), (30, 3, 3), (30, 3, 3)]
+    n = NEW_CURVES_PER_REFRESH
+    assert seen == [(0, 0, 0), (30, 0, 0), (30, n, 0), (30, n, n), (30, n, n), (30, n, n)]
     clock.now += PLOT_INTERVAL_S
     _steps(model, 30, 5)
     panel.refresh(model)
-    assert _counts(panel) == (35, 3, 3)
+    assert _counts(panel) == (35, n, n)
 
 
 def test_curves_arrive_a_few_per_refresh_until_all_are_plotted(qtbot):
     panel, clock = _panel(qtbot)
     model = SessionModel()
     _steps(model, 0, 30)
-    for _ in range(12):
+    for _ in range(3 * MAX_CURVES):
         panel.refresh(model)
         clock.now += PLOT_INTERVAL_S
     for kind in ("grad", "stat"):
@@ -82,7 +86,7 @@ def test_focus_swaps_one_curve_and_one_legend_entry(qtbot):
     panel, clock = _panel(qtbot)
     model = SessionModel()
     _steps(model, 0, 30)
-    for _ in range(12):
+    for _ in range(3 * MAX_CURVES):
         panel.refresh(model)
         clock.now += PLOT_INTERVAL_S
     kept = panel._curves[("grad", (0, "layers.7"))]
@@ -114,8 +118,8 @@ def test_nice_ceil():
 
 
 def test_step_range_grows_in_steps_and_stops_following_the_user(qtbot):
-    panel, _clock = _panel(qtbot)
-    steps = StepRange(list(panel.plots.values()))
+    panel, clock = _panel(qtbot)
+    steps = StepRange(list(panel.plots.values()), clock=clock)   # a clock that stands still
     steps.include([0, 95])
     assert steps.apply() and steps.shown == (0.0, 100.0)
     steps.include([96, 99])
@@ -129,3 +133,33 @@ def test_step_range_grows_in_steps_and_stops_following_the_user(qtbot):
     assert not steps.apply() and steps.shown == (0.0, 120.0)
     panel.stat_plot.getViewBox().enableAutoRange()   # the auto-range button
     assert steps.apply() and steps.following and steps.shown == (0.0, 600.0)
+
+
+def test_step_range_leaves_room_for_the_next_seconds_of_fast_training(qtbot):
+    panel, _clock = _panel(qtbot)
+    clock = Clock()
+    steps = StepRange(list(panel.plots.values()), clock=clock)
+    steps.include([0, 1000])
+    assert steps.apply() and steps.shown == (0.0, 1200.0)   # no rate yet: 5% room
+    clock.now += 1.0
+    steps.include([1250])   # 250 steps/s: room for 2 s of them
+    assert steps.apply() and steps.shown == (0.0, 2000.0)
+    clock.now += 1.0
+    steps.include([3000])   # 1750 steps/s: room capped at the span itself
+    assert steps.apply() and steps.shown == (0.0, 6000.0)
+
+
+def test_peak_decimate_keeps_every_bins_extremes_in_step_order():
+    steps = np.arange(10_000)
+    values = np.sin(steps / 50.0)
+    values[1234], values[7777] = 9.0, -9.0   # spikes a plain stride would miss
+    xs, ys = peak_decimate(steps, values, 600)
+    assert 500 < len(xs) <= 600
+    assert (np.diff(xs) > 0).all() and (ys == values[xs]).all()
+    assert ys.max() == 9.0 and ys.min() == -9.0
+    assert xs[0] == 0 and xs[-1] == 9_999   # the newest step is always drawn
+    short = np.arange(100.0)
+    assert peak_decimate(short, short, 600)[0] is short   # small series are drawn whole
+    gaps = values.copy()
+    gaps[5] = np.nan
+    assert len(peak_decimate(steps, gaps, 600)[0]) == len(steps)   # NaN gaps kept as they are
