@@ -60,7 +60,7 @@ def check_no_sync(name: str, steps: int) -> dict[str, Any]:
     counter = {"flushes": 0}
     error = ""
     watch = tensorscope.watch([trainer.model, trainer.loss_fn], trainer.opt, mode="default",
-                              connect=False)
+                              connect=False, discover_losses=False)
     try:
         trainer.run(2, torch.cuda.synchronize)  # warm-up: lazy CUDA initialisation may sync
         counter["flushes"] = 0

@@ -156,8 +156,10 @@ def measure(name: str, mode: str, rounds: int, steps: int, device: str,
     plain = Trainer(model, x, y)
     inst = Trainer(copy.deepcopy(model), x, y)
     sync = _sync(device)
+    # The loss module is passed, so no process-wide loss discovery: its global hooks
+    # would put the plain copy's modules on PyTorch's hooked path (and capture its loss).
     watch = tensorscope.watch([inst.model, inst.loss_fn], inst.opt, mode=mode, connect=False,
-                              **(watch_options or {}))
+                              discover_losses=False, **(watch_options or {}))
     watch.session.add_sink(ReportBuilder(None))
     try:
         plain.run(3, sync)

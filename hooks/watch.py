@@ -77,6 +77,11 @@ class Watch(CaptureCallbacks):
     activation every step). ``report`` writes the JSON report on close;
     ``record``/``listen``/``connect`` start the live links. ``global_hooks``
     instruments every module and optimizer of the process (``tensorscope run``).
+    Otherwise a loss module called outside the watched models
+    (``nn.CrossEntropyLoss()`` built in the training loop) is found through a
+    process-wide hook unless ``discover_losses=False``, which instruments only
+    the modules passed (and leaves every other module of the process on
+    PyTorch's hook-free fast path).
     """
 
     def __init__(self, model: Any, optimizer: Any = None, *, mode: str = "default",
@@ -85,12 +90,14 @@ class Watch(CaptureCallbacks):
                  allow_remote: bool = False, connect: bool | str = True,
                  report: str | None = None, break_on: Sequence[str] | str = (),
                  name: str | None = None, global_hooks: bool = False,
+                 discover_losses: bool = True,
                  script: str | None = None, argv: Sequence[str] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
         self.stats_every = max(1, int(stats_every))
         self.global_hooks = global_hooks
+        self.discover_losses = discover_losses
         self.optimizers: list[Any] = _as_list(optimizer)
         self.index = ModelIndex()
         self.rank = current_rank()
@@ -180,7 +187,7 @@ class Watch(CaptureCallbacks):
             from tensorscope.hooks.global_hooks import install
 
             self._handles += install(cap, self.optimizer_pre, self.optimizer_post)
-        else:
+        elif self.discover_losses:
             from tensorscope.hooks.global_hooks import install_loss_hooks
 
             self._handles += install_loss_hooks(cap, self._hooked)

@@ -157,3 +157,21 @@ def test_observers_see_only_the_module_types_they_watch():
         model(torch.randn(2, 4))
     assert linear_only.pre == linear_only.post == ["0", "2", "0", "2"]
     assert broken.pre == ["", "0", "1", "2"]   # a failing filter sees every call
+
+
+def test_discover_losses_false_leaves_the_rest_of_the_process_unhooked():
+    from torch.nn.modules import module as module_hooks
+
+    model, other_loss = nn.Linear(4, 2), nn.MSELoss()
+    before = (len(module_hooks._global_forward_pre_hooks), len(module_hooks._global_forward_hooks))
+    w, log = watch([model], discover_losses=False)
+    with w:
+        assert (len(module_hooks._global_forward_pre_hooks),
+                len(module_hooks._global_forward_hooks)) == before
+        other_loss(model(torch.randn(3, 4)), torch.zeros(3, 2))
+    assert {d.type for d in log.digests()} == {"Linear"}
+
+    w, log = watch([model])   # the default finds the loss module called outside the model
+    with w:
+        other_loss(model(torch.randn(3, 4)), torch.zeros(3, 2))
+    assert {d.type for d in log.digests()} == {"Linear", "MSELoss"}
