@@ -182,3 +182,15 @@ def test_clicking_a_plot_point_or_a_finding_navigates(qtbot, window):
     assert window.tree.selected_module() == (0, "network.3")
     nid = window.graph.graphs["module"].visible_for_module(0, "network.3")
     assert window.graph.views["module"].nodes.selected == {nid}
+
+
+def test_the_first_window_freezes_the_startup_heap_once(qtbot):
+    import gc
+
+    from tensorscope.ui import main_window
+    w = MainWindow(make_theme(False), settings_key=None)
+    qtbot.addWidget(w)
+    frozen = gc.get_freeze_count()
+    assert main_window._heap_frozen and frozen > 10_000   # modules, Qt wrappers, the window
+    main_window.freeze_startup_heap()
+    assert gc.get_freeze_count() == frozen   # once per process: later windows stay collectable
