@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import weakref
 from typing import Any
 
 import torch
@@ -60,6 +61,7 @@ class GradScaleObserver(Diagnostic):
         self._history: list[float] = []
         self._order: dict[tuple[int, str], int] = {}
         self._learned: set[int] = set()
+        self._owners: dict[str, tuple[weakref.ref, str, weakref.ref]] = {}  # name -> module, attr, root
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Learn the forward order of a root's modules (until its ends are known)."""
@@ -79,9 +81,8 @@ class GradScaleObserver(Diagnostic):
         for rid, (first, _, last, _, _) in self._ends.items():
             if rid in self._queued or not 0 <= rid < len(roots):
                 continue
-            try:
-                p1, p2 = roots[rid].get_parameter(first), roots[rid].get_parameter(last)
-            except AttributeError:
+            p1, p2 = self._param(roots[rid], first), self._param(roots[rid], last)
+            if p1 is None or p2 is None:
                 continue
             g1, g2 = p1.grad, p2.grad
             if g1 is None or g2 is None or g1.is_sparse or g2.is_sparse:
@@ -89,9 +90,27 @@ class GradScaleObserver(Diagnostic):
             if shared and self._named(p1, rid, first) and self._named(p2, rid, last):
                 self._queued[rid] = SHARED   # read from the step summary's parameter rows
                 continue
-            with torch.no_grad():
+            grad_on = torch.is_grad_enabled()
+            torch.set_grad_enabled(False)
+            try:
                 self._queued[rid] = self.ctx.defer({"first": torch.linalg.vector_norm(g1),
                                                     "last": torch.linalg.vector_norm(g2)})
+            finally:
+                torch.set_grad_enabled(grad_on)
+
+    def _param(self, root: Any, name: str) -> Any:
+        """``root.get_parameter(name)``, with the owning module looked up once
+        (``get_parameter`` walks the path each time); None if it is gone."""
+        hit = self._owners.get(name)
+        mod = hit[0]() if hit is not None and hit[2]() is root else None
+        if mod is None:
+            mpath, _, pname = name.rpartition(".")
+            try:
+                mod = root.get_submodule(mpath)
+            except AttributeError:
+                return None
+            self._owners[name] = hit = (weakref.ref(mod), pname, weakref.ref(root))
+        return mod._parameters.get(hit[1]) if hasattr(mod, "_parameters") else None
 
     def _named(self, param: Any, rid: int, name: str) -> bool:
         """Whether the summary's parameter rows list ``param`` as ``name`` of root ``rid``."""
