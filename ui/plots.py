@@ -189,6 +189,9 @@ class PlotsPanel(QWidget):
         for axis in ("left", "bottom"):
             w.getAxis(axis).setTextPen(fg)
             w.getAxis(axis).setPen(fg)
+        # Tick labels that get narrower leave the axis as wide as it was: a width
+        # that follows every label re-lays out and repaints the plot twice.
+        w.getAxis("left").setStyle(autoReduceTextSpace=False)
         w.setLogMode(y=log)
         w.setMinimumHeight(120)
         bg = self.theme.card
