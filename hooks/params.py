@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tensorscope.hooks.stats import VectorRef
+from tensorscope.hooks.stats import VectorRef, sq_norm
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import StepBuffer
@@ -38,9 +38,21 @@ def _update_view(p: torch.Tensor) -> tuple[torch.Tensor, float]:
 
 
 def _norms(tensors: list[torch.Tensor]) -> torch.Tensor | None:
-    """Norms of ``tensors`` as one vector on the first tensor's device (float32)."""
+    """Norms of ``tensors`` as one vector on the first tensor's device (float32).
+
+    On the CPU, where ``_foreach_norm`` is a loop of ``vector_norm`` calls,
+    the square roots of ``sq_norm`` (a dot product, a quarter cheaper on large
+    tensors) are taken instead; on accelerators ``_foreach_norm`` is one fused
+    kernel.
+    """
     if not tensors:
         return None
+    if all(t.is_cpu and not t.is_sparse for t in tensors):
+        squares = [sq_norm(t.detach()) for t in tensors]
+        try:
+            return torch.stack(squares).sqrt_()
+        except RuntimeError:   # mixed dtypes: float32 throughout
+            return torch.stack([q.to(torch.float32) for q in squares]).sqrt_()
     if _foreach_norm is not None:
         try:
             norms = _foreach_norm(tensors)
