@@ -4,9 +4,11 @@ Clicking a curve selects its module and the step under the cursor.
 
 Repainting a plot costs several milliseconds (axes, grid, text), so the panel
 keeps the work of one repaint-timer tick small: it updates at most one plot
-per call, in turn (each at most 5 times a second), edits legends entry by
-entry, and lets the shared step axis grow in steps (:class:`StepRange`) so
-that new data in one plot does not repaint the other two every time.
+per call, in turn (each at most 5 times a second), draws at most two points
+per pixel column (:func:`peak_decimate`), adds curves and legend entries one
+at a time instead of rebuilding legends, and lets the shared step axis grow in
+steps (:class:`StepRange`) so that new data in one plot does not repaint the
+other two every time.
 """
 from __future__ import annotations
 
@@ -229,7 +231,8 @@ class PlotsPanel(QWidget):
         """Redraw one plot whose data changed (GUI thread, on the repaint timer).
 
         The plots take turns, each at most 5 times a second; new curves are
-        added a few per call so that a burst never stalls the GUI.
+        added ``NEW_CURVES_PER_REFRESH`` per update so that the first data (or
+        a new selection) never stalls the GUI.
         """
         now = self.clock()
         for i in range(len(PLOTS)):
