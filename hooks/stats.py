@@ -210,13 +210,13 @@ _DOT_MAX = 2**31 - 1   # BLAS index range
 def sq_norm(t: torch.Tensor) -> torch.Tensor:
     """The sum of squares of a real tensor, on its device (grad mode off).
 
-    A dot product of the flat tensor with itself where it can be had without
-    a copy (a quarter cheaper than ``vector_norm`` on large CPU tensors, and
-    it overflows exactly where ``vector_norm``'s own float32 accumulation
-    does); ``vector_norm`` squared otherwise (float32 accumulation for half
-    types).
+    On the CPU, a dot product of the flat tensor with itself where it can be
+    had without a copy (a quarter cheaper than ``vector_norm`` on large
+    tensors, and it overflows exactly where ``vector_norm``'s own float32
+    accumulation does); ``vector_norm`` squared otherwise (float32
+    accumulation for half types; on accelerators a plain reduction kernel).
     """
-    if t.dtype in _DOT_TYPES and t.is_contiguous() and t.numel() <= _DOT_MAX:
+    if t.is_cpu and t.dtype in _DOT_TYPES and t.is_contiguous() and t.numel() <= _DOT_MAX:
         flat = t.view(-1)
         return torch.dot(flat, flat)
     norm = torch.linalg.vector_norm(t, dtype=_F32 if t.dtype in _LOW else None)
