@@ -70,6 +70,12 @@ class CallRecord:
         self.stats: Any = None             # stats.StatSlots of the primary output
         self.pre_exc: BaseException | None = None
 
+    def output_grad_fn(self) -> Any:
+        """The ``grad_fn`` of the first tensor output, as the capture recorded it when
+        the call returned (no new lookup: cheap in ``on_forward``); None if none."""
+        entries = self.out_entries
+        return entries[0].fn if entries else None
+
     def drop_tensors(self) -> None:
         """Forget the user's objects (called at step end); metadata stays."""
         self.inputs = []

@@ -145,12 +145,9 @@ class LossInputObserver(Diagnostic):
         """Remember calls whose output comes straight from an activation."""
         if call.parent is None and not is_loss_module(call.module):
             self._last_root = (call.root, "", call.step)
-        if not call.grad_enabled or not call.outputs:
+        if not call.grad_enabled:
             return
-        v = call.outputs[0][1]
-        if not isinstance(v, torch.Tensor):
-            return
-        fn = v.grad_fn
+        fn = call.output_grad_fn()
         if fn is not None and type(fn).__name__ in ACTIVATION_FNS and id(fn) not in self._acts:
             if len(self._acts) >= MAX_REMEMBERED:   # a long loop without step ends
                 self._acts.clear()

@@ -55,6 +55,8 @@ class ModeObserver(Diagnostic):
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Note Dropout/BatchNorm calls in the wrong mode for their context."""
+        if call.training == call.grad_enabled:   # training with gradients, or eval without
+            return
         module = call.module
         if not isinstance(module, _MODE_TYPES) or not mode_sensitive(module):
             return
