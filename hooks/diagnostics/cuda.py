@@ -10,7 +10,9 @@ to the innermost module running when they were raised; other warnings
 raised meanwhile are re-issued unchanged when the root forward ends. A
 module that syncs on two sampled steps is a finding. The previous sync debug
 mode is restored after each root forward. Sampling is off while the step
-debugger is armed (its non-finite checks sync on purpose).
+debugger is armed (its non-finite checks sync on purpose), and while a sync
+debug mode is already set (by the user, or by ``benchmarks/gpu_check.py``,
+whose "error" must not be turned into "warn").
 
 Cost: nothing on CPU-only machines (``available()`` is False and the
 observer is not installed); on CUDA, a warnings context per root forward on
@@ -58,7 +60,8 @@ class HostSyncObserver(Diagnostic):
         """Start capturing at a sampled root forward; track the innermost module."""
         if self._active is None:
             if call.parent is None and sampled_step(call.step) and not self._gate_armed() \
-                    and any(v.is_cuda for _, v in iter_tensors(call.inputs)):
+                    and any(v.is_cuda for _, v in iter_tensors(call.inputs)) \
+                    and torch.cuda.get_sync_debug_mode() == 0:
                 self._begin(call)
             return
         self._attribute()
