@@ -2,11 +2,12 @@
 
 Four reference models (MLP, small CNN, ResNet-18-shaped net, Transformer
 encoder) and three capture modes. For each model and mode, a plain copy and
-an instrumented copy (same weights) are timed in interleaved rounds (the
-order alternates each round); the ratio reported is the median of the
-rounds' own ratios (each round times both copies back to back), with the
-ratio of the median step times beside it. A benchmark, not a test: run it
-on a quiet machine.
+an instrumented copy (same weights) are timed in rounds of steps taken
+alternately, one step of each copy after the other (so both see the same
+moment of a shared machine; a round of 10 steps holds one statistics step at
+the default ``stats_every``). The ratio reported is the median of the rounds'
+own ratios, with the ratio of the median step times beside it. A benchmark,
+not a test: run it on a quiet machine.
 
     .venv/bin/python benchmarks/overhead.py                 # table
     .venv/bin/python benchmarks/overhead.py --json          # one JSON object per line
@@ -146,6 +147,7 @@ def _sync(device: str) -> Callable[[], None]:
 
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+WARMUP_STEPS = 12
 
 
 def measure(name: str, mode: str, rounds: int, steps: int, device: str,
@@ -165,18 +167,24 @@ def measure(name: str, mode: str, rounds: int, steps: int, device: str,
     watch.session.add_sink(ReportBuilder(None))
     try:
         plain.run(3, sync)
-        inst.run(3, sync)
+        inst.run(WARMUP_STEPS, sync)   # past the diagnostics' denser first steps
         times: dict[str, list[float]] = {"plain": [], "inst": []}
         for r in range(rounds):
-            order = ("plain", "inst") if r % 2 == 0 else ("inst", "plain")
-            for which in order:
-                trainer = plain if which == "plain" else inst
-                times[which].append(trainer.run(steps, sync, CLOCKS[clock]))
+            # The copies alternate step by step, so both see the same moment of a
+            # shared machine; a round of ``stats_every`` steps holds one statistics step.
+            spent = {"plain": 0.0, "inst": 0.0}
+            for s in range(steps):
+                order = ("plain", "inst") if (r + s) % 2 == 0 else ("inst", "plain")
+                for which in order:
+                    trainer = plain if which == "plain" else inst
+                    spent[which] += trainer.run(1, sync, CLOCKS[clock])
+            for which, total in spent.items():
+                times[which].append(total / steps)
     finally:
         watch.close()
     p, i = statistics.median(times["plain"]), statistics.median(times["inst"])
-    # Each round times both copies back to back, so a round's own ratio cancels the
-    # slow drifts of a shared machine; their median is the headline ratio.
+    # A round's own ratio cancels the slow drifts of a shared machine; the median of
+    # the rounds' ratios is the headline ratio.
     paired = statistics.median(b / a for a, b in zip(times["plain"], times["inst"]))
     return {"model": name, "mode": mode, "device": device, "clock": clock,
             "threads": torch.get_num_threads(), "plain_ms": p * 1e3,
@@ -190,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     parser.add_argument("--steps", type=int, default=0,
-                        help="steps per round (default: per model, about 0.3 s a round)")
+                        help="steps per round (default: 60 for the MLP, 10 for the others; "
+                             "a multiple of stats_every, 10)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", action="store_true", help="one JSON object per model and mode")
     parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
@@ -201,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    default_steps = {"mlp": 60, "cnn": 10, "resnet": 3, "transformer": 3}
+    default_steps = {"mlp": 60, "cnn": 10, "resnet": 10, "transformer": 10}
     rows = []
     for name in args.models.split(","):
         for mode in args.modes.split(","):
