@@ -173,4 +173,4 @@ class ModelIndex:
                             "training": mod.training, "children": children})
         total, _ = _count(root.parameters())
         return {"root": rid, "name": self.root_names[rid], "type": type(root).__name__,
-                "params": total, "modules": modules}
+                "params": total, "loss": is_loss_module(root), "modules": modules}

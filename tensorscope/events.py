@@ -121,12 +121,14 @@ class ModuleTree(Message):
     ``roots`` is a list of dicts::
 
         {"root": 0, "name": "Classifier", "type": "Classifier", "params": 109386,
+         "loss": False,
          "modules": [{"path": "network.0", "type": "Linear", "params": 100480,
                       "trainable": 100480, "config": "Linear(784→128)",
                       "training": True, "children": []}, ...]}
 
     ``modules`` includes the root itself with path ``""``; ``children`` holds
-    the direct children's paths.
+    the direct children's paths. ``loss`` is True for a loss module called as
+    a root of its own (``nn.CrossEntropyLoss()``); absent in older recordings.
     """
 
     TYPE: ClassVar[str] = "module_tree"

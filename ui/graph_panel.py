@@ -211,7 +211,19 @@ class GraphPanel(QWidget):
                      for nid in view.nodes.by_id}
             view.set_difference_values(diffs, self.colour_metric)
         else:
-            view.set_metric_values(self.node_values(kind, self.colour_metric), self.colour_metric)
+            view.set_metric_values(self.node_values(kind, self.colour_metric), self.colour_metric,
+                                   self.loss_nodes(kind))
+
+    def loss_nodes(self, kind: str) -> set[str]:
+        """Visible nodes of loss roots: coloured, but left out of the colour range (the
+        gradient into a loss is 1, its output the loss value: neither compares with
+        the model's layers, and either would squeeze their colours together)."""
+        losses = self.model.loss_roots
+        if not losses:
+            return set()
+        graph = self.graphs[kind]
+        return {nid for nid in self.views[kind].nodes.by_id
+                if (key := graph.module_of(nid)) is not None and key[0] in losses}
 
     def set_snapshot(self, metrics: dict[ModuleKey, dict[str, float]] | None) -> None:
         """Colour by one recorded step's per-module values (None: live values)."""

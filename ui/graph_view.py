@@ -8,7 +8,7 @@ and calls ``apply_layout`` with the result.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 import networkx as nx
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
@@ -212,12 +212,21 @@ class GraphView(QGraphicsView):
         return any(rect.intersects(c.rect) for c in self.nodes.cards)
 
     # ------------------------------------------------------------- colour ---
-    def set_metric_values(self, values: Mapping[str, float | None], metric: str) -> None:
-        """Colour nodes by ``metric`` (NaN/Inf red); update the legend. ≤16 ms for 2k."""
+    def set_metric_values(self, values: Mapping[str, float | None], metric: str,
+                          off_range: Collection[str] = ()) -> None:
+        """Colour nodes by ``metric`` (NaN/Inf red); update the legend. ≤16 ms for 2k.
+
+        Nodes in ``off_range`` are coloured (clamped to the ends of the ramp) but
+        do not stretch the range, unless nothing else has a value.
+        """
         self.colour_metric = metric
         log = metric in LOG_METRICS
-        finite = [v for v in values.values()
-                  if v is not None and math.isfinite(v) and (v > 0 or not log)]
+        finite = [v for nid, v in values.items()
+                  if v is not None and math.isfinite(v) and (v > 0 or not log)
+                  and nid not in off_range]
+        if not finite and off_range:
+            finite = [v for v in values.values()
+                      if v is not None and math.isfinite(v) and (v > 0 or not log)]
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
         self.nodes.colours = colour_lookup(values, lo, hi, log, self.theme)
         self.nodes.update()

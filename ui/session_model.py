@@ -147,6 +147,7 @@ class SessionModel:
         self.hello: Hello | None = None
         self.modules: dict[ModuleKey, ModuleState] = {}
         self.root_names: dict[int, str] = {}
+        self.loss_roots: set[int] = set()   # roots that are loss modules (ModuleTree "loss")
         self.graphs: dict[str, GraphStructure] = {}
         self.findings: dict[tuple[str, int, str], Finding] = {}
         self.exceptions: deque[ExceptionRaised] = deque(maxlen=50)
@@ -206,6 +207,8 @@ class SessionModel:
         for root in msg.roots:
             rid = int(root.get("root", 0))
             self.root_names[rid] = str(root.get("name") or root.get("type") or f"root{rid}")
+            if root.get("loss"):
+                self.loss_roots.add(rid)
             for mod in root.get("modules", []):
                 key = (rid, str(mod.get("path", "")))
                 state = self.modules.get(key) or ModuleState(rid, key[1])

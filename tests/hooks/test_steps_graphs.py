@@ -60,6 +60,7 @@ def test_global_hooks_discover_roots_and_optimizers():
     tree = log.of(ModuleTree)[-1].roots
     assert [(r["name"], r["type"]) for r in tree] == [("Classifier", "Classifier"),
                                                       ("CrossEntropyLoss", "CrossEntropyLoss")]
+    assert [r["loss"] for r in tree] == [False, True]
     sums = log.summaries()
     assert [s.kind for s in sums] == ["train", "train"] and all(s.loss for s in sums)
     assert {(d.root, d.path) for d in log.digests(1)} >= {(0, "network.0"), (1, "")}

@@ -32,7 +32,8 @@ def mlp_tree() -> ModuleTree:
     return ModuleTree(roots=[{"root": 0, "name": "Classifier", "type": "Classifier",
                               "params": 109386, "modules": mods},
                              {"root": 1, "name": "CrossEntropyLoss", "type": "CrossEntropyLoss",
-                              "params": 0, "modules": [_tree_entry("", "CrossEntropyLoss")]}])
+                              "params": 0, "loss": True,
+                              "modules": [_tree_entry("", "CrossEntropyLoss")]}])
 
 
 def chain_graph(calls: list[tuple[str, str, list[int]]], in_shape: list[int],

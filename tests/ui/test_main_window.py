@@ -194,3 +194,22 @@ def test_the_first_window_freezes_the_startup_heap_once(qtbot):
     assert main_window._heap_frozen and frozen > 10_000   # modules, Qt wrappers, the window
     main_window.freeze_startup_heap()
     assert gc.get_freeze_count() == frozen   # once per process: later windows stay collectable
+
+
+def test_loss_nodes_are_coloured_but_do_not_stretch_the_range(qtbot, window):
+    from tensorscope.events import CallDigest, tensor_meta
+
+    view = window.graph.views["module"]
+    window.ingest([CallDigest(step=9, index=5, root=1, path="", type="CrossEntropyLoss",
+                              outputs=[tensor_meta("out", shape=[], dtype="float32",
+                                                   device="cpu", numel=1)],
+                              grad_norm=1.0)])   # the gradient into a loss is 1
+    window.graph.recolour()
+    losses = window.graph.loss_nodes("module")
+    assert losses and window.model.loss_roots == {1}
+    values = window.graph.node_values("module", "grad_norm")
+    assert any(values.get(nid) == 1.0 for nid in losses)
+    model_values = [v for nid, v in values.items() if v is not None and nid not in losses]
+    assert view.legend.hi == pytest.approx(max(model_values)) and view.legend.hi < 1.0
+    assert view.legend.lo == pytest.approx(min(model_values))
+    assert all(nid in view.nodes.colours for nid in losses if values.get(nid) is not None)
