@@ -106,23 +106,22 @@ def test_relu_passes_its_inputs_finite_flag_and_the_producer_is_still_named():
     assert any(k == "non_finite" and m == "0" for k, m in kinds), kinds
 
 
-def test_relu_with_statistics_takes_its_own_reduction():
+def _stats_forward(model: nn.Module) -> dict[str, list]:
+    """The digests of one inference forward with statistics, by path."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
     w, log = watch([model], stats_every=1)
     with w:
         model(torch.randn(4, 8))
-    relu = _by_path(log, 0)["1"][0]
+    return _by_path(log, 0)
+
+
+def test_relu_with_statistics_takes_its_own_reduction():
+    relu = _stats_forward(nn.Sequential(nn.Linear(8, 8), nn.ReLU()))["1"][0]
     assert relu.stats is not None and relu.stats["min"] >= 0.0 and relu.finite
 
 
 def test_container_shares_its_childs_statistics():
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
-    w, log = watch([model], stats_every=1)
-    with w:
-        model(torch.randn(4, 8))
-    by = _by_path(log, 0)
+    by = _stats_forward(nn.Sequential(nn.Linear(8, 8), nn.Tanh()))
     assert by[""][0].stats == by["1"][0].stats and by["1"][0].stats is not None
 
 

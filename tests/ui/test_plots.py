@@ -66,13 +66,19 @@ def test_one_plot_per_refresh_in_turn_each_at_most_five_times_a_second(qtbot):
     assert _counts(panel) == (35, n, n)
 
 
-def test_curves_arrive_a_few_per_refresh_until_all_are_plotted(qtbot):
+def _fully_plotted(qtbot):
+    """A panel refreshed until every curve of 30 steps is on it."""
     panel, clock = _panel(qtbot)
     model = SessionModel()
     _steps(model, 0, 30)
     for _ in range(3 * MAX_CURVES):
         panel.refresh(model)
         clock.now += PLOT_INTERVAL_S
+    return panel, model
+
+
+def test_curves_arrive_a_few_per_refresh_until_all_are_plotted(qtbot):
+    panel, _model = _fully_plotted(qtbot)
     for kind in ("grad", "stat"):
         keys = sorted(k[1] for t, k in panel._curves if t == kind)
         # the modules with the largest gradient norms, with every step plotted
@@ -83,12 +89,7 @@ def test_curves_arrive_a_few_per_refresh_until_all_are_plotted(qtbot):
 
 
 def test_focus_swaps_one_curve_and_one_legend_entry(qtbot):
-    panel, clock = _panel(qtbot)
-    model = SessionModel()
-    _steps(model, 0, 30)
-    for _ in range(3 * MAX_CURVES):
-        panel.refresh(model)
-        clock.now += PLOT_INTERVAL_S
+    panel, model = _fully_plotted(qtbot)
     kept = panel._curves[("grad", (0, "layers.7"))]
     panel.set_focus((0, "layers.0"))   # the smallest gradient norm: not plotted until now
     for _ in range(3):
