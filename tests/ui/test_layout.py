@@ -30,6 +30,19 @@ def _dag(n: int, seed: int = 1, width: int = 5, skip: float = 0.3) -> nx.DiGraph
                 g.add_edge(rng.choice(layers[max(0, i - rng.randint(2, 5))]), v)
     return g
 
+def _layered(g: nx.DiGraph):
+    """``g`` ranked, compacted and with long edges split, as the layout's first stages do."""
+    n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
+    edges = [(idx[u], idx[v]) for u, v in g.edges]
+    succ, pred = [[] for _ in range(n)], [[] for _ in range(n)]
+    for u, v in edges:
+        succ[u].append(v)
+        pred[v].append(u)
+    comp = layout_rank.components(n, edges)
+    layer = layout_rank.compact_layers(layout_rank.assign_layers(n, succ, pred), comp)
+    return layout_rank.split_long_edges(n, edges, layer, comp)
+
+
 
 def _check(g: nx.DiGraph, lay: Layout, sizes: dict | None = None, size=(80.0, 30.0)) -> None:
     """Every node placed; no overlap in a layer; polylines end on their nodes."""
@@ -225,15 +238,7 @@ def test_numpy_crossing_counter_matches_the_plain_count():
     g = _dag(300, seed=11)
     g.add_edges_from(("wide", f"leaf{i}") for i in range(80))      # one big layer pair
     g.add_edges_from((f"leaf{i}", f"leaf{(i * 7) % 80}b") for i in range(80))
-    n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
-    edges = [(idx[u], idx[v]) for u, v in g.edges]
-    succ, pred = [[] for _ in range(n)], [[] for _ in range(n)]
-    for u, v in edges:
-        succ[u].append(v)
-        pred[v].append(u)
-    comp = layout_rank.components(n, edges)
-    layer = layout_rank.compact_layers(layout_rank.assign_layers(n, succ, pred), comp)
-    lg = layout_rank.split_long_edges(n, edges, layer, comp)
+    lg = _layered(g)
     counter = layout_order.CrossingCounter(lg)
     assert counter.big
     rng = random.Random(0)
@@ -323,15 +328,7 @@ def test_vector_transposition_keeps_layers_consistent_and_helps(reverse):
     from tensorscope.ui.layout_vector import VectorTransposer
     g = _dag(400, seed=9)
     g.add_edges_from([("p", "q"), ("p", "r")])          # a second component
-    n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
-    edges = [(idx[u], idx[v]) for u, v in g.edges]
-    succ, pred = [[] for _ in range(n)], [[] for _ in range(n)]
-    for u, v in edges:
-        succ[u].append(v)
-        pred[v].append(u)
-    comp = layout_rank.components(n, edges)
-    layer = layout_rank.compact_layers(layout_rank.assign_layers(n, succ, pred), comp)
-    lg = layout_rank.split_long_edges(n, edges, layer, comp)
+    lg = _layered(g)
     layers = layout_order.initial_order(lg)
     members = [sorted(row) for row in layers]
     pos = [0] * lg.n
