@@ -48,6 +48,12 @@ FINITE_PASSING = (torch.nn.ReLU, torch.nn.LeakyReLU, torch.nn.Identity, torch.nn
                   torch.nn.MaxPool1d, torch.nn.MaxPool2d, torch.nn.MaxPool3d)
 
 
+# A step that never ends (``Watch.step()`` called once, or an evaluation loop
+# with gradients on between two optimizer steps) is cut at the next root call
+# past this many module calls, so its records stay bounded (~1-2 KB a call).
+MAX_STEP_CALLS = 50_000
+
+
 def _version(t: _Tensor) -> int:
     """``t._version``, or -1 for inference-mode tensors (they have no version counter)."""
     try:
@@ -250,7 +256,8 @@ class Capture:
 
     def _root_starting(self, rid: int) -> None:
         step = self.step
-        if step.calls and not self.explicit_steps and self._root_starts_step(step, rid):
+        if step.calls and (len(step.calls) >= MAX_STEP_CALLS or (
+                not self.explicit_steps and self._root_starts_step(step, rid))):
             self.end_step("train" if step.saw_backward else "inference")
             step = self.step
         if self.stack:  # left behind by an interrupted forward (KeyboardInterrupt)

@@ -174,3 +174,18 @@ def test_discover_losses_false_leaves_the_rest_of_the_process_unhooked():
     with w:
         other_loss(model(torch.randn(3, 4)), torch.zeros(3, 2))
     assert {d.type for d in log.digests()} == {"Linear", "MSELoss"}
+
+
+def test_a_step_that_never_ends_is_cut_at_a_root_call(monkeypatch):
+    import tensorscope.hooks.capture as capture
+
+    monkeypatch.setattr(capture, "MAX_STEP_CALLS", 10)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())   # 3 calls a forward
+    w, log = watch([model])
+    with w:
+        w.step()   # explicit steps from here on, and never again
+        with torch.no_grad():
+            for _ in range(8):
+                model(torch.randn(2, 4))
+    sizes = [s.calls for s in log.summaries()]
+    assert sizes == [12, 12]   # cut before the fifth forward: whole forwards, none lost
