@@ -487,10 +487,14 @@ class Capture:
 
 
 def _watches(obs: Any, mtype: type, hook: str) -> bool:
-    """``obs.watches(mtype, hook)``; an observer whose filter fails sees every call."""
+    """``obs.watches(mtype, hook)``; an observer whose filter fails sees every call
+    (said on stderr: its checks still run, only the filter is lost)."""
     try:
         return bool(obs.watches(mtype, hook))
-    except Exception:
+    except Exception as exc:
+        print(f"tensorscope: diagnostic {type(obs).__name__}.watches failed for "
+              f"{mtype.__name__} ({type(exc).__name__}: {exc}); it sees every call",
+              file=sys.stderr)
         return True
 
 

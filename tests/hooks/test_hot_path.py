@@ -145,7 +145,7 @@ class _BrokenFilter(_LinearOnly):
         raise RuntimeError("filter bug")
 
 
-def test_observers_see_only_the_module_types_they_watch():
+def test_observers_see_only_the_module_types_they_watch(capsys):
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
     w, _ = watch([model])
     linear_only, broken = _LinearOnly(), _BrokenFilter()
@@ -156,6 +156,8 @@ def test_observers_see_only_the_module_types_they_watch():
         model(torch.randn(2, 4))
     assert linear_only.pre == linear_only.post == ["0", "2", "0", "2"]
     assert broken.pre == ["", "0", "1", "2"]   # a failing filter sees every call
+    assert "_BrokenFilter.watches failed for Linear (RuntimeError: filter bug)" in \
+        capsys.readouterr().err
 
 
 def test_discover_losses_false_leaves_the_rest_of_the_process_unhooked():
