@@ -40,11 +40,19 @@ def test_squared_norms_match_vector_norm(make):
     assert got == pytest.approx(float(ref), rel=1e-2 if t.dtype == torch.bfloat16 else 1e-5)
 
 
-def test_squared_norm_overflows_and_propagates_like_vector_norm():
-    huge = torch.full((4,), 1e20)
-    nan = torch.tensor([1.0, float("nan")])
-    assert math.isinf(float(sq_norm(huge))) and math.isinf(float(torch.linalg.vector_norm(huge)))
-    assert math.isnan(float(sq_norm(nan)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_squared_norm_overflows_and_propagates_like_vector_norm(dtype):
+    """``vector_norm`` accumulates the sum of squares in float32 (for half types too),
+    so squaring its result on the device loses no range it had."""
+    def both(t):
+        kw = {"dtype": torch.float32} if dtype == torch.bfloat16 else {}
+        return float(sq_norm(t)), float(torch.linalg.vector_norm(t, **kw))
+
+    sq, ref = both(torch.full((4,), 1e18).to(dtype))
+    assert math.isfinite(sq) and sq == pytest.approx(ref * ref, rel=1e-2)
+    sq, ref = both(torch.full((4,), 1e20).to(dtype))
+    assert math.isinf(sq) and math.isinf(ref)
+    assert math.isnan(float(sq_norm(torch.tensor([1.0, float("nan")]).to(dtype))))
 
 
 def test_output_gradient_norms_are_the_norms_of_the_gradients():
