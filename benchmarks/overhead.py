@@ -2,12 +2,11 @@
 
 Four reference models (MLP, small CNN, ResNet-18-shaped net, Transformer
 encoder) and three capture modes. For each model and mode, a plain copy and
-an instrumented copy (same weights) are timed in rounds of steps taken
-alternately, one step of each copy after the other (so both see the same
-moment of a shared machine; a round of 10 steps holds one statistics step at
-the default ``stats_every``). The ratio reported is the median of the rounds'
-own ratios, with the ratio of the median step times beside it. A benchmark,
-not a test: run it on a quiet machine.
+an instrumented copy (same weights) are timed in rounds: a block of steps of
+each, back to back, the order flipping every round (a block of 10 steps holds
+one statistics step at the default ``stats_every``). The ratio reported is
+the median of the rounds' own ratios, with the ratio of the median step
+times beside it. A benchmark, not a test: run it on a quiet machine.
 
     .venv/bin/python benchmarks/overhead.py                 # table
     .venv/bin/python benchmarks/overhead.py --json          # one JSON object per line
@@ -151,24 +150,21 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 WARMUP_STEPS = 12
 
 
-def _alternate(run_a: Callable[[], float], run_b: Callable[[], float], rounds: int,
+def _alternate(run_a: Callable[[int], float], run_b: Callable[[int], float], rounds: int,
                steps: int) -> tuple[list[float], list[float]]:
-    """Seconds per step of A and B in each round; within a round they take their
-    steps alternately (the order flips every step), so both see the same moment
-    of a shared machine, and a round of ``stats_every`` steps holds one
-    statistics step."""
+    """Seconds per step of A and B in each round: ``steps`` consecutive steps of
+    each, the order flipping every round. Blocks rather than single alternate
+    steps: an instrumented step leaves the caches colder for the plain step
+    after it, which would flatter small models; a block of ``stats_every``
+    steps holds one statistics step."""
     a_times, b_times = [], []
     for r in range(rounds):
-        a = b = 0.0
-        for s in range(steps):
-            if (r + s) % 2 == 0:
-                a += run_a()
-                b += run_b()
-            else:
-                b += run_b()
-                a += run_a()
-        a_times.append(a / steps)
-        b_times.append(b / steps)
+        if r % 2 == 0:
+            a_times.append(run_a(steps))
+            b_times.append(run_b(steps))
+        else:
+            b_times.append(run_b(steps))
+            a_times.append(run_a(steps))
     return a_times, b_times
 
 
@@ -198,7 +194,7 @@ def _watch(trainer: Trainer, mode: str, watch_options: dict[str, Any] | None) ->
 
 def measure(name: str, mode: str, rounds: int, steps: int, device: str,
             watch_options: dict[str, Any] | None = None, clock: str = "wall") -> dict[str, Any]:
-    """A plain copy against an instrumented copy (same weights), alternating steps."""
+    """A plain copy against an instrumented copy (same weights), in alternate blocks."""
     model, x, y = make(name, device)
     plain = Trainer(model, x, y)
     inst = Trainer(copy.deepcopy(model), x, y)
@@ -207,7 +203,7 @@ def measure(name: str, mode: str, rounds: int, steps: int, device: str,
     try:
         plain.run(3, sync)
         inst.run(WARMUP_STEPS, sync)   # past the diagnostics' denser first steps
-        p, i = _alternate(lambda: plain.run(1, sync, tick), lambda: inst.run(1, sync, tick),
+        p, i = _alternate(lambda k: plain.run(k, sync, tick), lambda k: inst.run(k, sync, tick),
                           rounds, steps)
     finally:
         watch.close()
@@ -216,23 +212,22 @@ def measure(name: str, mode: str, rounds: int, steps: int, device: str,
 
 def measure_same_model(name: str, mode: str, rounds: int, steps: int, device: str,
                        clock: str = "wall") -> dict[str, Any]:
-    """One instrumented model whose steps alternate between capture on and capture
-    off (every hook returns at once): no second copy, so no difference of memory
-    layout or cache between the two sides, the steadiest estimate on a noisy
-    machine. It leaves out PyTorch's own cost of calling hooks that do nothing
-    (measured at under 1% on the ResNet)."""
+    """One instrumented model whose blocks of steps alternate between capture on
+    and capture off (every hook returns at once): no second copy, so no
+    difference of memory layout between the two sides. It leaves out PyTorch's
+    own cost of calling hooks that do nothing (under 1% on the ResNet)."""
     model, x, y = make(name, device)
     trainer = Trainer(model, x, y)
     sync, tick = _sync(device), CLOCKS[clock]
     watch = _watch(trainer, mode, None)
 
-    def step(active: bool) -> float:
+    def block(active: bool, k: int) -> float:
         watch.capture.active = active
-        return trainer.run(1, sync, tick)
+        return trainer.run(k, sync, tick)
 
     try:
         trainer.run(WARMUP_STEPS, sync)
-        off, on = _alternate(lambda: step(False), lambda: step(True), rounds, steps)
+        off, on = _alternate(lambda k: block(False, k), lambda k: block(True, k), rounds, steps)
     finally:
         watch.capture.active = True
         watch.close()
