@@ -20,11 +20,13 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 from tensorscope.events import Message, Response
 
 DRAIN_BUDGET_S = 0.008
-# Messages queued for the GUI before readers wait: ~0.1 s of ingest work. A
-# reader further ahead only takes CPU and the GIL from the GUI thread while it
-# fills the queue (flat out, 100,000 stalled the GUI 190-300 ms, 20,000 65-72 ms)
-# and leaves what the window shows further behind the training.
-MAX_BACKLOG = 20_000
+# Messages queued for the GUI before readers wait: ~0.25 s at 20,000 events/s
+# (the queue peaks near 1,000 there). A reader further ahead only takes CPU and
+# the GIL from the GUI thread while it fills the queue, and every queued
+# message is objects a full garbage collection walks: flat out, 100,000 stalled
+# the GUI 190-300 ms, 20,000 up to 270-330 ms, 5,000 99-122 ms. It also leaves
+# what the window shows further behind the training.
+MAX_BACKLOG = 5_000
 
 
 class Bridge(QObject):
