@@ -72,13 +72,14 @@ class StepRange:
     changes only when the newest step passes that end, not with every new
     step: a changed range repaints all three plots. The room left past the
     newest step is what ``LOOKAHEAD_S`` seconds add at the rate steps arrived
-    since the last change, at least 5% and at most 100% of the span: slow
+    since the last change, at least 5% and at most 50% of the span: slow
     training fills the plots, fast training moves the range every few
     seconds rather than several times a second. When the user pans or zooms,
     following stops; pyqtgraph's auto-range button ("A") turns it back on.
     """
 
     LOOKAHEAD_S = 2.0
+    MAX_ROOM = 0.5   # of the span: at most a third of a plot is empty (paused, say)
 
     def __init__(self, plots: list[pg.PlotWidget],
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -125,7 +126,7 @@ class StepRange:
         room = 0.0
         if self._last is not None and now > self._last[0]:
             room = (self.hi - self._last[1]) / (now - self._last[0]) * self.LOOKAHEAD_S
-        room = min(max(room, 0.05 * span), span)
+        room = min(max(room, 0.05 * span), self.MAX_ROOM * span)
         self._last = (now, self.hi)
         self.shown = (self.lo, self.lo + nice_ceil(span + room))
         self.plots[0].setXRange(*self.shown, padding=0.02)

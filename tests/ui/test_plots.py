@@ -146,8 +146,8 @@ def test_step_range_leaves_room_for_the_next_seconds_of_fast_training(qtbot):
     steps.include([1250])   # 250 steps/s: room for 2 s of them
     assert steps.apply() and steps.shown == (0.0, 2000.0)
     clock.now += 1.0
-    steps.include([3000])   # 1750 steps/s: room capped at the span itself
-    assert steps.apply() and steps.shown == (0.0, 6000.0)
+    steps.include([3000])   # 1750 steps/s: room capped at half the span
+    assert steps.apply() and steps.shown == (0.0, 5000.0)
 
 
 def test_peak_decimate_keeps_every_bins_extremes_in_step_order():
