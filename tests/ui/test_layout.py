@@ -30,16 +30,20 @@ def _dag(n: int, seed: int = 1, width: int = 5, skip: float = 0.3) -> nx.DiGraph
                 g.add_edge(rng.choice(layers[max(0, i - rng.randint(2, 5))]), v)
     return g
 
-def _layered(g: nx.DiGraph):
-    """``g`` ranked, compacted and with long edges split, as the layout's first stages do."""
+
+def _layered(g: nx.DiGraph, compact: bool = True, components: bool = True):
+    """``g`` ranked (and compacted) with long edges split, as the layout's first
+    stages do; ``components=False`` puts every node in component 0."""
     n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
     edges = [(idx[u], idx[v]) for u, v in g.edges]
     succ, pred = [[] for _ in range(n)], [[] for _ in range(n)]
     for u, v in edges:
         succ[u].append(v)
         pred[v].append(u)
-    comp = layout_rank.components(n, edges)
-    layer = layout_rank.compact_layers(layout_rank.assign_layers(n, succ, pred), comp)
+    comp = layout_rank.components(n, edges) if components else [0] * n
+    layer = layout_rank.assign_layers(n, succ, pred)
+    if compact:
+        layer = layout_rank.compact_layers(layer, comp)
     return layout_rank.split_long_edges(n, edges, layer, comp)
 
 
@@ -167,14 +171,7 @@ def test_crossing_reduction_untangles_a_k_shaped_graph():
         g.add_edge("hub", t)
         if i < 5:
             g.add_edge(t, bottoms[4 - i])
-    n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
-    edges = [(idx[u], idx[v]) for u, v in g.edges]
-    comp = layout_rank.components(n, edges)
-    succ, pred = [[] for _ in range(n)], [[] for _ in range(n)]
-    for u, v in edges:
-        succ[u].append(v)
-        pred[v].append(u)
-    lg = layout_rank.split_long_edges(n, edges, layout_rank.assign_layers(n, succ, pred), comp)
+    lg = _layered(g, compact=False)
     layers = layout_order.initial_order(lg)
     layers[2].reverse()   # a bad start: every pair of edges crosses
     pos = [0] * lg.n
@@ -189,14 +186,7 @@ def test_crossing_reduction_untangles_a_k_shaped_graph():
 
 def test_reduces_crossings_against_the_initial_order():
     g = _dag(400, seed=5)
-    n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
-    edges = [(idx[u], idx[v]) for u, v in g.edges]
-    succ, pred = [[] for _ in range(n)], [[] for _ in range(n)]
-    for u, v in edges:
-        succ[u].append(v)
-        pred[v].append(u)
-    layer = layout_rank.assign_layers(n, succ, pred)
-    lg = layout_rank.split_long_edges(n, edges, layer, [0] * n)
+    lg = _layered(g, compact=False, components=False)
     layers = layout_order.initial_order(lg)
     pos = [0] * lg.n
     for row in layers:
