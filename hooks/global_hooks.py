@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch.nn.modules.module as module_hooks
 import torch.optim.optimizer as optimizer_hooks
 
-from tensorscope.hooks.registry import is_loss_module
+from tensorscope.hooks.registry import is_loss_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import Capture
@@ -65,17 +65,10 @@ def install(capture: "Capture", optimizer_pre: Any, optimizer_post: Any) -> list
 
 def install_loss_hooks(capture: "Capture", hooked: set[int]) -> list[Any]:
     """Global hooks that pass unwatched loss modules to ``capture``."""
-    is_loss: dict[type, bool] = {}
     forward_pre, forward = capture.forward_pre, capture.forward
 
     def wanted(module: Any) -> bool:
-        if id(module) in hooked:
-            return False
-        cls = type(module)
-        hit = is_loss.get(cls)
-        if hit is None:
-            hit = is_loss[cls] = is_loss_module(module)
-        return hit
+        return id(module) not in hooked and is_loss_type(type(module))
 
     def pre(module: Any, args: tuple) -> None:
         if wanted(module):

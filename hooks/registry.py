@@ -14,14 +14,20 @@ from typing import Any, Iterable
 from torch import nn
 
 _LOSS_MODULE = "torch.nn.modules.loss"
+_LOSS_TYPES: dict[type, bool] = {}
 
 
-def is_loss_module(module: nn.Module) -> bool:
-    """True for the loss classes of ``torch.nn`` (and their subclasses)."""
-    for cls in type(module).__mro__:
-        if cls.__module__ == _LOSS_MODULE:
-            return True
-    return False
+def is_loss_module(module: Any) -> bool:
+    """True for the loss classes of ``torch.nn`` and their subclasses (cached per type)."""
+    return is_loss_type(type(module))
+
+
+def is_loss_type(t: type) -> bool:
+    """True for the ``torch.nn`` loss classes and their subclasses (cached)."""
+    hit = _LOSS_TYPES.get(t)
+    if hit is None:
+        hit = _LOSS_TYPES[t] = any(c.__module__ == _LOSS_MODULE for c in t.__mro__)
+    return hit
 
 
 def describe(module: nn.Module, arrow: str = "→") -> str:

@@ -221,12 +221,9 @@ class GraphView(QGraphicsView):
         """
         self.colour_metric = metric
         log = metric in LOG_METRICS
-        finite = [v for nid, v in values.items()
-                  if v is not None and math.isfinite(v) and (v > 0 or not log)
-                  and nid not in off_range]
-        if not finite and off_range:
-            finite = [v for v in values.values()
-                      if v is not None and math.isfinite(v) and (v > 0 or not log)]
+        usable = {nid: v for nid, v in values.items()
+                  if v is not None and math.isfinite(v) and (v > 0 or not log)}
+        finite = [v for nid, v in usable.items() if nid not in off_range] or list(usable.values())
         lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
         self.nodes.colours = colour_lookup(values, lo, hi, log, self.theme)
         self.nodes.update()

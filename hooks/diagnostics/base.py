@@ -14,8 +14,7 @@ import torch
 from torch import nn
 
 from tensorscope.hooks.observer import CallRecord, Observer, WatchContext
-
-_LOSS_MODULE = "torch.nn.modules.loss"
+from tensorscope.hooks.registry import is_loss_module, is_loss_type  # noqa: F401 (re-exported)
 
 # grad_fn names of ops that only reshape or move data: walking through them
 # from a loss input finds the activation that really produced it.
@@ -28,20 +27,6 @@ PASS_THROUGH_FNS = frozenset({
 })
 
 
-_LOSS_TYPES: dict[type, bool] = {}
-
-
-def is_loss_module(module: Any) -> bool:
-    """True for ``torch.nn`` loss classes and their subclasses (cached per type)."""
-    return is_loss_type(type(module))
-
-
-def is_loss_type(t: type) -> bool:
-    """True for the ``torch.nn`` loss classes and their subclasses (cached)."""
-    hit = _LOSS_TYPES.get(t)
-    if hit is None:
-        hit = _LOSS_TYPES[t] = any(c.__module__ == _LOSS_MODULE for c in t.__mro__)
-    return hit
 
 
 def fn_name(fn: Any) -> str:

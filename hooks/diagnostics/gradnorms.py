@@ -110,7 +110,7 @@ class GradScaleObserver(Diagnostic):
             except AttributeError:
                 return None
             self._owners[name] = hit = (weakref.ref(mod), pname, weakref.ref(root))
-        return mod._parameters.get(hit[1]) if hasattr(mod, "_parameters") else None
+        return mod._parameters.get(hit[1])
 
     def _named(self, param: Any, rid: int, name: str) -> bool:
         """Whether the summary's parameter rows list ``param`` as ``name`` of root ``rid``."""
