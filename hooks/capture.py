@@ -154,22 +154,28 @@ class Capture:
         self.observers_opt_pre: list[tuple[Any, Any]] = []
         self.observers_opt: list[tuple[Any, Any]] = []
         self.observers_end: list[tuple[Any, Any]] = []
-        # module type -> (pre, fwd) observers that watch that type (see ``observers_for``)
-        self.dispatch: dict[type, tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]] = {}
+        # module type -> (pre, fwd, root pre, root fwd) observers that watch that type
+        # (see ``observers_for``)
+        self.dispatch: dict[type, tuple[list[tuple[Any, Any]], ...]] = {}
         self.passes_finite: dict[type, bool] = {}   # module type -> in FINITE_PASSING
         self._last_exc_id = 0
         self.last_module_error: tuple[int, str, str] | None = None
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
 
-    def observers_for(self, mtype: type) -> tuple[list[tuple[Any, Any]], list[tuple[Any, Any]]]:
+    def observers_for(self, mtype: type) -> tuple[list[tuple[Any, Any]], ...]:
         """The forward pre/post observers that watch modules of type ``mtype``
-        (``Observer.watches``), decided once per type; ``dispatch`` is cleared
-        whenever the observer lists change."""
+        (``Observer.watches``): ``(pre, fwd)`` for calls inside a root, then
+        ``(pre, fwd)`` for root calls, which also go to the hooks an observer
+        lists in ``Observer.roots_only``. Decided once per type; ``dispatch`` is
+        cleared whenever the observer lists change."""
         hit = self.dispatch.get(mtype)
         if hit is None:
+            root_pre = [p for p in self.observers_pre if _watches(p[0], mtype, "on_forward_pre")]
+            root_fwd = [p for p in self.observers_fwd if _watches(p[0], mtype, "on_forward")]
             hit = self.dispatch[mtype] = (
-                [p for p in self.observers_pre if _watches(p[0], mtype, "on_forward_pre")],
-                [p for p in self.observers_fwd if _watches(p[0], mtype, "on_forward")])
+                [p for p in root_pre if not _roots_only(p[0], "on_forward_pre")],
+                [p for p in root_fwd if not _roots_only(p[0], "on_forward")],
+                root_pre, root_fwd)
         return hit
 
     def _new_step(self, index: int) -> StepBuffer:
@@ -209,7 +215,8 @@ class Capture:
         call.inputs = inputs = flatten_args(args, kwargs)
         self._track_inputs(call, inputs, step)
         stack.append(call)
-        for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[0]:
+        for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[
+                0 if parent is not None else 2]:
             try:
                 fn(call)
             except Exception as exc:
@@ -321,7 +328,8 @@ class Capture:
         if call.mem_before is not None:
             call.mem_delta = self._mem_delta(call)
         call.finished = True
-        for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[1]:
+        for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[
+                1 if call.parent is not None else 3]:
             try:
                 fn(call)
             except Exception as exc:
@@ -496,6 +504,11 @@ def _watches(obs: Any, mtype: type, hook: str) -> bool:
               f"{mtype.__name__} ({type(exc).__name__}: {exc}); it sees every call",
               file=sys.stderr)
         return True
+
+
+def _roots_only(obs: Any, hook: str) -> bool:
+    """Whether ``obs`` wants ``hook`` for root calls only (``Observer.roots_only``)."""
+    return hook in getattr(obs, "roots_only", ())
 
 
 def _inside(producer: CallRecord | None, call: CallRecord) -> bool:

@@ -142,6 +142,10 @@ class WatchContext(Protocol):
 class Observer:
     """Base class; every method is a no-op. Runs on the training thread."""
 
+    #: Hooks (``"on_forward_pre"``, ``"on_forward"``) this observer needs for root
+    #: calls only: the capture does not call them for the calls inside a root.
+    roots_only: frozenset[str] = frozenset()
+
     def on_attach(self, ctx: WatchContext) -> None:
         """The observer was added to a watch."""
 

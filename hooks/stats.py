@@ -2,7 +2,8 @@
 
 Hooks never read a device value. They queue reductions on the tensor's own
 device and put the 0-dim results in a ``ScalarBuffer``; at step end
-``ScalarBuffer.flush`` stacks them (per device) and calls ``tolist()`` once.
+``ScalarBuffer.flush`` stacks them (per device) and calls ``tolist()`` once
+(CPU values, which need no transfer, are read as they are queued).
 The host then turns raw sums into statistics (``stats_from``).
 
 What is computed for a floating tensor:
@@ -34,13 +35,23 @@ _F32 = torch.float32
 
 
 class VectorRef:
-    """Where a queued vector's values start in the flushed list (set by ``flush``)."""
+    """Where a queued vector's values start in the flushed list (set by ``flush``).
 
-    __slots__ = ("tensor", "start")
+    ``tensor`` is the device vector still to transfer; a CPU vector is read at
+    once into ``values`` (``tensor`` is then None).
+    """
+
+    __slots__ = ("tensor", "values", "start")
 
     def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
+        if tensor.is_cpu:
+            self.tensor, self.values = None, tensor.tolist()
+        else:
+            self.tensor, self.values = tensor, None
         self.start = -1
+
+    def __len__(self) -> int:
+        return len(self.values) if self.tensor is None else self.tensor.numel()
 
 
 class ScalarBuffer:
@@ -48,70 +59,96 @@ class ScalarBuffer:
 
     ``add`` queues a 0-dim tensor and returns its index in the list ``flush``
     returns; ``add_vector`` queues a 1-dim tensor and returns a ``VectorRef``
-    whose ``start`` is valid after the flush.
+    whose ``start`` is valid after the flush. A CPU value is read at once
+    (there is no device to wait for, and reading it while it is in cache is
+    several times cheaper than at the step's end); accelerator values stay
+    tensors until the one transfer.
     """
 
-    __slots__ = ("items", "vectors")
+    __slots__ = ("items", "vectors", "on_device")
 
     def __init__(self) -> None:
-        self.items: list[torch.Tensor] = []
+        self.items: list[Any] = []   # Python numbers (CPU values) or device tensors
         self.vectors: list[VectorRef] = []
+        self.on_device = False
 
     def add(self, t: torch.Tensor) -> int:
         """Queue a 0-dim tensor; returns its index."""
         items = self.items
-        items.append(t)
+        if t.is_cpu:
+            items.append(t.item())
+        else:
+            items.append(t)
+            self.on_device = True
         return len(items) - 1
 
     def add_vector(self, t: torch.Tensor) -> VectorRef:
         """Queue a 1-dim tensor."""
         ref = VectorRef(t)
         self.vectors.append(ref)
+        if ref.tensor is not None:
+            self.on_device = True
         return ref
 
+    def value(self, handle: int) -> float | None:
+        """A queued value already on the host (a CPU one), else None (never syncs)."""
+        v = self.items[handle]
+        return None if isinstance(v, torch.Tensor) else v
+
     def __len__(self) -> int:
-        return len(self.items) + sum(v.tensor.numel() for v in self.vectors)
+        return len(self.items) + sum(len(v) for v in self.vectors)
 
     def flush(self) -> list[float]:
-        """All queued values as Python floats (scalars first), then forget the tensors."""
-        items, vectors = self.items, self.vectors
-        self.items, self.vectors = [], []
-        if not items and not vectors:
-            return []
-        if _all_cpu(items, vectors):
-            # Nothing to transfer: reading each value costs less than stacking them.
-            values = [t.item() for t in items]
-            for v in vectors:
-                values += v.tensor.tolist()
-        else:
-            with torch.no_grad():
-                parts = [torch.stack(items)] if items else []
-                parts += [v.tensor for v in vectors]
-                try:
-                    joined = torch.cat(parts) if len(parts) > 1 else parts[0]
-                    values = joined.tolist()  # the one host transfer
-                except RuntimeError:  # values on several devices: one transfer per device
-                    values = _flush_by_device(items, vectors)
+        """All queued values as Python numbers (scalars first), then forget the tensors."""
+        items, vectors, on_device = self.items, self.vectors, self.on_device
+        self.items, self.vectors, self.on_device = [], [], False
         pos = len(items)
+        if on_device:
+            values = _transfer(items, vectors)
+        else:
+            values = items
+            for v in vectors:
+                values += v.values
         for v in vectors:
             v.start = pos
-            pos += v.tensor.numel()
+            pos += len(v)
         return values
 
 
-def _all_cpu(items: list[torch.Tensor], vectors: list[VectorRef]) -> bool:
-    for t in items:
-        if not t.is_cpu:
-            return False
-    return all(v.tensor.is_cpu for v in vectors)
+def _transfer(items: list[Any], vectors: list[VectorRef]) -> list[float]:
+    """The device values of ``items`` and ``vectors`` in one transfer (one per
+    device if they are on several), merged with the values read already."""
+    at = [i for i, x in enumerate(items) if isinstance(x, torch.Tensor)]
+    tensors = [items[i] for i in at]
+    device_vectors = [v for v in vectors if v.tensor is not None]
+    with torch.no_grad():
+        parts = [torch.stack(tensors)] if tensors else []
+        parts += [v.tensor for v in device_vectors]
+        try:
+            joined = torch.cat(parts) if len(parts) > 1 else parts[0]
+            flat = joined.tolist()  # the one host transfer
+        except RuntimeError:  # values on several devices: one transfer per device
+            flat = _flush_by_device(tensors, [v.tensor for v in device_vectors])
+    values = list(items)
+    for k, i in enumerate(at):
+        values[i] = flat[k]
+    pos = len(at)
+    for v in vectors:
+        if v.tensor is None:
+            values += v.values
+        else:
+            n = v.tensor.numel()
+            values += flat[pos:pos + n]
+            pos += n
+    return values
 
 
-def _flush_by_device(items: list[torch.Tensor], vectors: list[VectorRef]) -> list[float]:
+def _flush_by_device(items: list[torch.Tensor], vectors: list[torch.Tensor]) -> list[float]:
     flat = [(t.reshape(1), i) for i, t in enumerate(items)]
     offset = len(items)
     for v in vectors:
-        flat.append((v.tensor.reshape(-1), offset))
-        offset += v.tensor.numel()
+        flat.append((v.reshape(-1), offset))
+        offset += v.numel()
     out = [math.nan] * offset
     by_device: dict[Any, list[tuple[torch.Tensor, int]]] = {}
     for t, at in flat:
@@ -180,18 +217,30 @@ def activation_stats(t: torch.Tensor, buf: ScalarBuffer, exact: bool,
         sum_handle = buf.add(work.sum(dtype=_F32) if t.dtype in _LOW else work.sum())
     slots.sum = sum_handle
     s = _sample(work)  # count_nonzero over a whole tensor costs ten reductions: sample it
+    if s is not work:
+        # one gather: each reduction below is several times cheaper on contiguous memory
+        s = s.contiguous()
     slots.n_sample = s.numel()
-    slots.nnz = buf.add(torch.count_nonzero(s))
+    slots.nnz = buf.add(s.bool().sum())   # NaN counts as non-zero, as in count_nonzero
     if exact:
         slots.ssq = buf.add(sq_norm(work))
     else:
         _sample_moments(s, s is work, buf, slots)
-    if not slots.integer:
+    if not slots.integer and not _known_finite(buf, sum_handle):
         # NaN count, and NaN+Inf count (x - x is NaN exactly where x is not finite):
         # count_nonzero is several times cheaper than isnan/isinf + sum on the CPU
         slots.nan = buf.add(torch.count_nonzero(s != s))
         slots.nonfinite = buf.add(torch.count_nonzero(s - s))
     return slots
+
+
+def _known_finite(buf: ScalarBuffer, sum_handle: int) -> bool:
+    """Whether the queued sum is a finite number already on the host side: a CPU
+    value is read without any device sync, and a finite sum means no NaN or Inf,
+    so both counts are exactly 0 and need no reduction. Accelerator values are
+    never read here (``stats_from`` then reads the counts when min/max say so)."""
+    total = buf.value(sum_handle)
+    return total is not None and math.isfinite(total)
 
 
 def _sample_moments(s: torch.Tensor, whole: bool, buf: ScalarBuffer, slots: StatSlots) -> None:

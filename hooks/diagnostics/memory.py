@@ -67,6 +67,8 @@ class GraphToken:
 class GraphObserver(Diagnostic):
     """Follows each root call's graph from creation to release."""
 
+    roots_only = frozenset({"on_forward_pre", "on_forward"})
+
     def __init__(self) -> None:
         self._live: dict[int, tuple[weakref.ref, GraphState]] = {}
         self._dead: list[GraphState] = []
@@ -78,6 +80,7 @@ class GraphObserver(Diagnostic):
         self._bytes: dict[int, int] = {}
         self._listeners: list[Callable[[], None]] = []
         self.generation = 0   # root forwards started so far (a backward follows new ones)
+        self._model_tagged = -1   # the last step in which a non-loss root's graph was tagged
 
     def add_backward_listener(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` whenever a backward runs through a tagged graph node (before
@@ -89,9 +92,15 @@ class GraphObserver(Diagnostic):
         """Tag the graph of each root call with gradients enabled."""
         if call.parent is not None or not call.grad_enabled:
             return
+        loss = call.module is not None and is_loss_module(call.module)
+        if loss and self._model_tagged == call.step:
+            # the loss's graph holds the model's graph tagged this step: that
+            # token already tells when it is used and freed (one hook less a step)
+            return
         for _, v in call.outputs:
             if isinstance(v, torch.Tensor) and v.grad_fn is not None:
-                loss = call.module is not None and is_loss_module(call.module)
+                if not loss:
+                    self._model_tagged = call.step
                 state = GraphState(call.root, self._train_steps, loss, self._backwards)
                 token = GraphToken(state, self)
                 v.grad_fn.register_hook(token)

@@ -199,3 +199,24 @@ def test_a_step_that_never_ends_is_cut_at_a_root_call(monkeypatch):
                 model(torch.randn(2, 4))
     sizes = [s.calls for s in log.summaries()]
     assert sizes == [12, 12]   # cut before the fifth forward: whole forwards, none lost
+
+
+def test_scalar_buffer_reads_cpu_values_at_once_and_merges_device_values_in_order():
+    """CPU values are numbers as soon as they are queued; the transfer path (taken
+    when any value is on an accelerator) puts every value back in queue order."""
+    from tensorscope.hooks import stats
+
+    buf = ScalarBuffer()
+    a = buf.add(torch.tensor(1.5))
+    v = buf.add_vector(torch.tensor([4.0, 5.0]))
+    b = buf.add(torch.tensor(7, dtype=torch.int64))
+    assert buf.value(a) == 1.5 and not buf.on_device and len(buf) == 4
+    values = buf.flush()
+    assert values[a] == 1.5 and values[b] == 7 and values[v.start:v.start + 2] == [4.0, 5.0]
+
+    # The transfer path, driven with CPU tensors standing in for device ones.
+    vec_cpu, vec_dev = stats.VectorRef(torch.tensor([8.0])), stats.VectorRef(torch.tensor([1.0]))
+    vec_dev.tensor, vec_dev.values = torch.tensor([9.0, 10.0]), None
+    items = [2.0, torch.tensor(3.0), 4.0, torch.tensor(6.0)]
+    merged = stats._transfer(items, [vec_dev, vec_cpu])
+    assert merged == [2.0, 3.0, 4.0, 6.0, 9.0, 10.0, 8.0]
