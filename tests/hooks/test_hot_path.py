@@ -168,6 +168,32 @@ def test_observers_see_only_the_module_types_they_watch(capsys):
         capsys.readouterr().err
 
 
+class _RootsOnly(Observer):
+    roots_only = frozenset({"on_forward"})
+
+    def __init__(self) -> None:
+        self.pre: list[str] = []
+        self.post: list[str] = []
+
+    def on_forward_pre(self, call) -> None:
+        self.pre.append(call.path)
+
+    def on_forward(self, call) -> None:
+        self.post.append(call.path)
+
+
+def test_observers_can_ask_for_root_calls_only():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    w, _ = watch([model])
+    obs = _RootsOnly()
+    with w:
+        w.add_observer(obs)
+        model(torch.randn(2, 4))
+        model(torch.randn(2, 4))
+    assert obs.post == ["", ""]                          # only the root's calls
+    assert obs.pre == ["", "0", "1", "", "0", "1"]       # a hook not listed sees all
+
+
 def test_discover_losses_false_leaves_the_rest_of_the_process_unhooked():
     from torch.nn.modules import module as module_hooks
 
