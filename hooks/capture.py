@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _Tensor = torch.Tensor
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _grad_enabled = torch.is_grad_enabled
+_exc_info = sys.exc_info
 # What ``torch.no_grad`` does on entry and exit, without the context manager's
 # cost (a few microseconds per hook): the on-device reductions must not build graph.
 _set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
@@ -73,7 +74,10 @@ class FlowEntry:
         self.producer = producer
         self.node = node
         self.finite = finite
-        self.version = _version(t)
+        try:
+            self.version = t._version
+        except RuntimeError:   # inference-mode tensors have no version counter
+            self.version = -1
         self.fn = t.grad_fn   # the autograd node that made it (attribution boundary)
         self.grad: GradEntry | None = None
         self.consumed = False
@@ -140,6 +144,8 @@ class Capture:
         self.mode = watch.mode
         self.stats_every = max(1, watch.stats_every)
         self.global_mode = watch.global_hooks
+        self.gate = watch.gate
+        self.paths = watch.index._paths   # module -> (root, path): ModelIndex.lookup's first try
         self.active = True
         self.stack: list[CallRecord] = []
         self.step = self._new_step(0)
@@ -198,7 +204,7 @@ class Capture:
     def _pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None) -> None:
         stack = self.stack
         parent = stack[-1] if stack else None
-        loc = self.index.lookup(module)
+        loc = self.paths.get(module) or self.index.lookup(module)
         if loc is None:
             loc = self.watch.resolve_module(module, parent)
             if loc is None:
@@ -206,42 +212,52 @@ class Capture:
         if parent is None:
             self._root_starting(loc[0])
         step = self.step
-        call = CallRecord(step.index, len(step.calls), loc[0], loc[1], module, parent,
-                          torch.is_grad_enabled())
-        step.calls.append(call)
-        if call.grad_enabled:
+        calls = step.calls
+        grad_on = _grad_enabled()
+        call = CallRecord(step.index, len(calls), loc[0], loc[1], module, parent, grad_on)
+        calls.append(call)
+        if grad_on:
             step.any_grad = True
-        call.pre_exc = sys.exc_info()[1]
-        call.inputs = inputs = flatten_args(args, kwargs)
-        self._track_inputs(call, inputs, step)
+        call.pre_exc = _exc_info()[1]
+        if not kwargs and len(args) == 1 and isinstance(args[0], _Tensor):
+            v = args[0]
+            call.inputs = inputs = [("in[0]", v)]
+            call.in_meta.append(meta("in[0]", v))
+            self._track_input(call, v, step)
+        else:
+            call.inputs = inputs = flatten_args(args, kwargs)
+            self._track_inputs(call, inputs, step)
         stack.append(call)
-        for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[
+        mtype = type(module)
+        for obs, fn in (self.dispatch.get(mtype) or self.observers_for(mtype))[
                 0 if parent is not None else 2]:
             try:
                 fn(call)
             except Exception as exc:
                 self.watch.observer_failed(obs, "on_forward_pre", exc)
-        if self.watch.gate.armed:
+        if self.gate.armed:
             self.watch.gate_forward_pre(call)
 
     def _track_inputs(self, call: CallRecord, inputs: list, step: StepBuffer) -> None:
         """Metadata, producers and finite probes of the inputs (most inputs are
         outputs seen already: only new or modified ones are probed)."""
-        metas, entries = call.in_meta, call.in_entries
-        flow = step.flow
+        metas = call.in_meta
         for path, v in inputs:
             metas.append(meta(path, v))
-            if not isinstance(v, _Tensor):
-                continue
-            ent = flow.get(id(v))
-            if ent is None or ent.ref() is not v:
-                ent = self._new_input(v, step)
-            elif ent.version != _version(v):
-                ent.refresh(v, self._probe(v, step) if self.probe else None)
-            ent.consumed = True
-            entries.append(ent)
-            if call.mem_before is None and v.is_cuda:
-                call.mem_before = torch.cuda.memory_allocated(v.device)
+            if isinstance(v, _Tensor):
+                self._track_input(call, v, step)
+
+    def _track_input(self, call: CallRecord, v: _Tensor, step: StepBuffer) -> None:
+        """The producer and finite probe of one tensor input."""
+        ent = step.flow.get(id(v))
+        if ent is None or ent.ref() is not v:
+            ent = self._new_input(v, step)
+        elif ent.version != _version(v):
+            ent.refresh(v, self._probe(v, step) if self.probe else None)
+        ent.consumed = True
+        call.in_entries.append(ent)
+        if call.mem_before is None and v.is_cuda:
+            call.mem_before = torch.cuda.memory_allocated(v.device)
 
     @staticmethod
     def _probe(v: _Tensor, step: StepBuffer) -> int | None:
@@ -310,13 +326,17 @@ class Capture:
             if exc is not None and exc is not call.pre_exc:
                 self._raised(call, exc)
                 return
-        while stack and stack.pop() is not call:
-            pass
+        if stack[-1] is call:
+            stack.pop()
+        else:
+            while stack and stack.pop() is not call:
+                pass
         if kwargs and self.global_mode:  # the global pre-hook cannot see keyword inputs
             late = flatten_args((), kwargs)
             call.inputs = call.inputs + late
             self._track_inputs(call, late, self.step)
-        call.outputs = outputs = flatten(result, "out")
+        call.outputs = outputs = [("out", result)] if isinstance(result, _Tensor) \
+            else flatten(result, "out")
         grad_on = _grad_enabled()
         if grad_on:
             _set_grad_enabled(False)
@@ -328,13 +348,14 @@ class Capture:
         if call.mem_before is not None:
             call.mem_delta = self._mem_delta(call)
         call.finished = True
-        for obs, fn in (self.dispatch.get(type(module)) or self.observers_for(type(module)))[
+        mtype = type(module)
+        for obs, fn in (self.dispatch.get(mtype) or self.observers_for(mtype))[
                 1 if call.parent is not None else 3]:
             try:
                 fn(call)
             except Exception as exc:
                 self.watch.observer_failed(obs, "on_forward", exc)
-        if self.watch.gate.armed:
+        if self.gate.armed:
             self.watch.gate_forward(call)
         if call.parent is None:
             self._root_finished(call)
@@ -358,7 +379,12 @@ class Capture:
             metas.append(meta(path, v))
             if not isinstance(v, _Tensor):
                 continue
-            ent = self._output_entry(call, v, flow, step)
+            ent = flow.get(id(v))
+            if ent is None or ent.ref() is not v or not _inside(ent.producer, call):
+                ent = flow[id(v)] = FlowEntry(v, call, _node_name(call.index),
+                                              self._output_probe(call, v, step))
+            elif ent.version != _version(v):  # modified in place since
+                ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
             entries.append(ent)
             if want_stats and call.stats is None and (v.is_floating_point() or v.is_complex()):
                 # a container returning its child's output reuses the child's statistics
@@ -367,16 +393,6 @@ class Capture:
                 call.stats = ent.stats
             if grads and v.requires_grad:
                 self._watch_grad(call, path, v, ent, step)
-
-    def _output_entry(self, call: CallRecord, v: _Tensor, flow: dict, step: StepBuffer) -> FlowEntry:
-        ent = flow.get(id(v))
-        if ent is not None and ent.ref() is v and _inside(ent.producer, call):
-            if ent.version != _version(v):  # modified in place since
-                ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
-            return ent
-        ent = FlowEntry(v, call, f"c{call.index}", self._output_probe(call, v, step))
-        flow[id(v)] = ent
-        return ent
 
     def _output_probe(self, call: CallRecord, v: _Tensor, step: StepBuffer) -> int | None:
         """The finite probe of a new output: its input's, for a single-input module
@@ -396,8 +412,9 @@ class Capture:
     def _watch_grad(self, call: CallRecord, path: str, v: _Tensor, ent: FlowEntry,
                     step: StepBuffer) -> None:
         g = ent.grad
-        if g is None or g.version != v._version:
-            g = ent.grad = GradEntry(self, step.index, v._version)
+        version = v._version
+        if g is None or g.version != version:
+            g = ent.grad = GradEntry(self, step.index, version)
             step.grad_handles.append(v.register_hook(g))
         g.targets.append((call, path))
         if call.grads is None:
@@ -422,7 +439,7 @@ class Capture:
                     if grad_on:
                         _set_grad_enabled(True)
             entry.arrived = step.saw_backward = True
-            if self.observers_grad or self.watch.gate.armed:
+            if self.observers_grad or self.gate.armed:
                 for call, path in entry.targets:
                     self.watch.output_grad(call, path, grad)
         except Exception as exc:
@@ -504,6 +521,18 @@ def _watches(obs: Any, mtype: type, hook: str) -> bool:
               f"{mtype.__name__} ({type(exc).__name__}: {exc}); it sees every call",
               file=sys.stderr)
         return True
+
+
+_NODE_NAMES: list[str] = []
+
+
+def _node_name(index: int) -> str:
+    """``"c<index>"``, the dataflow node of a call's outputs (built once per index)."""
+    try:
+        return _NODE_NAMES[index]
+    except IndexError:
+        _NODE_NAMES.extend(f"c{i}" for i in range(len(_NODE_NAMES), index + 1))
+        return _NODE_NAMES[index]
 
 
 def _roots_only(obs: Any, hook: str) -> bool:
