@@ -169,19 +169,20 @@ class Capture:
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
 
     def observers_for(self, mtype: type) -> tuple[list[tuple[Any, Any]], ...]:
-        """The forward pre/post observers that watch modules of type ``mtype``
-        (``Observer.watches``): ``(pre, fwd)`` for calls inside a root, then
-        ``(pre, fwd)`` for root calls, which also go to the hooks an observer
-        lists in ``Observer.roots_only``. Decided once per type; ``dispatch`` is
-        cleared whenever the observer lists change."""
+        """The forward pre/post observers of calls of modules of type ``mtype``:
+        ``(pre, fwd)`` for calls inside a root, those whose ``Observer.watches``
+        accepts the type and that do not want the hook for roots only
+        (``Observer.roots_only``); then ``(pre, fwd)`` for root calls (a few a
+        step): every observer. Decided once per type; ``dispatch`` is cleared
+        whenever the observer lists change."""
         hit = self.dispatch.get(mtype)
         if hit is None:
-            root_pre = [p for p in self.observers_pre if _watches(p[0], mtype, "on_forward_pre")]
-            root_fwd = [p for p in self.observers_fwd if _watches(p[0], mtype, "on_forward")]
             hit = self.dispatch[mtype] = (
-                [p for p in root_pre if not _roots_only(p[0], "on_forward_pre")],
-                [p for p in root_fwd if not _roots_only(p[0], "on_forward")],
-                root_pre, root_fwd)
+                [p for p in self.observers_pre if not _roots_only(p[0], "on_forward_pre")
+                 and _watches(p[0], mtype, "on_forward_pre")],
+                [p for p in self.observers_fwd if not _roots_only(p[0], "on_forward")
+                 and _watches(p[0], mtype, "on_forward")],
+                list(self.observers_pre), list(self.observers_fwd))
         return hit
 
     def _new_step(self, index: int) -> StepBuffer:

@@ -151,8 +151,9 @@ class Observer:
 
     def watches(self, module_type: type, hook: str) -> bool:
         """Whether ``hook`` (``"on_forward_pre"`` or ``"on_forward"``) should run for
-        calls of modules of ``module_type``. Asked once per type and hook, so an
-        observer that cares about a few module types costs nothing on the others."""
+        the calls of modules of ``module_type`` inside a root. Asked once per type
+        and hook, so an observer that cares about a few module types costs nothing
+        on the others. Root calls (a few a step) reach every observer."""
         return True
 
     def on_forward_pre(self, call: CallRecord) -> None:

@@ -33,6 +33,12 @@ def _grad_norm(call: CallRecord, values: list[float]) -> float | None:
     grads = call.grads
     if not grads:
         return None
+    if len(grads) == 1:   # the common case: one output tensor
+        h = grads[0].norm
+        if h is None:
+            return None
+        total = values[h]
+        return math.sqrt(total) if total >= 0.0 else math.nan
     total, seen = 0.0, False
     done: set[int] = set()
     for g in grads:

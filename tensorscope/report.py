@@ -52,10 +52,12 @@ class _ModuleInfo:
 def _news(row: dict[str, Any], known: dict[str, Any]) -> bool:
     """Whether a parameter row brings anything ``known`` lacks (most steps carry
     only the names and flags already known: skip them cheaply)."""
-    return (row.get("grad_norm") is not None or row.get("norm") is not None
-            or row.get("update_ratio") is not None
-            or any(known.get(k) != row.get(k)
-                   for k in ("requires_grad", "in_optimizer", "shape", "module", "root")))
+    get, has = row.get, known.get
+    return (get("grad_norm") is not None or get("norm") is not None
+            or get("update_ratio") is not None
+            or get("requires_grad") != has("requires_grad")
+            or get("in_optimizer") != has("in_optimizer") or get("shape") != has("shape")
+            or get("module") != has("module") or get("root") != has("root"))
 
 
 class ReportBuilder:

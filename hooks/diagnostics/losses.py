@@ -54,6 +54,16 @@ _EXPECTS_LOGITS: dict[type, tuple[str, ...]] = {
     nn.BCEWithLogitsLoss: ("sigmoid", "softmax"),
 }
 MAX_REMEMBERED = 256
+# Layers whose output is never a softmax/log-softmax/sigmoid result (their own last
+# op is a convolution, matmul, normalisation, pooling, ReLU-like clamp, dropout
+# mask or view): their calls need no activation check. Identity and containers
+# may pass one through, so they are not here.
+_NOT_ACTIVATION_OUTPUT = (
+    nn.modules.conv._ConvNd, nn.Linear, nn.Bilinear, nn.modules.batchnorm._NormBase,
+    nn.LayerNorm, nn.GroupNorm, nn.ReLU, nn.LeakyReLU, nn.ReLU6, nn.GELU, nn.ELU,
+    nn.modules.dropout._DropoutNd, nn.modules.pooling._MaxPoolNd,
+    nn.modules.pooling._AvgPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd,
+    nn.modules.pooling._AdaptiveMaxPoolNd, nn.Embedding, nn.Flatten, nn.Unflatten)
 _ELEMENTWISE = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.KLDivLoss,
                 nn.PoissonNLLLoss)
 _GRAPH_SEARCH = 24          # nodes looked at under the loss in the functional check
@@ -154,8 +164,11 @@ class LossInputObserver(Diagnostic):
             self._acts[id(fn)] = (fn, call)   # innermost first: children finish first
 
     def watches(self, module_type: type, hook: str) -> bool:
-        """Inputs of loss modules only; outputs of every module (activations)."""
-        return hook != "on_forward_pre" or is_loss_type(module_type)
+        """Inputs of loss modules only; outputs of every module that may return an
+        activation's output (not of layers whose own last op is known to be none)."""
+        if hook == "on_forward_pre":
+            return is_loss_type(module_type)
+        return not issubclass(module_type, _NOT_ACTIVATION_OUTPUT)
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Check the inputs of loss modules."""
