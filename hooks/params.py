@@ -7,10 +7,7 @@ before the optimizer steps, so it is taken on statistics steps only, and for
 a large parameter on a strided sample of at most ``UPDATE_SAMPLE`` elements:
 the sampled update norm, scaled by ``sqrt(numel / sample)``, estimates the
 whole one without copying the whole parameter (a full copy of a ResNet-18
-cost ~40 ms a statistics step). In ``default`` mode the parameter norm of a
-large parameter is estimated from the same sample (so the ratio compares
-like with like, and a ResNet-18's statistics step reads 44 MB less);
-``full`` mode takes it exactly. Gradient norms are always exact.
+cost ~40 ms a statistics step).
 """
 from __future__ import annotations
 
@@ -73,13 +70,12 @@ def _norms(tensors: list[torch.Tensor]) -> torch.Tensor | None:
 class ParamWork:
     """The queued parameter numbers of one step."""
 
-    __slots__ = ("rows", "norm_at", "norm_scale", "grad_at", "grad_index", "update_at",
-                 "update_index", "update_scale", "snapshots")
+    __slots__ = ("rows", "norm_at", "grad_at", "grad_index", "update_at", "update_index",
+                 "update_scale", "snapshots")
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
         self.norm_at: VectorRef | None = None
-        self.norm_scale: list[float] | None = None   # sampled norms: scale to the whole
         self.grad_at: VectorRef | None = None
         self.grad_index: list[int] = []      # rows with a gradient, in queue order
         self.update_at: VectorRef | None = None
@@ -138,28 +134,14 @@ class ParamTracker:
             return
         with torch.no_grad():
             if step.param_step:
-                self._queue_norms(work, tensors, step)
+                norms = _norms(tensors)
+                if norms is not None:
+                    work.norm_at = step.buf.add_vector(norms)
             with_grad = [i for i, t in enumerate(tensors) if t.grad is not None]
             grads = _norms([tensors[i].grad for i in with_grad])
             if grads is not None:
                 work.grad_at, work.grad_index = step.buf.add_vector(grads), with_grad
             self._queue_updates(work, tensors, step)
-
-    def _queue_norms(self, work: ParamWork, tensors: list[torch.Tensor],
-                     step: "StepBuffer") -> None:
-        """Parameter norms: exact in ``full`` mode; in ``default`` mode those of
-        parameters over ``UPDATE_SAMPLE`` elements are estimated from the strided
-        sample the update ratio uses (gathered contiguous: one short copy instead
-        of a pass over the whole parameter)."""
-        if self.mode == "full" or any(t.is_sparse for t in tensors):
-            norms = _norms(tensors)
-        else:
-            views = [_update_view(t) for t in tensors]
-            norms = _norms([v if scale == 1.0 else v.contiguous() for v, scale in views])
-            if any(scale != 1.0 for _, scale in views):
-                work.norm_scale = [scale for _, scale in views]
-        if norms is not None:
-            work.norm_at = step.buf.add_vector(norms)
 
     def _queue_updates(self, work: ParamWork, tensors: list[torch.Tensor], step: "StepBuffer") -> None:
         """``||p_after - p_before||``: subtract in place from the copies, then one norm call."""
@@ -221,9 +203,8 @@ class ParamTracker:
             return []
         rows = work.rows
         if work.norm_at is not None:
-            start, scale = work.norm_at.start, work.norm_scale
             for i, row in enumerate(rows):
-                row["norm"] = values[start + i] if scale is None else values[start + i] * scale[i]
+                row["norm"] = values[work.norm_at.start + i]
         if work.grad_at is not None:
             for j, i in enumerate(work.grad_index):
                 rows[i]["grad_norm"] = values[work.grad_at.start + j]
