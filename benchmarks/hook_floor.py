@@ -16,8 +16,9 @@ before:
   callbacks (autograd calls back into Python once per output);
 * ``essential``: plus the device work of ``default`` mode with the least
   possible Python around it: a flow table entry and a ``sum`` per new output
-  (the finite check), a squared norm per output gradient, and one read of all
-  values per step.
+  (the finite check; outputs of the modules that pass their input's check
+  on, ``capture.FINITE_PASSING``, are not summed, as in TensorScope), a
+  squared norm per output gradient, and one read of all values per step.
 
 ``essential`` is the floor of ``default`` mode for any implementation in
 Python; TensorScope's ratio above it is its bookkeeping (metadata, digests,
@@ -36,6 +37,7 @@ from typing import Any
 import torch
 
 from overhead import CLOCKS, MODELS, WARMUP_STEPS, Trainer, _alternate, make
+from tensorscope.hooks.capture import FINITE_PASSING
 
 LEVELS = ("hooks", "grad_hooks", "essential")
 
@@ -80,8 +82,9 @@ class FloorHooks:
             ref = self.flow.get(id(out))
             if ref is None or ref() is not out:
                 self.flow[id(out)] = weakref.ref(out)
-                with torch.no_grad():
-                    self.values.append(out.sum())
+                if not isinstance(module, FINITE_PASSING):
+                    with torch.no_grad():
+                        self.values.append(out.sum())
         if out.requires_grad:
             self.handles.append(out.register_hook(self.grad))
 
