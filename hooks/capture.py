@@ -1,4 +1,4 @@
-"""The hook functions and the per-step buffer (training thread).
+"""The hook functions (training thread).
 
 ``Capture`` owns the call stack and the current ``StepBuffer``. Its
 ``forward_pre``/``forward`` methods are the module hooks (per module in
@@ -8,16 +8,13 @@ flag, records metadata and queues on-device reductions into the step's
 ``ScalarBuffer``, and returns; ``tensorscope.hooks.stepend`` finishes a step
 with one host transfer.
 
-Tensors are tracked by identity within a step (``FlowEntry``, with a
-weakref, so a recycled ``id`` is never mistaken for an earlier tensor): this
-gives the module dataflow graph, and lets a call reuse the finite check its
-producer already queued.
+Tensors are tracked by identity within a step (``step_records.FlowEntry``):
+this gives the module dataflow graph, and lets a call reuse the finite check
+its producer already queued.
 """
 from __future__ import annotations
 
 import sys
-import time
-import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -25,7 +22,9 @@ import torch
 from tensorscope.hooks.flatten import flatten, flatten_args, meta
 from tensorscope.hooks.observer import CallRecord
 from tensorscope.hooks.registry import is_loss_module
-from tensorscope.hooks.stats import ScalarBuffer, activation_stats, finite_probe, grad_norm
+from tensorscope.hooks.stats import activation_stats, finite_probe, grad_norm
+from tensorscope.hooks.step_records import (  # noqa: F401 (StepBuffer re-exported)
+    FlowEntry, GradEntry, StepBuffer, inside, node_name, tensor_version)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.watch import Watch
@@ -53,86 +52,6 @@ FINITE_PASSING = (torch.nn.ReLU, torch.nn.LeakyReLU, torch.nn.Identity, torch.nn
 # with gradients on between two optimizer steps) is cut at the next root call
 # past this many module calls, so its records stay bounded (~1-2 KB a call).
 MAX_STEP_CALLS = 50_000
-
-
-def _version(t: _Tensor) -> int:
-    """``t._version``, or -1 for inference-mode tensors (they have no version counter)."""
-    try:
-        return t._version
-    except RuntimeError:
-        return -1
-
-
-class FlowEntry:
-    """A tensor seen in this step: who produced it, its finite probe, its gradient entry."""
-
-    __slots__ = ("ref", "producer", "node", "finite", "version", "fn", "grad", "consumed",
-                 "stats")
-
-    def __init__(self, t: _Tensor, producer: CallRecord | None, node: str, finite: int | None) -> None:
-        self.ref = weakref.ref(t)
-        self.producer = producer
-        self.node = node
-        self.finite = finite
-        try:
-            self.version = t._version
-        except RuntimeError:   # inference-mode tensors have no version counter
-            self.version = -1
-        self.fn = t.grad_fn   # the autograd node that made it (attribution boundary)
-        self.grad: GradEntry | None = None
-        self.consumed = False
-        self.stats: Any = None   # stats.StatSlots taken of this value (shared by enclosing calls)
-
-    def refresh(self, t: _Tensor, finite: int | None) -> None:
-        """The tensor was modified in place since it was recorded."""
-        self.finite, self.version, self.fn = finite, _version(t), t.grad_fn
-        self.stats = None
-
-
-class GradEntry:
-    """The gradient of one output tensor: which calls it belongs to, its queued norm.
-
-    The entry is itself the ``Tensor.register_hook`` callback (one object per
-    output, no closure).
-    """
-
-    __slots__ = ("capture", "step", "version", "targets", "norm", "arrived")
-
-    def __init__(self, capture: "Capture", step: int, version: int) -> None:
-        self.capture = capture
-        self.step = step
-        self.version = version
-        self.targets: list[tuple[CallRecord, str]] = []
-        self.norm: int | None = None   # handle of the squared norm (stats.grad_norm)
-        self.arrived = False
-
-    def __call__(self, grad: _Tensor) -> None:
-        return self.capture.on_grad(self, grad)
-
-
-class StepBuffer:
-    """Everything recorded during one step (dropped when it ends)."""
-
-    def __init__(self, index: int, stats_step: bool, param_step: bool | None = None) -> None:
-        self.index = index
-        self.stats_step = stats_step   # activation statistics this step
-        self.param_step = stats_step if param_step is None else param_step  # norms, updates
-        self.calls: list[CallRecord] = []
-        self.buf = ScalarBuffer()
-        self.flow: dict[int, FlowEntry] = {}
-        self.n_inputs = 0
-        self.grad_handles: list[Any] = []
-        self.loss: _Tensor | None = None
-        self.loss_candidates: list[tuple[GradEntry, _Tensor]] = []
-        self.saw_backward = False
-        self.any_grad = False
-        self.roots_called: set[int] = set()
-        self.root_outputs: list[tuple[CallRecord, FlowEntry]] = []
-        self.optimizer_steps = 0
-        self.inference_open = False   # a root forward ran with grad off: an inference step
-        self.deferred: list[tuple[int, dict[str, int]]] = []
-        self.param_work: Any = None
-        self.started = time.perf_counter()
 
 
 class Capture:
@@ -253,7 +172,7 @@ class Capture:
         ent = step.flow.get(id(v))
         if ent is None or ent.ref() is not v:
             ent = self._new_input(v, step)
-        elif ent.version != _version(v):
+        elif ent.version != tensor_version(v):
             ent.refresh(v, self._probe(v, step) if self.probe else None)
         ent.consumed = True
         call.in_entries.append(ent)
@@ -381,10 +300,10 @@ class Capture:
             if not isinstance(v, _Tensor):
                 continue
             ent = flow.get(id(v))
-            if ent is None or ent.ref() is not v or not _inside(ent.producer, call):
-                ent = flow[id(v)] = FlowEntry(v, call, _node_name(call.index),
+            if ent is None or ent.ref() is not v or not inside(ent.producer, call):
+                ent = flow[id(v)] = FlowEntry(v, call, node_name(call.index),
                                               self._output_probe(call, v, step))
-            elif ent.version != _version(v):  # modified in place since
+            elif ent.version != tensor_version(v):  # modified in place since
                 ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
             entries.append(ent)
             if want_stats and call.stats is None and (v.is_floating_point() or v.is_complex()):
@@ -524,27 +443,6 @@ def _watches(obs: Any, mtype: type, hook: str) -> bool:
         return True
 
 
-_NODE_NAMES: list[str] = []
-
-
-def _node_name(index: int) -> str:
-    """``"c<index>"``, the dataflow node of a call's outputs (built once per index)."""
-    try:
-        return _NODE_NAMES[index]
-    except IndexError:
-        _NODE_NAMES.extend(f"c{i}" for i in range(len(_NODE_NAMES), index + 1))
-        return _NODE_NAMES[index]
-
-
 def _roots_only(obs: Any, hook: str) -> bool:
     """Whether ``obs`` wants ``hook`` for root calls only (``Observer.roots_only``)."""
     return hook in getattr(obs, "roots_only", ())
-
-
-def _inside(producer: CallRecord | None, call: CallRecord) -> bool:
-    """Whether ``producer`` ran inside ``call`` (so it stays the innermost producer)."""
-    while producer is not None:
-        producer = producer.parent
-        if producer is call:
-            return True
-    return False

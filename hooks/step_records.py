@@ -1,0 +1,123 @@
+"""The records of one step: tensors seen, their gradients, the step buffer.
+
+Training thread (``GradEntry`` is also called on autograd's). The capture
+(``tensorscope.hooks.capture``) fills them; the step end reads them.
+Tensors are tracked by identity within a step (``FlowEntry``, with a
+weakref, so a recycled ``id`` is never mistaken for an earlier tensor).
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tensorscope.hooks.observer import CallRecord
+from tensorscope.hooks.stats import ScalarBuffer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.capture import Capture
+
+_Tensor = torch.Tensor
+
+
+def tensor_version(t: _Tensor) -> int:
+    """``t._version``, or -1 for inference-mode tensors (they have no version counter)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return -1
+
+
+class FlowEntry:
+    """A tensor seen in this step: who produced it, its finite probe, its gradient entry."""
+
+    __slots__ = ("ref", "producer", "node", "finite", "version", "fn", "grad", "consumed",
+                 "stats")
+
+    def __init__(self, t: _Tensor, producer: CallRecord | None, node: str, finite: int | None) -> None:
+        self.ref = weakref.ref(t)
+        self.producer = producer
+        self.node = node
+        self.finite = finite
+        try:
+            self.version = t._version
+        except RuntimeError:   # inference-mode tensors have no version counter
+            self.version = -1
+        self.fn = t.grad_fn   # the autograd node that made it (attribution boundary)
+        self.grad: GradEntry | None = None
+        self.consumed = False
+        self.stats: Any = None   # stats.StatSlots taken of this value (shared by enclosing calls)
+
+    def refresh(self, t: _Tensor, finite: int | None) -> None:
+        """The tensor was modified in place since it was recorded."""
+        self.finite, self.version, self.fn = finite, tensor_version(t), t.grad_fn
+        self.stats = None
+
+
+class GradEntry:
+    """The gradient of one output tensor: which calls it belongs to, its queued norm.
+
+    The entry is itself the ``Tensor.register_hook`` callback (one object per
+    output, no closure).
+    """
+
+    __slots__ = ("capture", "step", "version", "targets", "norm", "arrived")
+
+    def __init__(self, capture: "Capture", step: int, version: int) -> None:
+        self.capture = capture
+        self.step = step
+        self.version = version
+        self.targets: list[tuple[CallRecord, str]] = []
+        self.norm: int | None = None   # handle of the squared norm (stats.grad_norm)
+        self.arrived = False
+
+    def __call__(self, grad: _Tensor) -> None:
+        return self.capture.on_grad(self, grad)
+
+
+class StepBuffer:
+    """Everything recorded during one step (dropped when it ends)."""
+
+    def __init__(self, index: int, stats_step: bool, param_step: bool | None = None) -> None:
+        self.index = index
+        self.stats_step = stats_step   # activation statistics this step
+        self.param_step = stats_step if param_step is None else param_step  # norms, updates
+        self.calls: list[CallRecord] = []
+        self.buf = ScalarBuffer()
+        self.flow: dict[int, FlowEntry] = {}
+        self.n_inputs = 0
+        self.grad_handles: list[Any] = []
+        self.loss: _Tensor | None = None
+        self.loss_candidates: list[tuple[GradEntry, _Tensor]] = []
+        self.saw_backward = False
+        self.any_grad = False
+        self.roots_called: set[int] = set()
+        self.root_outputs: list[tuple[CallRecord, FlowEntry]] = []
+        self.optimizer_steps = 0
+        self.inference_open = False   # a root forward ran with grad off: an inference step
+        self.deferred: list[tuple[int, dict[str, int]]] = []
+        self.param_work: Any = None
+        self.started = time.perf_counter()
+
+
+_NODE_NAMES: list[str] = []
+
+
+def node_name(index: int) -> str:
+    """``"c<index>"``, the dataflow node of a call's outputs (built once per index)."""
+    try:
+        return _NODE_NAMES[index]
+    except IndexError:
+        _NODE_NAMES.extend(f"c{i}" for i in range(len(_NODE_NAMES), index + 1))
+        return _NODE_NAMES[index]
+
+
+def inside(producer: CallRecord | None, call: CallRecord) -> bool:
+    """Whether ``producer`` ran inside ``call`` (so it stays the innermost producer)."""
+    while producer is not None:
+        producer = producer.parent
+        if producer is call:
+            return True
+    return False
