@@ -64,7 +64,6 @@ class Capture:
         self.stats_every = max(1, watch.stats_every)
         self.global_mode = watch.global_hooks
         self.gate = watch.gate
-        self.paths = watch.index._paths   # module -> (root, path): ModelIndex.lookup's first try
         self.active = True
         self.stack: list[CallRecord] = []
         self.step = self._new_step(0)
@@ -79,7 +78,7 @@ class Capture:
         self.observers_opt_pre: list[tuple[Any, Any]] = []
         self.observers_opt: list[tuple[Any, Any]] = []
         self.observers_end: list[tuple[Any, Any]] = []
-        # module type -> (pre, fwd, root pre, root fwd) observers that watch that type
+        # module type -> forward pre/post observers of inner calls, then of root calls
         # (see ``observers_for``)
         self.dispatch: dict[type, tuple[list[tuple[Any, Any]], ...]] = {}
         self.passes_finite: dict[type, bool] = {}   # module type -> in FINITE_PASSING
@@ -124,7 +123,7 @@ class Capture:
     def _pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None) -> None:
         stack = self.stack
         parent = stack[-1] if stack else None
-        loc = self.paths.get(module) or self.index.lookup(module)
+        loc = self.index.lookup(module)
         if loc is None:
             loc = self.watch.resolve_module(module, parent)
             if loc is None:
