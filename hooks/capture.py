@@ -138,14 +138,8 @@ class Capture:
         if grad_on:
             step.any_grad = True
         call.pre_exc = _exc_info()[1]
-        if not kwargs and len(args) == 1 and isinstance(args[0], _Tensor):
-            v = args[0]
-            call.inputs = inputs = [("in[0]", v)]
-            call.in_meta.append(meta("in[0]", v))
-            self._track_input(call, v, step)
-        else:
-            call.inputs = inputs = flatten_args(args, kwargs)
-            self._track_inputs(call, inputs, step)
+        call.inputs = inputs = flatten_args(args, kwargs)   # one tensor: no walk
+        self._track_inputs(call, inputs, step)
         stack.append(call)
         mtype = type(module)
         for obs, fn in (self.dispatch.get(mtype) or self.observers_for(mtype))[
@@ -254,8 +248,7 @@ class Capture:
             late = flatten_args((), kwargs)
             call.inputs = call.inputs + late
             self._track_inputs(call, late, self.step)
-        call.outputs = outputs = [("out", result)] if isinstance(result, _Tensor) \
-            else flatten(result, "out")
+        call.outputs = outputs = flatten(result, "out")   # one tensor: no walk
         grad_on = _grad_enabled()
         if grad_on:
             _set_grad_enabled(False)

@@ -1,7 +1,8 @@
 """Per-parameter numbers of a training step: gradient norm, norm, update ratio.
 
-Norms are taken with ``torch._foreach_norm`` (one fused call per list) and
-queued in the step's ``ScalarBuffer`` as vectors. The update-to-weight ratio
+Norms are taken with ``torch._foreach_norm`` on accelerators (one fused call
+per list) and from dot products on the CPU (``_norms``), and queued in the
+step's ``ScalarBuffer`` as vectors. The update-to-weight ratio
 ``||p_after - p_before|| / ||p_after||`` needs a copy of the parameters
 before the optimizer steps, so it is taken on statistics steps only, and for
 a large parameter on a strided sample of at most ``UPDATE_SAMPLE`` elements:

@@ -41,10 +41,7 @@ class FlowEntry:
         self.producer = producer
         self.node = node
         self.finite = finite
-        try:
-            self.version = t._version
-        except RuntimeError:   # inference-mode tensors have no version counter
-            self.version = -1
+        self.version = tensor_version(t)
         self.fn = t.grad_fn   # the autograd node that made it (attribution boundary)
         self.grad: GradEntry | None = None
         self.consumed = False

@@ -35,10 +35,7 @@ def _grad_norm(call: CallRecord, values: list[float]) -> float | None:
         return None
     if len(grads) == 1:   # the common case: one output tensor
         h = grads[0].norm
-        if h is None:
-            return None
-        total = values[h]
-        return math.sqrt(total) if total >= 0.0 else math.nan
+        return None if h is None else _root(values[h])
     total, seen = 0.0, False
     done: set[int] = set()
     for g in grads:
@@ -47,8 +44,11 @@ def _grad_norm(call: CallRecord, values: list[float]) -> float | None:
         done.add(id(g))
         total += values[g.norm]   # squared norms (stats.grad_norm)
         seen = True
-    if not seen:
-        return None
+    return _root(total) if seen else None
+
+
+def _root(total: float) -> float:
+    """The norm from a squared norm (NaN stays NaN, inf stays inf)."""
     return math.sqrt(total) if total >= 0.0 else math.nan
 
 

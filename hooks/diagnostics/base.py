@@ -27,8 +27,6 @@ PASS_THROUGH_FNS = frozenset({
 })
 
 
-
-
 def fn_name(fn: Any) -> str:
     """The class name of a ``grad_fn`` node (``""`` for None)."""
     return type(fn).__name__ if fn is not None else ""
