@@ -27,4 +27,10 @@ fi
 # The CPU build first: a plain `torch` requirement would pull a multi-GB CUDA build.
 .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[test]"
+# The test extras (lightning, transformers, accelerate) must not have replaced torch.
+torch_version=$(.venv/bin/python -m pip show torch 2>/dev/null | sed -n 's/^Version: //p')
+case "$torch_version" in
+    2.13.0|2.13.0+*) ;;
+    *) echo "bootstrap: torch is '$torch_version' after installing the extras, not 2.13.0" >&2; exit 1 ;;
+esac
 echo "bootstrap: ready (.venv)"

@@ -58,3 +58,9 @@ def test_bare_hooks_and_ui_never_imported():
                           "        importlib.import_module(m.name)")
     assert "hooks" not in mods and "ui" not in mods
     assert not any(m.startswith(("hooks.", "ui.")) for m in mods)
+
+
+def test_integrations_load_no_framework_until_used():
+    mods = _modules_after("import tensorscope, tensorscope.integrations")
+    assert not _loaded(mods, ("torch", "lightning", "pytorch_lightning", "transformers",
+                              "accelerate") + QT)
