@@ -142,6 +142,11 @@ class GraphModel:
         self._containers = {n for n, p in paths.items()
                             if self.kind == "module" and (int(self.full.nodes[n].get("root", 0) or 0), p) in valid}
 
+    def set_type_of(self, type_of: Callable[[int, str], str]) -> None:
+        """Name containers with ``type_of`` from now on (e.g. a worker's snapshot)."""
+        self._type_of = type_of
+        self._visible = None
+
     @property
     def groups(self) -> dict[GroupKey, list[str]]:
         """Every collapsible container and its member node ids."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass, field
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
@@ -23,6 +24,46 @@ from tensorscope.ui.theme import Theme
 log = logging.getLogger("tensorscope.ui")
 KINDS = ("module", "autograd")
 RECOLOUR_S = 0.1   # live colours change at most 10 times a second (repaints cost)
+
+
+@dataclass(frozen=True)
+class ModuleLabels:
+    """What layout workers may know of the session: a snapshot of module classes,
+    configs and root names taken on the GUI thread (workers never read the live
+    ``SessionModel``, which the GUI thread keeps changing)."""
+
+    types: dict[ModuleKey, str] = field(default_factory=dict)
+    configs: dict[ModuleKey, str] = field(default_factory=dict)
+    root_names: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, model: SessionModel) -> "ModuleLabels":
+        """Snapshot ``model`` (GUI thread)."""
+        mods = list(model.modules.items())
+        return cls({k: m.type for k, m in mods}, {k: m.config for k, m in mods if m.config},
+                   dict(model.root_names))
+
+    def type_of(self, root: int, path: str) -> str:
+        """A module's class name ("" when unknown); any thread."""
+        return self.types.get((root, path), "")
+
+    def describe(self, attrs: dict) -> tuple[str, str]:
+        """A card's ``(title, path)``; any thread."""
+        root, path = int(attrs.get("root", 0) or 0), str(attrs.get("path") or "")
+        if attrs.get("kind") == "op":  # an op created by a root module itself
+            label = str(attrs.get("label", ""))
+            return label, self.root_names.get(root, "") if attrs.get("module") == "" else ""
+        key = (root, path)
+        title = str(attrs.get("label") or self.types.get(key, "") or path)
+        config = self.configs.get(key, "")
+        if config and key in self.types and attrs.get("kind") == "call":
+            inner = config.partition("(")[2].rstrip(")")
+            if inner and len(inner) <= 16:
+                title = f"{title}({inner})"
+        if not path:   # a root module: its name, unless the title says it already
+            name = self.root_names.get(root, "")
+            return title, "" if title.startswith(name) else name
+        return title, path
 
 
 class GraphPanel(QWidget):
@@ -63,6 +104,7 @@ class GraphPanel(QWidget):
         box.addWidget(self.stack)
 
     def _type_of(self, root: int, path: str) -> str:
+        """Class of a module, read live (GUI thread only; workers use a ``labels()``)."""
         state = self.model.module(root, path)
         return state.type if state is not None else ""
 
@@ -116,23 +158,28 @@ class GraphPanel(QWidget):
         """Build the new graph model off the GUI thread; keep the user's folding
         when the containers are the same (e.g. train and eval passes alternate)."""
         old = self.graphs[kind]
-        fresh = GraphModel(kind, type_of=self._type_of)
+        old_groups, old_collapsed = set(old.groups), set(old.collapsed)
+        had_nodes = old.full.number_of_nodes() > 0
+        labels = self.labels()
+        fresh = GraphModel(kind, type_of=labels.type_of)
 
         def work() -> Prepared:
             fresh.set_structure(gs, budget=None)
-            if old.groups.keys() == fresh.groups.keys() and old.full.number_of_nodes():
-                fresh.collapsed = set(old.collapsed)
+            if old_groups == fresh.groups.keys() and had_nodes:
+                fresh.collapsed = old_collapsed
             else:
                 fresh.collapse_to_budget()
-            return prepare(fresh, self._describe)
+            return prepare(fresh, labels.describe)
         self._submit(kind, work, fit=True)
 
     def relayout(self, kind: str, incremental: bool = True,
                  model: GraphModel | None = None) -> int:
         """Lay out ``model`` (default: the current one) off the GUI thread."""
-        model = model or self.graphs[kind]
+        model = (model or self.graphs[kind]).copy()
+        labels = self.labels()
+        model.set_type_of(labels.type_of)
         previous = self.runners[kind].previous if incremental else None
-        return self._submit(kind, lambda: prepare(model, self._describe, previous),
+        return self._submit(kind, lambda: prepare(model, labels.describe, previous),
                             fit=not incremental)
 
     def _submit(self, kind: str, work, fit: bool) -> int:
@@ -140,21 +187,9 @@ class GraphPanel(QWidget):
         self._pending[token] = (kind, fit)
         return token
 
-    def _describe(self, attrs: dict) -> tuple[str, str]:
-        root, path = int(attrs.get("root", 0) or 0), str(attrs.get("path") or "")
-        if attrs.get("kind") == "op":  # an op created by a root module itself
-            label = str(attrs.get("label", ""))
-            return label, self.model.root_names.get(root, "") if attrs.get("module") == "" else ""
-        state = self.model.module(root, path)
-        title = str(attrs.get("label") or (state.type if state else "") or path)
-        if state is not None and state.config and attrs.get("kind") == "call":
-            inner = state.config.partition("(")[2].rstrip(")")
-            if inner and len(inner) <= 16:
-                title = f"{title}({inner})"
-        if not path:   # a root module: its name, unless the title says it already
-            name = self.model.root_names.get(root, "")
-            return title, "" if title.startswith(name) else name
-        return title, path
+    def labels(self) -> ModuleLabels:
+        """A snapshot of module names for a worker (GUI thread)."""
+        return ModuleLabels.of(self.model)
 
     def _layout_finished(self, token: int, result: object) -> None:
         entry = self._pending.pop(token, None)
@@ -305,10 +340,12 @@ class GraphPanel(QWidget):
     def collapse_default(self) -> None:
         """Back to the default collapse depth (computed off the GUI thread)."""
         changed = self.graphs[self.kind].copy()
+        labels = self.labels()
+        changed.set_type_of(labels.type_of)
 
         def work() -> Prepared:
             changed.collapse_to_budget()
-            return prepare(changed, self._describe)
+            return prepare(changed, labels.describe)
         self._submit(self.kind, work, fit=True)
 
 

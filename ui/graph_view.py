@@ -13,7 +13,7 @@ from typing import Any, Callable, Collection, Mapping
 import networkx as nx
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QWheelEvent
-from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
+from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QStyle, QWidget
 
 from tensorscope.ui.graph_items import (Card, EdgeLabel, EdgeLayer, NodeLayer, card_size,
                                         shape_text, short_dtype)
@@ -125,6 +125,8 @@ class GraphView(QGraphicsView):
         self.minimap = Minimap(self, self._scene, self.theme)
         self._empty_text = "Waiting for a training script…"
         self.auto_fit = True   # refit on resize until the user zooms or pans
+        self._fitting = False
+        self._fitted_for: tuple[int, int] | None = None
 
     # ------------------------------------------------------------ content ---
     def set_empty_text(self, text: str) -> None:
@@ -276,13 +278,32 @@ class GraphView(QGraphicsView):
                          if t in c.path.lower() or t in c.title.lower()]
 
     # -------------------------------------------------------- navigation ---
+    def fit_size(self) -> tuple[int, int]:
+        """The viewport's size as if both scroll bars were shown.
+
+        Fitting against this size does not change when a scroll bar appears or
+        disappears, so a fit cannot toggle the bars and trigger another resize
+        (the loop that froze the GUI: fit → bar shown → resize → fit → bar hidden…).
+        """
+        r = self.contentsRect()
+        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent)
+        return max(1, r.width() - bar), max(1, r.height() - bar)
+
     def fit_default(self) -> None:
         """Fit the graph, but never zoom past 100% or below readable text if avoidable."""
         rect = self.nodes.boundingRect().united(self.edges.boundingRect())
-        if rect.isEmpty():
+        if rect.isEmpty() or self._fitting:
             return
+        self._fitting = True
+        try:
+            self._fit_default(rect)
+        finally:
+            self._fitting = False
+
+    def _fit_default(self, rect: QRectF) -> None:
         self.resetTransform()
-        vw, vh = max(1, self.viewport().width()), max(1, self.viewport().height())
+        vw, vh = self.fit_size()
+        self._fitted_for = (vw, vh)
         scale = min(1.0, vw / (rect.width() + 40), vh / (rect.height() + 40))
         if scale < 0.72:  # too small to read: fit the width, start at the top
             scale = max(scale, min(1.0, vw / (rect.width() + 40), 0.72))
@@ -317,7 +338,8 @@ class GraphView(QGraphicsView):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
-        if self.auto_fit and self.nodes.cards:
+        if self.auto_fit and self.nodes.cards and not self._fitting \
+                and self.fit_size() != self._fitted_for:
             self.fit_default()
         self.legend.reposition()
         self.minimap.reposition()
