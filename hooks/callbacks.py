@@ -43,6 +43,10 @@ class CaptureCallbacks:
         """Defined by ``Watch``."""
         raise NotImplementedError
 
+    def refresh_rank(self) -> None:
+        """Defined by ``Watch``."""
+        raise NotImplementedError
+
     def notify(self, obs: Observer, method: str, *args: Any) -> None:
         """Call an observer; one that raises is detached with a message on stderr."""
         try:
@@ -73,9 +77,7 @@ class CaptureCallbacks:
 
     def step_beginning(self, index: int) -> None:
         """A step's first module call is about to run."""
-        from tensorscope.hooks.watch import current_rank
-
-        self.rank = current_rank()
+        self.refresh_rank()
         self.emitter.step_begin(index)
         if self.gate.armed:
             self.gate.at_step_boundary(index)

@@ -43,6 +43,7 @@ class Gate:
 
     def __init__(self, session: "Session", rank: int = 0, *, pin_budget: int = PIN_BUDGET) -> None:
         self.session = session
+        #: this process's rank; the watch refreshes it with its own (``Watch.refresh_rank``)
         self.rank = rank
         self.armed = False
         self.check_non_finite = False
@@ -140,7 +141,7 @@ class Gate:
             return
         if reason == "non_finite":
             detail = f"non-finite values at {path or '<root>'} ({type}, {where})"
-        refs = {tensor_ref(root, path, call, k): v for k, v in tensors.items()}
+        refs = {tensor_ref(self.rank, root, path, call, k): v for k, v in tensors.items()}
         with self._cond:
             refs.update(self._pinned_cur)
         self._pause(PausedAt(step=step, rank=self.rank, where=where, reason=reason, root=root,
@@ -168,7 +169,7 @@ class Gate:
         if exc is self._post_mortem:
             return  # already inspected at the innermost module; enclosing ones rethrow it
         self._post_mortem = exc
-        refs = {tensor_ref(root, path, call, k): v for k, v in tensors.items()}
+        refs = {tensor_ref(self.rank, root, path, call, k): v for k, v in tensors.items()}
         self._pause(PausedAt(step=step, rank=self.rank, where="exception", reason="exception",
                              root=root, path=path, call=call,
                              detail=f"{_exc_name(exc)} in {path or '<root>'} ({type}): {exc}",
@@ -216,7 +217,7 @@ class Gate:
                 self._pinned_bytes += size
             copy = t.detach().clone()
             with self._cond:
-                self._pinned_cur[tensor_ref(root, path, call, name)] = copy
+                self._pinned_cur[tensor_ref(self.rank, root, path, call, name)] = copy
 
     # ---------------------------------------------------------------- pause ---
     def _pause(self, info: PausedAt, tensors: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tensorscope.conditions import Condition, ConditionError, parse_condition
-from tensorscope.events import Response, tensor_meta
+from tensorscope.events import Response, tensor_meta, tensor_ref  # noqa: F401 (re-exported)
 
 FLAG_KINDS = ("non_finite", "finding", "exception")
 MODULE_ON = ("forward_pre", "forward", "backward")
@@ -102,11 +102,6 @@ def describe_tensors(tensors: dict[str, Any]) -> list[dict[str, Any]]:
         meta["ref"] = ref
         out.append(meta)
     return out
-
-
-def tensor_ref(root: int, path: str, call: int, name: str) -> str:
-    """The ref a GetTensor names: ``"0:network.0#3/out"``."""
-    return f"{root}:{path}#{call}/{name}"
 
 
 class Job:

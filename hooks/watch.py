@@ -11,6 +11,7 @@ every handle: the modules' hook dicts are as they were before.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -21,6 +22,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from tensorscope.distributed import RankInfo, current_rank
 from tensorscope.events import Bye, ExceptionRaised, Hello, ModuleTree
 from tensorscope.hooks.callbacks import CaptureCallbacks
 from tensorscope.hooks.capture import Capture, StepBuffer
@@ -51,21 +53,6 @@ def _breakpoint_kinds(break_on: Sequence[str] | str) -> list[str]:
     if bad:
         raise ValueError(f"unknown --break-on kind {bad[0]!r}; use {', '.join(BREAK_KINDS)}")
     return kinds
-
-
-def _distributed() -> Any:
-    dist = getattr(torch, "distributed", None)
-    return dist if dist is not None and dist.is_available() else None
-
-
-_DIST = _distributed()
-
-
-def current_rank() -> int:
-    """``torch.distributed.get_rank()`` when initialised, else 0."""
-    if _DIST is not None and _DIST.is_initialized():
-        return _DIST.get_rank()
-    return 0
 
 
 class Watch(CaptureCallbacks):
@@ -100,9 +87,11 @@ class Watch(CaptureCallbacks):
         self.discover_losses = discover_losses
         self.optimizers: list[Any] = _as_list(optimizer)
         self.index = ModelIndex()
-        self.rank = current_rank()
+        self.rank_info: RankInfo = current_rank()
+        self.rank = self.rank_info.rank
         self.session = Session()
         self.gate = Gate(self.session, self.rank)
+        self._hello_msg: Hello | None = None
         self.capture = Capture(self)
         self.params = ParamTracker(self.index, self.optimizers, mode)
         self.emitter = StepEmitter(self)
@@ -163,9 +152,33 @@ class Watch(CaptureCallbacks):
         if torch.cuda.is_available():
             devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         script = script or name or os.path.basename(sys.argv[0] or "python")
-        self.session.emit(Hello(script=script, argv=list(argv if argv is not None else sys.argv[1:]),
+        info = self.rank_info
+        self._hello_msg = Hello(script=script, argv=list(argv if argv is not None else sys.argv[1:]),
                                 pid=os.getpid(), torch=torch.__version__, devices=devices,
-                                rank=self.rank, mode=self.mode, started_at=time.time()))
+                                rank=info.rank, mode=self.mode, started_at=time.time(),
+                                world_size=info.world_size, local_rank=info.local_rank)
+        self.session.emit(self._hello_msg)
+
+    def refresh_rank(self) -> None:
+        """Read the rank again (training thread, at each step's start).
+
+        ``torch.distributed`` is often initialised after TensorScope attached
+        (``tensorscope run``, a ``mp.spawn`` child): when the rank or world
+        size changed, the watch, its gate and its events take the new one, and
+        a new ``Hello`` and ``ModuleTree`` say so.
+        """
+        info = current_rank()
+        if info == self.rank_info:
+            return
+        self.rank_info = info
+        self.rank = self.gate.rank = info.rank
+        if self._hello_msg is not None:
+            self._hello_msg = dataclasses.replace(self._hello_msg, rank=info.rank,
+                                                  world_size=info.world_size,
+                                                  local_rank=info.local_rank)
+            self.session.emit(dataclasses.replace(self._hello_msg))
+        if self.index.roots:
+            self.session.emit(ModuleTree(roots=self.index.tree(), rank=self.rank))
 
     def _attach(self, model: Any) -> None:
         cap = self.capture
@@ -194,7 +207,7 @@ class Watch(CaptureCallbacks):
 
     def _add_root(self, module: nn.Module) -> int:
         rid = self.index.add_root(module)
-        self.session.emit(ModuleTree(roots=self.index.tree()))
+        self.session.emit(ModuleTree(roots=self.index.tree(), rank=self.rank))
         if hasattr(module, "_orig_mod") and not self._compiled_warned:
             self._compiled_warned = True
             msg = (f"{self.index.root_names[rid]} is compiled with torch.compile: TensorScope sees "
@@ -320,7 +333,8 @@ class Watch(CaptureCallbacks):
         for obs in list(self._observers):
             self.notify(obs, "on_detach")
         self.emitter.flush_findings()
-        self.session.emit(Bye(exit_code=exit_code or 0, steps=self.capture.step.index))
+        self.session.emit(Bye(exit_code=exit_code or 0, steps=self.capture.step.index,
+                              rank=self.rank))
         try:
             if self._live is not None:
                 self._live.close()

@@ -17,6 +17,9 @@ dict are ignored (forward compatible), missing fields take their defaults.
 
 Conventions used by the fields:
 
+* ``rank`` is the process's rank in a distributed job (0 when not
+  distributed). A module call is named by ``(rank, root, path)`` everywhere
+  (``ModuleKey``): GUI models, recording rows, tensor refs, findings, reports.
 * ``root`` is the integer id of a root module (the order roots were first
   seen, from 0); ``path`` is PyTorch's dotted name inside that root, ``""``
   for the root itself.
@@ -32,9 +35,29 @@ from typing import Any, ClassVar
 
 PROTOCOL_VERSION = 1
 
+#: ``(rank, root, path)``: the name of a module of one rank of a job.
+ModuleKey = tuple[int, int, str]
+
 SEVERITIES = ("info", "warning", "error")
 PHASES = ("input", "forward", "loss", "backward", "optimizer")
 STAT_KEYS = ("min", "max", "mean", "std", "norm", "nan", "inf", "zero_fraction")
+
+
+def tensor_ref(rank: int, root: int, path: str, call: int, name: str) -> str:
+    """The ref a ``GetTensor`` names: ``"r0/0:network.0#3/out"`` (rank 0, root 0,
+    module ``network.0``, call 3 of the step, its output)."""
+    return f"r{rank}/{root}:{path}#{call}/{name}"
+
+
+def parse_tensor_ref(ref: str) -> tuple[int, int, str, int, str]:
+    """``(rank, root, path, call, name)`` of a ``tensor_ref``; ValueError if malformed."""
+    head, sep, rest = ref.partition("/")
+    if not sep or not head.startswith("r") or ":" not in rest or "#" not in rest:
+        raise ValueError(f"not a tensor ref: {ref!r} (expected r<rank>/<root>:<path>#<call>/<name>)")
+    root, _, rest = rest.partition(":")
+    where, _, name = rest.rpartition("#")[2].partition("/")
+    path = rest.rpartition("#")[0]
+    return int(head[1:]), int(root), path, int(where), name
 
 
 def tensor_meta(
@@ -111,6 +134,8 @@ class Hello(Message):
     protocol: int = PROTOCOL_VERSION
     mode: str = "default"
     started_at: float = 0.0
+    world_size: int = 1
+    local_rank: int = 0
 
 
 @_register
@@ -133,6 +158,7 @@ class ModuleTree(Message):
 
     TYPE: ClassVar[str] = "module_tree"
     roots: list[dict[str, Any]] = field(default_factory=list)
+    rank: int = 0
 
 
 @_register
@@ -239,7 +265,7 @@ class GraphStructure(Message):
 @_register
 @dataclass
 class Finding(Message):
-    """A diagnostic: once per (kind, root, module), ``count`` grows after."""
+    """A diagnostic: once per (rank, kind, root, module), ``count`` grows after."""
 
     TYPE: ClassVar[str] = "finding"
     kind: str = ""
@@ -251,6 +277,11 @@ class Finding(Message):
     module: str = ""
     message: str = ""
     count: int = 1
+
+    @property
+    def key(self) -> tuple[int, str, int, str]:
+        """``(rank, kind, root, module)``: what a finding is deduplicated by."""
+        return (self.rank, self.kind, self.root, self.module)
 
 
 @_register
@@ -311,6 +342,7 @@ class Dropped(Message):
 
     TYPE: ClassVar[str] = "dropped"
     count: int = 0
+    rank: int = 0
 
 
 @_register
@@ -321,6 +353,7 @@ class Bye(Message):
     TYPE: ClassVar[str] = "bye"
     exit_code: int = 0
     steps: int = 0
+    rank: int = 0
 
 
 # -------------------------------------------------------------- requests ---
@@ -397,7 +430,7 @@ class GetTensor(Request):
     """Fetch a slice of a tensor available at the current pause.
 
     ``ref`` is one of the refs listed by ``PausedAt.tensors`` (e.g.
-    ``"0:network.0#3/out"``, ``"…/in[0]"``, ``"…/grad"``); ``slice`` is numpy
+    ``"r0/0:network.0#3/out"``, see ``tensor_ref``, ``"…/in[0]"``, ``"…/grad"``); ``slice`` is numpy
     syntax (``"0, :, 3:10"``); at most ``max_elements`` values are sent.
     """
 

@@ -76,7 +76,7 @@ class LiveHub:
         self._tree: ModuleTree | None = None
         self._graphs: dict[str, GraphStructure] = {}
         self._summaries: collections.deque[StepSummary] = collections.deque(maxlen=ring)
-        self._findings: dict[tuple[str, int, str], Finding] = {}
+        self._findings: dict[tuple[int, str, int, str], Finding] = {}
         self._exceptions: collections.deque[ExceptionRaised] = collections.deque(
             maxlen=MAX_EXCEPTIONS)
         self._paused: PausedAt | None = None
@@ -92,7 +92,7 @@ class LiveHub:
         elif isinstance(msg, StepSummary):
             self._summaries.append(msg)
         elif isinstance(msg, Finding):
-            self._findings[(msg.kind, msg.root, msg.module)] = msg
+            self._findings[msg.key] = msg
         elif isinstance(msg, ExceptionRaised):
             self._exceptions.append(msg)
         elif isinstance(msg, PausedAt):

@@ -28,24 +28,28 @@ from tensorscope.events import (PROTOCOL_VERSION, Bye, ExceptionRaised, Finding,
 from tensorscope.protocol import Frame, ProtocolError, body_of, to_message
 
 FORMAT = "tensorscope-session"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: versions this reader opens: 1 had no ``rank`` columns (every row is rank 0)
+READABLE_VERSIONS = ("1", "2")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY, step INTEGER NOT NULL, seq INTEGER NOT NULL,
-    type TEXT NOT NULL, body BLOB NOT NULL);
+    type TEXT NOT NULL, body BLOB NOT NULL, rank INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS messages_step ON messages (step);
 CREATE TABLE IF NOT EXISTS steps (
-    step INTEGER PRIMARY KEY, kind TEXT, loss REAL, duration REAL, calls INTEGER,
-    grad_norm REAL, dropped INTEGER, memory INTEGER, time REAL);
+    rank INTEGER NOT NULL DEFAULT 0, step INTEGER, kind TEXT, loss REAL, duration REAL,
+    calls INTEGER, grad_norm REAL, dropped INTEGER, memory INTEGER, time REAL,
+    PRIMARY KEY (rank, step));
 CREATE TABLE IF NOT EXISTS findings (
-    id INTEGER PRIMARY KEY, step INTEGER, kind TEXT, severity TEXT, phase TEXT,
-    root INTEGER, module TEXT, message TEXT, count INTEGER);
+    id INTEGER PRIMARY KEY, rank INTEGER NOT NULL DEFAULT 0, step INTEGER, kind TEXT,
+    severity TEXT, phase TEXT, root INTEGER, module TEXT, message TEXT, count INTEGER);
 CREATE TABLE IF NOT EXISTS calls (
-    step INTEGER, call INTEGER, root INTEGER, path TEXT, type TEXT, finite INTEGER,
-    grad_norm REAL, mean REAL, std REAL, min REAL, max REAL, PRIMARY KEY (step, call));
+    rank INTEGER NOT NULL DEFAULT 0, step INTEGER, call INTEGER, root INTEGER, path TEXT,
+    type TEXT, finite INTEGER, grad_norm REAL, mean REAL, std REAL, min REAL, max REAL,
+    PRIMARY KEY (rank, step, call));
 """
 #: messages that close a batch (committed at once)
 _FLUSH = (StepSummary, Hello, PausedAt, ExceptionRaised, Bye)
@@ -58,31 +62,31 @@ class RecordingError(OSError):
     """
 
 
-def _rows(msgs: list[tuple[int, Message]]) -> dict[str, list[tuple]]:
+def _rows(msgs: list[tuple[int, int, Message]]) -> dict[str, list[tuple]]:
     rows: dict[str, list[tuple]] = {"messages": [], "steps": [], "findings": [], "calls": []}
-    for step, m in msgs:
+    for rank, step, m in msgs:
         body = msgpack.packb(body_of(m), use_bin_type=True)
-        rows["messages"].append((step, m.seq, m.TYPE, body))
+        rows["messages"].append((step, m.seq, m.TYPE, body, rank))
         if isinstance(m, StepSummary):
-            rows["steps"].append((m.step, m.kind, m.loss, m.duration, m.calls, m.grad_norm,
-                                  m.dropped, m.memory, m.time))
+            rows["steps"].append((rank, m.step, m.kind, m.loss, m.duration, m.calls,
+                                  m.grad_norm, m.dropped, m.memory, m.time))
         elif isinstance(m, Finding):
-            rows["findings"].append((m.step, m.kind, m.severity, m.phase, m.root, m.module,
-                                     m.message, m.count))
+            rows["findings"].append((rank, m.step, m.kind, m.severity, m.phase, m.root,
+                                     m.module, m.message, m.count))
         elif m.TYPE == "call_digest":
             s = m.stats or {}
-            rows["calls"].append((m.step, m.index, m.root, m.path, m.type, int(m.finite),
+            rows["calls"].append((rank, m.step, m.index, m.root, m.path, m.type, int(m.finite),
                                   m.grad_norm, s.get("mean"), s.get("std"), s.get("min"),
                                   s.get("max")))
     return rows
 
 
 _INSERT = {
-    "messages": "INSERT INTO messages (step, seq, type, body) VALUES (?, ?, ?, ?)",
-    "steps": "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "findings": "INSERT INTO findings (step, kind, severity, phase, root, module, message, count)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "calls": "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "messages": "INSERT INTO messages (step, seq, type, body, rank) VALUES (?, ?, ?, ?, ?)",
+    "steps": "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "findings": "INSERT INTO findings (rank, step, kind, severity, phase, root, module, message,"
+                " count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "calls": "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 }
 
 
@@ -100,12 +104,13 @@ class Recorder:
             self._write_meta()
         except sqlite3.Error as exc:
             raise RecordingError(f"cannot record to {path}: {exc}") from exc
-        self._batch: list[tuple[int, Message]] = []
+        self._batch: list[tuple[int, int, Message]] = []
         self._step = -1
+        self._rank = 0  # the rank of the latest Hello (rows of messages without one)
         self.max_backlog = max_backlog
         self._backlog = 0  # messages submitted but not yet written
         self._cond = threading.Condition()
-        self._queue: queue.SimpleQueue[list[tuple[int, Message]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[tuple[int, int, Message]] | None] = queue.SimpleQueue()
         self._warned = False
         self._thread_done = False
         self.error: str | None = None
@@ -132,7 +137,9 @@ class Recorder:
         step = getattr(msg, "step", None)
         if isinstance(step, int):
             self._step = step
-        self._batch.append((self._step, msg))
+        if isinstance(msg, Hello):
+            self._rank = msg.rank
+        self._batch.append((getattr(msg, "rank", self._rank), self._step, msg))
         if isinstance(msg, _FLUSH) or len(self._batch) >= self.batch_limit:
             self._submit()
 
@@ -171,7 +178,7 @@ class Recorder:
                     self._backlog -= len(batch)
                     self._cond.notify_all()
 
-    def _commit(self, batch: list[tuple[int, Message]]) -> None:
+    def _commit(self, batch: list[tuple[int, int, Message]]) -> None:
         rows = _rows(batch)
         with self._db:
             self._db.execute("BEGIN")
@@ -220,6 +227,7 @@ class SessionReader:
         self.path = path
         self.warnings: list[str] = []
         self.hello: Hello | None = None
+        self.rank = 0  # the rank that recorded the file
         self.steps: list[int] = []
         self.meta: dict[str, str] = {}
         self._last_id = 0
@@ -259,10 +267,10 @@ class SessionReader:
             raise RecordingError(f"{self.path} is not a TensorScope recording "
                                  f"(format {self.meta.get('format')!r})")
         version = self.meta.get("format_version", "?")
-        if version != str(FORMAT_VERSION):
+        if version not in READABLE_VERSIONS:
             raise RecordingError(
                 f"{self.path} uses session format version {version}; this TensorScope reads "
-                f"version {FORMAT_VERSION}. Open it with the TensorScope that recorded it "
+                f"version {' and '.join(READABLE_VERSIONS)}. Open it with the TensorScope that recorded it "
                 f"({self.meta.get('tensorscope', 'unknown version')})")
         if self.meta.get("complete") != "1":
             self.warnings.append("the recording did not end cleanly (the script was killed or "
@@ -277,8 +285,11 @@ class SessionReader:
                 self._last_id, last_step = id_, step
                 if type_ == "step_summary":
                     steps.add(step)
-                elif type_ == "hello" and self.hello is None:
-                    self.hello = self._first_hello(id_)
+                elif type_ == "hello":
+                    hello = self._first_hello(id_)
+                    self.hello = hello if self.hello is None else self.hello
+                    if hello is not None:
+                        self.rank = hello.rank  # the latest: a rank known once dist started
         except sqlite3.DatabaseError as exc:
             self.warnings.append(
                 f"the recording is truncated or corrupt after message {self._last_id} "

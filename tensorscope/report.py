@@ -73,7 +73,7 @@ class ReportBuilder:
         self.params: dict[str, dict[str, Any]] = {}
         self.losses: list[list[Any]] = []        # [step, loss] of training steps
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
-        self.findings: dict[tuple[str, int, str], dict[str, Any]] = {}
+        self.findings: dict[tuple[int, str, int, str], dict[str, Any]] = {}
         self.dropped = 0
         self.exit_code: int | None = None
         self.exception: dict[str, Any] | None = None
@@ -96,7 +96,7 @@ class ReportBuilder:
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])
         elif isinstance(msg, Finding):
-            self.findings[(msg.kind, msg.root, msg.module)] = {
+            self.findings[msg.key] = {
                 "kind": msg.kind, "severity": msg.severity, "step": msg.step,
                 "phase": msg.phase, "root": msg.root, "module": msg.module,
                 "message": msg.message, "count": msg.count, "rank": msg.rank}
@@ -145,9 +145,11 @@ class ReportBuilder:
             "exit_code": self.exit_code if self.exit_code is not None else 0,
             "torch": hello.torch, "devices": self.devices or list(hello.devices[:1]),
             "mode": hello.mode, "steps": self.steps, "dropped_events": self.dropped,
+            "rank": hello.rank, "world_size": hello.world_size,
             "roots": [self._root(r) for r in self.tree],
             "parameters": [_param(p) for p in self.params.values()],
-            "findings": sorted(self.findings.values(), key=lambda f: (f["step"], f["kind"])),
+            "findings": sorted(self.findings.values(),
+                               key=lambda f: (f["step"], f["kind"], f["rank"])),
             "losses": self.losses, "eval_losses": self.eval_losses,
             "exception": self.exception,
         })

@@ -13,9 +13,11 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 class FindingsPanel(QTreeWidget):
-    """Findings and exceptions; emits ``finding_activated(root, path, step)``."""
+    """Findings and exceptions of every rank (labelled ``rank N`` in a job of several);
+    emits ``rank_activated(rank)`` then ``finding_activated(root, path, step)``."""
 
     finding_activated = Signal(int, str, int)
+    rank_activated = Signal(int)
 
     def __init__(self, parent: QWidget | None = None, theme: Theme | None = None) -> None:
         super().__init__(parent)
@@ -30,6 +32,7 @@ class FindingsPanel(QTreeWidget):
         self.header().setStretchLastSection(True)
         self.itemClicked.connect(self._clicked)
         self._rev = -1
+        self._ranked = False
 
     def refresh(self, model: SessionModel) -> None:
         """Rebuild when findings changed (GUI thread)."""
@@ -39,17 +42,22 @@ class FindingsPanel(QTreeWidget):
         self.clear()
         colours = {"error": self.theme.non_finite, "warning": self.theme.precision_change,
                    "info": self.theme.subtle}
+        self._ranked = len(model.ranks) > 1
         for f in model.findings.values():
-            self._add(f.severity, f.kind, f.root, f.module, f.step, f.count, f.message, colours)
+            self._add(f.severity, f.kind, f.root, f.module, f.step, f.count, f.message, colours,
+                      f.rank)
         for e in model.exceptions:
             self._add("error", f"exception: {e.type}", e.root or 0, e.module or "", e.step, 1,
-                      e.message, colours)
+                      e.message, colours, e.rank)
         self.sortItems(0, Qt.SortOrder.AscendingOrder)
 
-    def _add(self, severity, kind, root, module, step, count, message, colours) -> None:
-        item = QTreeWidgetItem([severity, kind, module or "(root)", str(step), str(count),
-                                message])
-        item.setData(0, Qt.ItemDataRole.UserRole, [int(root), str(module), int(step)])
+    def _add(self, severity, kind, root, module, step, count, message, colours,
+             rank: int = 0) -> None:
+        where = module or "(root)"
+        if self._ranked:
+            where = f"rank {rank} · {where}"
+        item = QTreeWidgetItem([severity, kind, where, str(step), str(count), message])
+        item.setData(0, Qt.ItemDataRole.UserRole, [int(root), str(module), int(step), int(rank)])
         item.setForeground(0, QBrush(colours.get(severity, self.theme.subtle)))
         item.setToolTip(5, message)
         self.addTopLevelItem(item)
@@ -57,4 +65,5 @@ class FindingsPanel(QTreeWidget):
     def _clicked(self, item: QTreeWidgetItem, _column: int) -> None:
         data = item.data(0, Qt.ItemDataRole.UserRole)
         if data:
+            self.rank_activated.emit(int(data[3]))
             self.finding_activated.emit(int(data[0]), str(data[1]), int(data[2]))

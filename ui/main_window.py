@@ -15,7 +15,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow,
                                QWidget)
 
-from tensorscope.events import Message, Response
+from tensorscope.events import Message, Response, parse_tensor_ref
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.controller import DebugController
 from tensorscope.ui.findings import FindingsPanel
@@ -122,6 +122,7 @@ class MainWindow(QMainWindow):
         self.graph.module_selected.connect(self._graph_selected)
         self.plots.point_selected.connect(self._point_selected)
         self.plots.step_selected.connect(lambda step: self.plots.mark_step(step))
+        self.findings.rank_activated.connect(lambda rank: self.model.select_rank(rank))
         self.findings.finding_activated.connect(self._point_selected)
         signal = getattr(self.inspector, "tensor_requested", None)
         if signal is not None:
@@ -350,12 +351,15 @@ def paused_tensor(model: SessionModel, root: int, path: str) -> tuple[str | None
     best = None
     for entry in p.tensors:
         ref = str(entry.get("ref", ""))
-        if not ref.startswith(f"{root}:{path}#"):
+        try:
+            _rank, r_root, r_path, _call, name = parse_tensor_ref(ref)
+        except ValueError:
             continue
-        name = ref.rsplit("/", 1)[-1]
-        rank = 0 if name.startswith("out") else 1 if name.startswith("grad") else 2
-        if best is None or rank < best[0]:
-            best = (rank, ref, entry.get("meta", entry))
+        if (r_root, r_path) != (root, path):
+            continue
+        order = 0 if name.startswith("out") else 1 if name.startswith("grad") else 2
+        if best is None or order < best[0]:
+            best = (order, ref, entry.get("meta", entry))
     return (best[1], best[2]) if best else (None, None)
 
 

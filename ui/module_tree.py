@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QW
 
 from tensorscope.ui.graph_items import shape_text
 from tensorscope.ui.legend import format_number
-from tensorscope.ui.session_model import ModuleKey, ModuleState, SessionModel
+from tensorscope.ui.session_model import LocalKey, ModuleState, SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
 COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",
@@ -32,7 +32,7 @@ class ModuleTreePanel(QWidget):
     def __init__(self, parent: QWidget | None = None, theme: Theme | None = None) -> None:
         super().__init__(parent)
         self.theme = theme or make_theme()
-        self.items: dict[ModuleKey, list[QStandardItem]] = {}
+        self.items: dict[LocalKey, list[QStandardItem]] = {}  # of the rank shown
         self.source = QStandardItemModel(0, len(COLUMNS), self)
         self.source.setHorizontalHeaderLabels(list(COLUMNS))
         self.proxy = QSortFilterProxyModel(self)
@@ -60,6 +60,7 @@ class ModuleTreePanel(QWidget):
         box.addWidget(self.view)
         self._tree_rev = -1
         self._data_rev = -1
+        self._rank = 0
         self._quiet = False
 
     def clear(self) -> None:
@@ -75,23 +76,27 @@ class ModuleTreePanel(QWidget):
 
     # ----------------------------------------------------------- refresh ---
     def refresh(self, model: SessionModel) -> None:
-        """Sync with the model (GUI thread, on the repaint timer)."""
+        """Sync with the model (GUI thread, on the repaint timer): the selected rank."""
+        if model.rank != self._rank:
+            self.clear()
+            self._rank = model.rank
         if model.tree_rev != self._tree_rev:
             self._tree_rev = model.tree_rev
             self._add_missing(model)
         if (model.data_rev, model.findings_rev) != self._data_rev:
             self._data_rev = (model.data_rev, model.findings_rev)
-            for key, state in model.modules.items():
+            for key, state in model.rank_modules().items():
                 row = self.items.get(key)
                 if row is not None:
                     self._fill(row, state)
 
     def _add_missing(self, model: SessionModel) -> None:
         added = False
-        for key in sorted(model.modules, key=lambda k: (k[0], k[1].count("."), k[1])):
+        modules = model.rank_modules()
+        for key in sorted(modules, key=lambda k: (k[0], k[1].count("."), k[1])):
             if key in self.items:
                 continue
-            state = model.modules[key]
+            state = modules[key]
             parent = self._parent_item(model, key)
             name = (model.root_names.get(key[0], f"root {key[0]}") if not key[1]
                     else key[1].rsplit(".", 1)[-1])
@@ -111,7 +116,7 @@ class ModuleTreePanel(QWidget):
                 self.view.resizeColumnToContents(col)
                 self.view.setColumnWidth(col, min(self.view.columnWidth(col), cap))
 
-    def _parent_item(self, model: SessionModel, key: ModuleKey) -> QStandardItem:
+    def _parent_item(self, model: SessionModel, key: LocalKey) -> QStandardItem:
         root, path = key
         if not path:
             return self.source.invisibleRootItem()
@@ -161,13 +166,13 @@ class ModuleTreePanel(QWidget):
             self._quiet = False
         return True
 
-    def selected_module(self) -> ModuleKey | None:
+    def selected_module(self) -> LocalKey | None:
         """The selected ``(root, path)``, if any."""
         index = self.view.selectionModel().currentIndex()
         return _parse_key(index.data(KEY_ROLE)) if index.isValid() else None
 
 
-def _parse_key(data: object) -> ModuleKey | None:
+def _parse_key(data: object) -> LocalKey | None:
     if not isinstance(data, str) or ":" not in data:
         return None
     root, _, path = data.partition(":")

@@ -1,6 +1,9 @@
 """Plots over steps (pyqtgraph): loss, gradient norm and a statistic per module.
 
-Clicking a curve selects its module and the step under the cursor.
+Clicking a curve selects its module and the step under the cursor. In a
+distributed job the loss and the focus module's curves of every rank are
+overlaid (one colour per module, a dash pattern per rank); the other curves
+are the selected rank's.
 
 Repainting a plot costs several milliseconds (axes, grid, text), so the panel
 keeps the work of one repaint-timer tick small: it updates at most one plot
@@ -21,7 +24,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from tensorscope.ui.session_model import ModuleKey, SessionModel
+from tensorscope.ui.session_model import LocalKey, ModuleKey, SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
 CURVE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
@@ -32,6 +35,7 @@ MAX_CURVES = 6
 PLOT_INTERVAL_S = 0.2
 NEW_CURVES_PER_REFRESH = 1
 PLOTS = ("loss", "grad", "stat")
+RANK_DASHES = (None, [4, 3], [1, 3], [6, 2, 1, 2])  # rank % 4: solid, dashed, dotted, dash-dot
 NICE_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
@@ -162,9 +166,10 @@ class PlotsPanel(QWidget):
         for key, label in STATS.items():
             self.stat_choice.addItem(label, key)
         self.stat_choice.currentIndexChanged.connect(lambda _i: self._force("stat"))
-        self.focus: ModuleKey | None = None
+        self.focus: LocalKey | None = None
+        self._rank_loss: dict[int, pg.PlotDataItem] = {}   # other ranks' loss curves
         self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
-        self._colours: dict[ModuleKey, str] = {}
+        self._colours: dict[LocalKey, str] = {}
         self._revs = dict.fromkeys(PLOTS, -1)
         self._updated_at = dict.fromkeys(PLOTS, 0.0)
         self._turn = 0
@@ -216,11 +221,15 @@ class PlotsPanel(QWidget):
         self._curves.clear()
         self.loss_curve.setData([], [])
         self.eval_curve.setData([], [])
+        for item in self._rank_loss.values():
+            self.loss_plot.removeItem(item)
+        self._rank_loss.clear()
         self.steps.clear()
         self._force()
 
-    def set_focus(self, key: ModuleKey | None) -> None:
-        """Always plot this module (the selection) first, highlighted."""
+    def set_focus(self, key: LocalKey | None) -> None:
+        """Always plot this module (the selection, ``(root, path)``) first, highlighted,
+        on every rank."""
         if key != self.focus:
             self.focus = key
             for (_kind, k), item in self._curves.items():
@@ -263,6 +272,20 @@ class PlotsPanel(QWidget):
         eval_steps, eval_values = model.eval_loss.arrays()
         self.eval_curve.setData(eval_steps, eval_values)
         self.steps.include(eval_steps)
+        for rank, state in model.ranks.items():
+            if rank == model.rank and rank not in self._rank_loss:
+                continue
+            item = self._rank_loss.get(rank)
+            if item is None:
+                item = self._rank_loss[rank] = self.loss_plot.plot(
+                    pen=pg.mkPen(self.theme.subtle, width=1, dash=RANK_DASHES[rank % 4] or [2, 2]),
+                    name=f"rank {rank}")
+            r_steps, r_values = state.loss.arrays() if rank != model.rank else ([], [])
+            if len(r_steps):
+                self.steps.include(r_steps)
+                r_steps, r_values = peak_decimate(r_steps, r_values,
+                                                  self._max_points(self.loss_plot))
+            item.setData(r_steps, r_values)
 
     def _update_modules(self, kind: str, model: SessionModel) -> None:
         """The grad-norm or statistic curves of the chosen modules."""
@@ -284,24 +307,32 @@ class PlotsPanel(QWidget):
         return 2 * max(plot.width(), 200)
 
     def _colour(self, key: ModuleKey) -> str:
-        """A stable colour per module (the same in both plots and the legend)."""
-        if key not in self._colours:
-            self._colours[key] = CURVE_COLOURS[len(self._colours) % len(CURVE_COLOURS)]
-        return self._colours[key]
+        """A stable colour per module (the same in both plots, on every rank)."""
+        local = key[1:]
+        if local not in self._colours:
+            self._colours[local] = CURVE_COLOURS[len(self._colours) % len(CURVE_COLOURS)]
+        return self._colours[local]
 
     def _pen(self, key: ModuleKey):
-        return pg.mkPen(self._colour(key), width=3 if key == self.focus else 1.5)
+        return pg.mkPen(self._colour(key), width=3 if key[1:] == self.focus else 1.5,
+                        dash=RANK_DASHES[key[0] % 4])
 
     def _chosen(self, model: SessionModel) -> list[ModuleKey]:
-        """The focus module plus the modules with the largest latest grad norm."""
-        def rank(kv) -> float:
+        """The focus module on every rank, plus the selected rank's modules with the
+        largest latest grad norm."""
+        def largest(kv) -> float:
             last = kv[1].last("grad_norm")
             return -last if last is not None and last == last else 0.0
-        ranked = sorted(model.module_series.items(), key=rank)
-        leaves = [k for k, _ in ranked if k[1] and not getattr(model.module(*k), "children", None)]
+        ranked = sorted(((k, v) for k, v in model.module_series.items() if k[0] == model.rank),
+                        key=largest)
+        leaves = [k for k, _ in ranked
+                  if k[2] and not getattr(model.modules.get(k), "children", None)]
         keys = leaves[:MAX_CURVES]
-        if self.focus is not None and self.focus in model.modules:
-            keys = [self.focus] + [k for k in keys if k != self.focus][:MAX_CURVES - 1]
+        if self.focus is not None:
+            focus = [k for k in sorted(model.ranks) if (k, *self.focus) in model.modules]
+            if focus:
+                mine = [(r, *self.focus) for r in focus]
+                keys = mine + [k for k in keys if k[1:] != self.focus][:MAX_CURVES - 1]
         return keys
 
     def _update_curve(self, tag: tuple[str, ModuleKey], series, column: str) -> None:
@@ -331,7 +362,8 @@ class PlotsPanel(QWidget):
         plot.addItem(item)
         item.curve.setClickable(True, width=8)
         item.sigClicked.connect(lambda it, ev, k=key, p=plot: self._clicked(k, p, ev))
-        plot.getPlotItem().legend.addItem(item, ".".join(key[1].split(".")[-2:]))
+        label = ".".join(key[2].split(".")[-2:])
+        plot.getPlotItem().legend.addItem(item, f"{label} r{key[0]}" if key[0] else label)
         self._curves[tag] = item
         return item
 
@@ -340,7 +372,7 @@ class PlotsPanel(QWidget):
         return int(round(pos.x()))
 
     def _clicked(self, key: ModuleKey, plot: pg.PlotWidget, ev) -> None:
-        self.point_selected.emit(key[0], key[1], self._step_at(plot, ev))
+        self.point_selected.emit(key[1], key[2], self._step_at(plot, ev))
 
     def _loss_clicked(self, ev) -> None:
         self.step_selected.emit(self._step_at(self.loss_plot, ev))

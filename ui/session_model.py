@@ -4,6 +4,13 @@
 speed; widgets read the model on a ~30 Hz timer and repaint only what the
 revision counters say changed. Per-step series live in bounded buffers so
 memory stays flat however long training runs.
+
+A session may be a distributed job: every rank's events arrive here (one
+connection per rank, or one recording per rank). Modules, series and
+findings are keyed by ``(rank, root, path)`` (``ModuleKey``); what is one per
+rank (hello, step, pause, graphs, loss) lives in a ``RankState``. The views
+of one graph or tree show the ``rank`` selected (``select_rank``) and name
+its modules by ``(root, path)``; ``module(root, path)`` reads that rank.
 """
 from __future__ import annotations
 
@@ -17,11 +24,14 @@ from typing import Any, Iterable
 import numpy as np
 
 from tensorscope.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding,
-                                GraphStructure, Hello, Message, ModuleTree, PausedAt,
-                                Resumed, StepBegin, StepSummary)
+                                GraphStructure, Hello, Message, ModuleKey, ModuleTree,
+                                PausedAt, Resumed, StepBegin, StepSummary)
 
 log = logging.getLogger("tensorscope.ui")
-ModuleKey = tuple[int, str]
+#: ``(root, path)``: a module within the selected rank (what one graph or tree shows)
+LocalKey = tuple[int, str]
+#: seconds without a step from a rank, while others step, before it is shown as stalled
+STALL_AFTER_S = 10.0
 
 METRICS = {
     "activation_norm": "Activation norm",
@@ -96,6 +106,7 @@ class ModuleState:
     root: int
     path: str
     type: str = ""
+    rank: int = 0
     params: int = 0
     config: str = ""
     children: list[str] = field(default_factory=list)
@@ -112,8 +123,8 @@ class ModuleState:
 
     @property
     def key(self) -> ModuleKey:
-        """``(root, path)``."""
-        return (self.root, self.path)
+        """``(rank, root, path)``."""
+        return (self.rank, self.root, self.path)
 
     def metric(self, name: str) -> float | None:
         """The live value of a metric in ``METRICS`` (NaN if non-finite)."""
@@ -136,35 +147,82 @@ def primary_output(outputs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-class SessionModel:
-    """Ingests events; holds tree, series, findings, graphs and paused state.
+class RankState:
+    """What the GUI knows about one rank: hello, step, pause, graphs, loss, rate."""
 
-    Runs on the GUI thread (``ingest`` is cheap, a few microseconds an event).
-    """
-
-    def __init__(self, series_capacity: int = 1024) -> None:
-        self.series_capacity = series_capacity
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
         self.hello: Hello | None = None
-        self.modules: dict[ModuleKey, ModuleState] = {}
         self.root_names: dict[int, str] = {}
         self.loss_roots: set[int] = set()   # roots that are loss modules (ModuleTree "loss")
         self.graphs: dict[str, GraphStructure] = {}
-        self.findings: dict[tuple[str, int, str], Finding] = {}
-        self.exceptions: deque[ExceptionRaised] = deque(maxlen=50)
-        self.errors: deque[str] = deque(maxlen=20)
         self.paused: PausedAt | None = None
         self.ended: Bye | None = None
         self.step = -1
         self.steps_seen = 0
         self.loss = Series(16384)        # training steps
         self.eval_loss = Series(16384)   # inference (evaluation) steps
+        self.dropped = 0
+        self.last_step_at: float | None = None  # monotonic time of its latest step summary
+        self._rates: deque[tuple[float, int]] = deque(maxlen=64)
+
+    def note_rate(self, now: float) -> None:
+        """Add a (time, steps seen) sample."""
+        self._rates.append((now, self.steps_seen))
+
+    def steps_per_s(self) -> float:
+        """Steps a second over the last few seconds of samples."""
+        return _rate(self._rates, 1)
+
+    def state(self, now: float, newest_step_at: float | None) -> str:
+        """``running``, ``paused``, ``ended``, ``stalled`` (no step for ``STALL_AFTER_S``
+        while another rank steps: waiting in a collective, or hung) or ``waiting``
+        (no step yet)."""
+        if self.ended is not None:
+            return "ended"
+        if self.paused is not None:
+            return "paused"
+        if self.last_step_at is None:
+            return "waiting"
+        if (newest_step_at is not None and newest_step_at - self.last_step_at > STALL_AFTER_S
+                and now - self.last_step_at > STALL_AFTER_S):
+            return "stalled"
+        return "running"
+
+
+def _rate(samples: deque, column: int) -> float:
+    if len(samples) < 2:
+        return 0.0
+    now = samples[-1]
+    old = next((r for r in samples if now[0] - r[0] <= 5.0), samples[0])
+    dt = now[0] - old[0]
+    return (now[column] - old[column]) / dt if dt > 0 else 0.0
+
+
+class SessionModel:
+    """Ingests events; holds tree, series, findings, graphs and paused state.
+
+    Runs on the GUI thread (``ingest`` is cheap, a few microseconds an event).
+    ``hello``, ``paused``, ``graphs``, ``loss``, ``step``... are those of the
+    selected ``rank``; ``ranks`` holds every rank's.
+    """
+
+    def __init__(self, series_capacity: int = 1024) -> None:
+        self.series_capacity = series_capacity
+        self.ranks: dict[int, RankState] = {}
+        self.rank = 0                      # the rank the graph, tree and inspector show
+        self.modules: dict[ModuleKey, ModuleState] = {}
+        self.findings: dict[tuple[int, str, int, str], Finding] = {}
+        self.exceptions: deque[ExceptionRaised] = deque(maxlen=50)
+        self.errors: deque[str] = deque(maxlen=20)
         self.module_series: dict[ModuleKey, Series] = {}
         self.devices: set[str] = set()
-        self.dropped = 0
         self.events = 0
+        self.steps_seen = 0
         self._rates: deque[tuple[float, int, int]] = deque(maxlen=64)
         self.tree_rev = self.graph_rev = self.data_rev = 0
-        self.findings_rev = self.paused_rev = 0
+        self.findings_rev = self.paused_rev = self.rank_rev = 0
+        self._unheard = RankState(0)
         self._handlers = {
             Hello: self._hello, ModuleTree: self._tree, StepBegin: self._step_begin,
             CallDigest: self._digest, StepSummary: self._summary,
@@ -196,22 +254,105 @@ class SessionModel:
         """Take a batch of events, then note the rate sample once."""
         for msg in msgs:
             self.ingest(msg)
-        self._rates.append((time.monotonic(), self.events, self.steps_seen))
+        self._note_rates()
 
+    # ------------------------------------------------------------- ranks ---
+    def rank_state(self, rank: int) -> RankState:
+        """The state of ``rank`` (made when its first event arrives)."""
+        state = self.ranks.get(rank)
+        if state is None:
+            if self.rank not in self.ranks:
+                self.rank = rank  # the first rank heard from is shown until one is chosen
+            state = self.ranks[rank] = RankState(rank)
+            self.rank_rev += 1
+        return state
+
+    @property
+    def current(self) -> RankState:
+        """The selected rank's state (an empty one until it is heard from)."""
+        state = self.ranks.get(self.rank)
+        if state is None:
+            if self._unheard.rank != self.rank:
+                self._unheard = RankState(self.rank)
+            state = self._unheard
+        return state
+
+    def select_rank(self, rank: int) -> None:
+        """Show ``rank`` in the graph, tree, inspector and status (GUI thread)."""
+        if rank == self.rank:
+            return
+        self.rank = rank
+        self.rank_rev += 1
+        self.tree_rev += 1
+        self.graph_rev += 1
+        self.data_rev += 1
+        self.paused_rev += 1
+
+    @property
+    def world_size(self) -> int:
+        """The job's size as its ranks say (at least the ranks seen)."""
+        sizes = [r.hello.world_size for r in self.ranks.values() if r.hello is not None]
+        return max([len(self.ranks), *sizes]) if self.ranks else 1
+
+    def rank_states(self, now: float | None = None) -> dict[int, str]:
+        """Every rank's state (``RankState.state``), stalled ranks included."""
+        now = time.monotonic() if now is None else now
+        newest = max((r.last_step_at for r in self.ranks.values()
+                      if r.last_step_at is not None and r.ended is None), default=None)
+        return {rank: r.state(now, newest) for rank, r in sorted(self.ranks.items())}
+
+    def straggler(self) -> int | None:
+        """The rank furthest behind by step while the others run (None if level)."""
+        live = {k: r.step for k, r in self.ranks.items() if r.ended is None and r.step >= 0}
+        if len(live) < 2:
+            return None
+        slowest = min(live, key=lambda k: (live[k], k))
+        return slowest if live[slowest] < max(live.values()) else None
+
+    # The selected rank's per-rank state, read by the single-rank views.
+    hello = property(lambda self: self.current.hello, doc="The selected rank's Hello.")
+    root_names = property(lambda self: self.current.root_names, doc="Root display names.")
+    loss_roots = property(lambda self: self.current.loss_roots, doc="Roots that are losses.")
+    graphs = property(lambda self: self.current.graphs, doc="The selected rank's graphs.")
+    ended = property(lambda self: self.current.ended, doc="The selected rank's Bye.")
+    step = property(lambda self: self.current.step, doc="The selected rank's latest step.")
+    loss = property(lambda self: self.current.loss, doc="Training losses of the rank.")
+    eval_loss = property(lambda self: self.current.eval_loss, doc="Evaluation losses.")
+
+    @property
+    def paused(self) -> PausedAt | None:
+        """The selected rank's pause, or None while it runs."""
+        return self.current.paused
+
+    @paused.setter
+    def paused(self, value: PausedAt | None) -> None:
+        self.current.paused = value
+
+    @property
+    def dropped(self) -> int:
+        """Events the live stream dropped, all ranks together."""
+        return sum(r.dropped for r in self.ranks.values())
+
+    def any_paused(self) -> bool:
+        """Whether some rank is paused."""
+        return any(r.paused is not None for r in self.ranks.values())
+
+    # ----------------------------------------------------------- handlers ---
     def _hello(self, msg: Hello) -> None:
-        self.hello = msg
+        self.rank_state(msg.rank).hello = msg
         self.devices.update(msg.devices)
         self.data_rev += 1
 
     def _tree(self, msg: ModuleTree) -> None:
+        rank = self.rank_state(msg.rank)
         for root in msg.roots:
             rid = int(root.get("root", 0))
-            self.root_names[rid] = str(root.get("name") or root.get("type") or f"root{rid}")
+            rank.root_names[rid] = str(root.get("name") or root.get("type") or f"root{rid}")
             if root.get("loss"):
-                self.loss_roots.add(rid)
+                rank.loss_roots.add(rid)
             for mod in root.get("modules", []):
-                key = (rid, str(mod.get("path", "")))
-                state = self.modules.get(key) or ModuleState(rid, key[1])
+                key = (msg.rank, rid, str(mod.get("path", "")))
+                state = self.modules.get(key) or ModuleState(rid, key[2], rank=msg.rank)
                 state.type = str(mod.get("type", ""))
                 state.params = int(mod.get("params", 0) or 0)
                 state.config = str(mod.get("config", "") or "")
@@ -219,20 +360,21 @@ class SessionModel:
                 self.modules[key] = state
         self.tree_rev += 1
 
-    def _module(self, root: int, path: str, type_: str = "") -> ModuleState:
-        key = (root, path)
+    def _module(self, rank: int, root: int, path: str, type_: str = "") -> ModuleState:
+        key = (rank, root, path)
         state = self.modules.get(key)
         if state is None:
-            state = self.modules[key] = ModuleState(root, path, type=type_)
+            state = self.modules[key] = ModuleState(root, path, type=type_, rank=rank)
             self.tree_rev += 1
         return state
 
     def _step_begin(self, msg: StepBegin) -> None:
-        self.step = max(self.step, msg.step)
+        rank = self.rank_state(msg.rank)
+        rank.step = max(rank.step, msg.step)
         self.data_rev += 1
 
     def _digest(self, msg: CallDigest) -> None:
-        state = self._module(msg.root, msg.path, msg.type)
+        state = self._module(msg.rank, msg.root, msg.path, msg.type)
         out = primary_output(msg.outputs)
         if out is not None:
             state.shape, state.dtype = out.get("shape"), str(out.get("dtype", ""))
@@ -249,7 +391,8 @@ class SessionModel:
         if msg.grad_norm is not None or msg.stats is not None:
             self._record(state.key, msg)
         state.last_step = msg.step
-        self.step = max(self.step, msg.step)
+        rank = self.rank_state(msg.rank)
+        rank.step = max(rank.step, msg.step)
         self.data_rev += 1
 
     def _record(self, key: ModuleKey, msg: CallDigest) -> None:
@@ -265,32 +408,37 @@ class SessionModel:
             _finite_or_nan(stats.get("max", nan))))
 
     def _summary(self, msg: StepSummary) -> None:
-        self.step = max(self.step, msg.step)
+        rank = self.rank_state(msg.rank)
+        rank.step = max(rank.step, msg.step)
+        rank.steps_seen += 1
+        rank.last_step_at = time.monotonic()
         self.steps_seen += 1
         if msg.loss is not None:
-            series = self.eval_loss if msg.kind == "inference" else self.loss
+            series = rank.eval_loss if msg.kind == "inference" else rank.loss
             series.append(msg.step, _finite_or_nan(msg.loss))
-        self.dropped += int(msg.dropped or 0)
+        rank.dropped += int(msg.dropped or 0)
         ratios: dict[ModuleKey, float] = {}
         for p in msg.params:
             r = p.get("update_ratio")
             if r is not None:
-                key = (int(p.get("root", 0)), str(p.get("module", "")))
+                key = (msg.rank, int(p.get("root", 0)), str(p.get("module", "")))
                 ratios[key] = max(ratios.get(key, 0.0), float(r))
         for key, r in ratios.items():
             self._module(*key).update_ratio = r
         self.data_rev += 1
 
     def _graph(self, msg: GraphStructure) -> None:
-        old = self.graphs.get(msg.kind)
+        graphs = self.rank_state(msg.rank).graphs
+        old = graphs.get(msg.kind)
         if old is None or old.hash != msg.hash or not msg.hash:
-            self.graphs[msg.kind] = msg
-            self.graph_rev += 1
+            graphs[msg.kind] = msg
+            if msg.rank == self.rank:
+                self.graph_rev += 1
 
     def _finding(self, msg: Finding) -> None:
-        key = (msg.kind, msg.root, msg.module)
+        key = msg.key
         if key not in self.findings:
-            self._module(msg.root, msg.module).findings += 1
+            self._module(msg.rank, msg.root, msg.module).findings += 1
         self.findings[key] = msg
         self.findings_rev += 1
 
@@ -299,12 +447,13 @@ class SessionModel:
         self.findings_rev += 1
 
     def _paused(self, msg: PausedAt) -> None:
-        self.paused = msg
-        self.step = max(self.step, msg.step)
+        rank = self.rank_state(msg.rank)
+        rank.paused = msg
+        rank.step = max(rank.step, msg.step)
         self.paused_rev += 1
         if msg.reason == "non_finite" and msg.path is not None:
             # stopped at the first NaN/Inf: show it before the step's digests arrive
-            state = self._module(msg.root or 0, msg.path)
+            state = self._module(msg.rank, msg.root or 0, msg.path)
             if msg.where == "backward":
                 state.grad_finite = False
             else:
@@ -312,41 +461,47 @@ class SessionModel:
             self.data_rev += 1
 
     def _resumed(self, msg: Resumed) -> None:
-        self.paused = None
+        self.rank_state(msg.rank).paused = None
         self.paused_rev += 1
 
     def _dropped(self, msg: Dropped) -> None:
-        self.dropped += msg.count
+        self.rank_state(msg.rank).dropped += msg.count
         self.data_rev += 1
 
     def _bye(self, msg: Bye) -> None:
-        self.ended = msg
-        self.paused = None
+        rank = self.rank_state(msg.rank)
+        rank.ended = msg
+        rank.paused = None
         self.paused_rev += 1
 
     # ------------------------------------------------------------- reads ---
     def rates(self) -> tuple[float, float]:
-        """(steps/s, events/s) over the last few seconds of samples."""
-        if len(self._rates) < 2:
-            return 0.0, 0.0
-        now = self._rates[-1]
-        old = next((r for r in self._rates if now[0] - r[0] <= 5.0), self._rates[0])
-        dt = now[0] - old[0]
-        if dt <= 0:
-            return 0.0, 0.0
-        return (now[2] - old[2]) / dt, (now[1] - old[1]) / dt
+        """(steps/s of the selected rank, events/s of all) over the last few seconds."""
+        return self.current.steps_per_s(), _rate(self._rates, 1)
 
     def note_idle(self) -> None:
         """Add a rate sample with no new events (rates decay when idle)."""
-        self._rates.append((time.monotonic(), self.events, self.steps_seen))
+        self._note_rates()
 
-    def metric_values(self, metric: str) -> dict[ModuleKey, float | None]:
-        """Every module's current value of ``metric``."""
-        return {key: m.metric(metric) for key, m in self.modules.items()}
+    def _note_rates(self) -> None:
+        now = time.monotonic()
+        self._rates.append((now, self.events, self.steps_seen))
+        for rank in self.ranks.values():
+            rank.note_rate(now)
 
-    def module(self, root: int, path: str) -> ModuleState | None:
-        """The module's state, if known."""
-        return self.modules.get((root, path))
+    def metric_values(self, metric: str) -> dict[LocalKey, float | None]:
+        """Every module's current value of ``metric``, in the selected rank."""
+        return {key[1:]: m.metric(metric) for key, m in self.modules.items()
+                if key[0] == self.rank}
+
+    def rank_modules(self, rank: int | None = None) -> dict[LocalKey, ModuleState]:
+        """The modules of ``rank`` (default: the selected one) by ``(root, path)``."""
+        rank = self.rank if rank is None else rank
+        return {key[1:]: m for key, m in self.modules.items() if key[0] == rank}
+
+    def module(self, root: int, path: str, rank: int | None = None) -> ModuleState | None:
+        """The module's state in ``rank`` (default: the selected one), if known."""
+        return self.modules.get((self.rank if rank is None else rank, root, path))
 
 
 def _finite_or_nan(value: Any) -> float:
@@ -357,9 +512,9 @@ def _finite_or_nan(value: Any) -> float:
     return v if math.isfinite(v) else float("nan")
 
 
-def module_metrics(messages: Iterable[Message]) -> dict[ModuleKey, dict[str, float]]:
-    """Per-module numbers of one step's messages (for comparing two steps)."""
-    out: dict[ModuleKey, dict[str, float]] = {}
+def module_metrics(messages: Iterable[Message]) -> dict[LocalKey, dict[str, float]]:
+    """Per-module numbers of one step's messages of one rank (comparing two steps)."""
+    out: dict[LocalKey, dict[str, float]] = {}
     for msg in messages:
         if isinstance(msg, CallDigest):
             row = out.setdefault((msg.root, msg.path), {})

@@ -83,13 +83,13 @@ def test_pause_step_module_slice_and_continue(tmp_path):
             p = inbox.pause(n)
             assert p.reason == "step_module" and p.step == 3
         refs = {t["ref"]: t for t in p.tensors}
-        in_ref = f"0:0#{p.call}/in[0]"
+        in_ref = f"r0/0:0#{p.call}/in[0]"
         r = conn.call(GetTensor(ref=in_ref, slice="1:, 2:"))
         assert r.ok, r.error
         expected = (np.arange(12, dtype=np.float32).reshape(3, 4) + 3)[1:, 2:]
         np.testing.assert_array_equal(decode_slice(r.body), expected)
-        out = conn.call(GetTensor(ref=f"0:0#{p.call}/out", slice=""))
-        assert out.ok and refs[f"0:0#{p.call}/out"]["shape"] == [3, 8]
+        out = conn.call(GetTensor(ref=f"r0/0:0#{p.call}/out", slice=""))
+        assert out.ok and refs[f"r0/0:0#{p.call}/out"]["shape"] == [3, 8]
         values = decode_slice(out.body)
         assert values.shape == (3, 8)
         assert values.mean() == pytest.approx(out.body["stats"]["mean"], rel=1e-5)
@@ -133,7 +133,7 @@ def test_exception_post_mortem_then_pinned_tensors(tmp_path):
         p = inbox.pause(2)  # the script waits at the failing module
         assert (p.where, p.path) == ("exception", "2")
         assert "shapes cannot be multiplied" in p.detail
-        r = conn.call(GetTensor(ref=f"0:2#{p.call}/in[0]"))
+        r = conn.call(GetTensor(ref=f"r0/0:2#{p.call}/in[0]"))
         assert r.ok and decode_slice(r.body).shape == (3, 8)
         conn.call(Continue())
     finally:

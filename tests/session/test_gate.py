@@ -108,18 +108,18 @@ def test_step_module_and_get_tensor(gate):
     p = gate.sink.wait_paused(2)
     assert (p.where, p.path, p.reason) == ("forward", "a", "step_module")
     refs = {m["ref"] for m in p.tensors}
-    assert refs == {"0:a#0/in[0]", "0:a#0/out"}
-    r = gate.handle_request(GetTensor(ref="0:a#0/out", slice="1:, 2"))
+    assert refs == {"r0/0:a#0/in[0]", "r0/0:a#0/out"}
+    r = gate.handle_request(GetTensor(ref="r0/0:a#0/out", slice="1:, 2"))
     assert r.ok, r.error
     np.testing.assert_array_equal(decode_slice(r.body), (x * 2)[1:, 2].numpy())
-    bad = gate.handle_request(GetTensor(ref="0:a#0/out", slice="9"))
+    bad = gate.handle_request(GetTensor(ref="r0/0:a#0/out", slice="9"))
     assert not bad.ok and "out of range" in bad.error
     gate.handle_request(StepModule())
     p = gate.sink.wait_paused(3)
     assert (p.where, p.path) == ("backward", "b")
     gate.handle_request(Continue())
     t.join(5)
-    assert not gate.handle_request(GetTensor(ref="0:a#0/out")).ok  # not paused
+    assert not gate.handle_request(GetTensor(ref="r0/0:a#0/out")).ok  # not paused
 
 
 def test_step_batch_and_run_to_step(gate):
@@ -210,7 +210,7 @@ def test_exception_post_mortem(gate):
     t = run(train)
     p = gate.sink.wait_paused()
     assert p.where == "exception" and "RuntimeError" in p.detail
-    r = gate.handle_request(GetTensor(ref="0:head#2/in[0]"))
+    r = gate.handle_request(GetTensor(ref="r0/0:head#2/in[0]"))
     assert r.ok and decode_slice(r.body).shape == (2, 3)
     gate.handle_request(Continue())
     t.join(5)
@@ -226,8 +226,8 @@ def test_pinned_tensors_available_at_step_boundary_then_released(gate):
     gate.handle_request(Pause())
     t = run(lambda: gate.at_step_boundary(1))
     p = gate.sink.wait_paused()
-    assert [m["ref"] for m in p.tensors] == ["0:fc#4/out"]
-    r = gate.handle_request(GetTensor(ref="0:fc#4/out"))
+    assert [m["ref"] for m in p.tensors] == ["r0/0:fc#4/out"]
+    r = gate.handle_request(GetTensor(ref="r0/0:fc#4/out"))
     assert decode_slice(r.body).tolist() == [[7.0, 7.0], [7.0, 7.0]]
     gate.handle_request(Continue())
     t.join(5)

@@ -85,7 +85,7 @@ def test_incompatible_version_names_both(tmp_path):
     db.execute("UPDATE meta SET value = '99' WHERE key = 'format_version'")
     db.commit()
     db.close()
-    with pytest.raises(RecordingError, match=r"version 99.*reads version 1"):
+    with pytest.raises(RecordingError, match=r"version 99.*reads version 1 and 2"):
         SessionReader(str(path))
 
 

@@ -92,10 +92,10 @@ def test_a_slice_arrives_in_the_inspector(qtbot, live):
                         "stats": {"min": 0.0, "max": float(values.max())}, "truncated": False}
     meta = tensor_meta("out", shape=[64, 128], dtype="float32", device="cpu", numel=64 * 128)
     peer.send(PausedAt(step=5, where="forward", reason="step_module", root=0, path="network.0",
-                       call=0, tensors=[{"ref": "0:network.0#0/out", **meta}]))
+                       call=0, tensors=[{"ref": "r0/0:network.0#0/out", **meta}]))
     qtbot.waitUntil(lambda: w.model.paused is not None, timeout=5000)
     w.refresh()
-    assert w.inspector.state.ref == "0:network.0#0/out"
+    assert w.inspector.state.ref == "r0/0:network.0#0/out"
     assert w.graph.views["module"].nodes.executing is not None
     w.inspector.request_now()
     _wait_request(qtbot, peer, "get_tensor")

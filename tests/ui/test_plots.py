@@ -80,25 +80,25 @@ def _fully_plotted(qtbot):
 def test_curves_arrive_a_few_per_refresh_until_all_are_plotted(qtbot):
     panel, _model = _fully_plotted(qtbot)
     for kind in ("grad", "stat"):
-        keys = sorted(k[1] for t, k in panel._curves if t == kind)
+        keys = sorted(k[2] for t, k in panel._curves if t == kind)
         # the modules with the largest gradient norms, with every step plotted
         assert keys == sorted(f"layers.{i}" for i in range(MODULES - MAX_CURVES, MODULES))
         assert _legend(panel, kind) == keys
-    steps, values = panel._curves[("grad", (0, "layers.7"))].getData()
+    steps, values = panel._curves[("grad", (0, 0, "layers.7"))].getData()
     assert list(steps) == list(range(30)) and values[0] == 0.8
 
 
 def test_focus_swaps_one_curve_and_one_legend_entry(qtbot):
     panel, model = _fully_plotted(qtbot)
-    kept = panel._curves[("grad", (0, "layers.7"))]
+    kept = panel._curves[("grad", (0, 0, "layers.7"))]
     panel.set_focus((0, "layers.0"))   # the smallest gradient norm: not plotted until now
     for _ in range(3):
         panel.refresh(model)
-    keys = sorted(k[1] for t, k in panel._curves if t == "grad")
+    keys = sorted(k[2] for t, k in panel._curves if t == "grad")
     assert keys == ["layers.0"] + [f"layers.{i}" for i in range(MODULES - MAX_CURVES + 1, MODULES)]
     assert _legend(panel, "grad") == keys and _legend(panel, "stat") == keys
-    assert panel._curves[("grad", (0, "layers.7"))] is kept   # edited, not rebuilt
-    assert panel._curves[("grad", (0, "layers.0"))].opts["pen"].width() == 3
+    assert panel._curves[("grad", (0, 0, "layers.7"))] is kept   # edited, not rebuilt
+    assert panel._curves[("grad", (0, 0, "layers.0"))].opts["pen"].width() == 3
 
 
 def test_clear_forgets_curves_legends_and_range(qtbot):

@@ -1,0 +1,156 @@
+"""Rank is part of every key: events, refs, gate, recording, report, GUI model."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+
+import pytest
+import torch
+from torch import nn
+
+from tensorscope.distributed import RankInfo, current_rank, env_rank, rank_path
+from tensorscope.events import (CallDigest, Finding, Hello, ModuleTree, StepSummary,
+                                parse_tensor_ref, tensor_ref)
+from tensorscope.hooks.watch import Watch
+from tensorscope.recording import SessionReader
+from tensorscope.session import Session
+from tensorscope.ui.session_model import SessionModel
+
+
+@pytest.fixture
+def rank1(monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+
+def test_rank_from_env_and_per_rank_paths(monkeypatch, rank1):
+    assert env_rank() == current_rank() == RankInfo(1, 1, 2)
+    monkeypatch.setenv("WORLD_SIZE", "x")  # malformed: ignored
+    assert env_rank().world_size == 1
+    assert rank_path("out/r.json", 3, 4) == "out/r.rank3.json"
+    assert rank_path("out/r-{rank}.json", 3, 4) == "out/r-3.json"
+    assert rank_path("out/r.json", 0, 1) == "out/r.json"
+
+
+def test_tensor_refs_name_the_rank():
+    ref = tensor_ref(2, 0, "enc.layers.0", 7, "in[1]")
+    assert ref == "r2/0:enc.layers.0#7/in[1]"
+    assert parse_tensor_ref(ref) == (2, 0, "enc.layers.0", 7, "in[1]")
+    assert parse_tensor_ref("r0/1:#0/out") == (0, 1, "", 0, "out")
+    with pytest.raises(ValueError, match="not a tensor ref"):
+        parse_tensor_ref("0:fc#1/out")
+
+
+def _train(w: Watch, model: nn.Module, steps: int = 3) -> None:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w.optimizers.append(opt)
+    opt.register_step_post_hook(w.optimizer_post)
+    for _ in range(steps):
+        model(torch.ones(2, 4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def test_watch_events_recording_and_report_carry_the_rank(tmp_path, rank1):
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    rec, rep = tmp_path / "run.tscope", tmp_path / "r.json"
+    seen: list = []
+    with Watch(model, mode="default", record=str(rec), report=str(rep), connect=False) as w:
+        w.session.add_sink(type("S", (), {"handle": lambda s, m: seen.append(m),
+                                          "close": lambda s: None})())
+        assert w.rank == w.gate.rank == 1
+        _train(w, model)
+        w.emit_finding("dead_relu", "warning", "forward", 0, "1", "dead")
+    assert all(m.rank == 1 for m in seen if hasattr(m, "rank"))
+    assert {type(m) for m in seen} >= {CallDigest, StepSummary, Finding}
+    db = sqlite3.connect(rec)
+    assert {r for (r,) in db.execute("SELECT DISTINCT rank FROM messages")} == {1}
+    assert {r for (r,) in db.execute("SELECT DISTINCT rank FROM calls")} == {1}
+    assert db.execute("SELECT rank, kind FROM findings").fetchall() == [(1, "dead_relu")]
+    db.close()
+    with SessionReader(str(rec)) as r:
+        assert r.rank == 1 and r.hello.world_size == 2
+    report = json.loads(rep.read_text())
+    assert (report["rank"], report["world_size"]) == (1, 2)
+    assert report["findings"][0]["rank"] == 1
+
+
+def test_gate_and_events_follow_a_rank_known_late(monkeypatch):
+    """``init_process_group`` after TensorScope attached: the next step takes the rank."""
+    model = nn.Linear(4, 1)
+    s_msgs: list = []
+    w = Watch(model, connect=False)
+    w.session.add_sink(type("S", (), {"handle": lambda s, m: s_msgs.append(m),
+                                      "close": lambda s: None})())
+    try:
+        assert w.gate.rank == 0
+        monkeypatch.setenv("RANK", "3")
+        monkeypatch.setenv("WORLD_SIZE", "4")
+        _train(w, model, steps=1)
+        assert w.rank == w.gate.rank == 3
+        hello = [m for m in s_msgs if isinstance(m, Hello)]
+        assert [(h.rank, h.world_size) for h in hello] == [(3, 4)]
+        assert [m.rank for m in s_msgs if isinstance(m, ModuleTree)] == [3]
+        assert {m.rank for m in s_msgs if isinstance(m, CallDigest)} == {3}
+    finally:
+        w.close()
+
+
+def test_old_recordings_without_rank_columns_still_open(tmp_path):
+    path = tmp_path / "old.tscope"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE messages (id INTEGER PRIMARY KEY, step INTEGER NOT NULL,
+            seq INTEGER NOT NULL, type TEXT NOT NULL, body BLOB NOT NULL);""")
+    import msgpack
+
+    from tensorscope.protocol import body_of
+    db.executemany("INSERT INTO meta VALUES (?, ?)", [("format", "tensorscope-session"),
+                                                      ("format_version", "1"), ("complete", "1")])
+    for i, msg in enumerate([Hello(script="old.py"), StepSummary(step=0, loss=1.0)]):
+        db.execute("INSERT INTO messages VALUES (?, ?, ?, ?, ?)",
+                   (i + 1, 0, i, msg.TYPE, msgpack.packb(body_of(msg))))
+    db.commit()
+    db.close()
+    with SessionReader(str(path)) as r:
+        assert r.hello.script == "old.py" and r.steps == [0] and r.rank == 0
+
+
+def _rank_events(rank: int, steps: int, loss: float) -> list:
+    tree = ModuleTree(rank=rank, roots=[{"root": 0, "name": "Net", "type": "Net", "params": 4,
+                                         "modules": [{"path": "", "type": "Net"},
+                                                     {"path": "fc", "type": "Linear"}]}])
+    out: list = [Hello(script="ddp.py", rank=rank, world_size=2), tree]
+    for step in range(steps):
+        out.append(CallDigest(step=step, rank=rank, path="fc", type="Linear",
+                              grad_norm=loss + step))
+        out.append(StepSummary(step=step, rank=rank, loss=loss))
+    return out
+
+
+def test_gui_model_keys_modules_series_and_findings_by_rank():
+    m = SessionModel()
+    m.ingest_many(_rank_events(0, 3, 1.0) + _rank_events(1, 2, 2.0))
+    m.ingest(Finding(kind="non_finite", rank=1, module="fc"))
+    m.ingest(Finding(kind="non_finite", rank=0, module="fc"))
+    assert {(0, 0, "fc"), (1, 0, "fc")} <= set(m.modules) and m.modules[(1, 0, "fc")].rank == 1
+    assert set(m.module_series) == {(0, 0, "fc"), (1, 0, "fc")}
+    assert len(m.findings) == 2
+    assert m.module(0, "fc").findings == 1 and m.module(0, "fc", rank=1).findings == 1
+    assert m.rank == 0 and m.step == 2 and m.loss.last() == 1.0
+    m.select_rank(1)
+    assert m.step == 1 and m.loss.last() == 2.0 and m.hello.rank == 1
+    assert m.module(0, "fc").grad_norm == 3.0
+    assert m.world_size == 2 and m.straggler() == 1
+    assert set(m.rank_states()) == {0, 1}
+
+
+def test_a_rank_that_stops_stepping_is_stalled():
+    m = SessionModel()
+    m.ingest_many(_rank_events(0, 2, 1.0) + _rank_events(1, 2, 1.0))
+    m.ranks[0].last_step_at = m.ranks[1].last_step_at - 60.0
+    states = m.rank_states(now=m.ranks[1].last_step_at)
+    assert states == {0: "stalled", 1: "running"}
