@@ -93,6 +93,19 @@ def _build_open(sub: argparse._SubParsersAction) -> None:
         "open", help="replay a recorded session",
         description="Open a .tscope recording with a step timeline.")
     p.add_argument("file", metavar="FILE.tscope")
+    p.add_argument("--screenshot", metavar="PNG",
+                   help="render the window without a display, save it as PNG and exit")
+    p.add_argument("--step", type=int, help="with --screenshot: the recorded step to show "
+                                            "(default: the last)")
+    p.add_argument("--graph", choices=("module", "autograd"), default="module",
+                   help="with --screenshot: the graph to show (default: module)")
+    p.add_argument("--expand", choices=("default", "all", "none"), default="default",
+                   help="with --screenshot: fold containers as by default, expand all, "
+                        "or fold every container (default: default)")
+    p.add_argument("--select", metavar="PATH",
+                   help="with --screenshot: select this module (a dotted path)")
+    p.add_argument("--size", metavar="WxH", default="1600x1000",
+                   help="with --screenshot: the window size (default: 1600x1000)")
 
 
 def _build_demo(sub: argparse._SubParsersAction) -> None:

@@ -150,15 +150,55 @@ def attach_command(args: argparse.Namespace) -> int:
 def open_command(args: argparse.Namespace) -> int:
     """``tensorscope open FILE.tscope``: replay a recording."""
     from tensorscope.recording import RecordingError
+    screenshot = getattr(args, "screenshot", None)
+    # The file is checked before the display: a missing file is the error to name.
+    if not os.path.exists(args.file):
+        print(f"tensorscope open: {args.file}: no such file", file=sys.stderr)
+        return 1
+    if os.path.isdir(args.file):
+        print(f"tensorscope open: {args.file} is a directory, not a .tscope recording",
+              file=sys.stderr)
+        return 1
+    size = _parse_size(getattr(args, "size", None) or "1600x1000")
+    if size is None:
+        print(f"tensorscope open: --size {args.size!r} is not WIDTHxHEIGHT (e.g. 1600x1000)",
+              file=sys.stderr)
+        return 2
+    make_application(offscreen_ok=bool(screenshot))
     from tensorscope.ui.replay import ReplayWindow
-    make_application()
     try:
-        window = ReplayWindow(args.file)
+        window = ReplayWindow(args.file, settings_key=None if screenshot else "replay")
     except (RecordingError, OSError) as exc:
         print(f"tensorscope open: {exc}", file=sys.stderr)
         return 1
+    if not screenshot:
+        window.show()
+        return QApplication.instance().exec()
+    from tensorscope.ui.screenshot import ReplayScreenshot
+    window.resize(*size)
+    shot = ReplayScreenshot(window, screenshot, step=getattr(args, "step", None),
+                            graph=getattr(args, "graph", "module") or "module",
+                            expand=getattr(args, "expand", "default") or "default",
+                            select=getattr(args, "select", None))
+    result = {"code": 1}
+
+    def done(code: int, message: str) -> None:
+        result["code"] = code
+        print(message, file=sys.stderr if code else sys.stdout)
+        window.close()
+    shot.saved.connect(lambda p: done(0, f"tensorscope: saved a screenshot to {p}"))
+    shot.failed.connect(lambda m: done(1, f"tensorscope open: screenshot failed: {m}"))
     window.show()
-    return QApplication.instance().exec()
+    QApplication.instance().exec()
+    return result["code"]
+
+
+def _parse_size(text: str) -> tuple[int, int] | None:
+    w, sep, h = text.lower().partition("x")
+    if not sep or not w.isdigit() or not h.isdigit() or not (100 <= int(w) <= 8000) \
+            or not (100 <= int(h) <= 8000):
+        return None
+    return int(w), int(h)
 
 
 def run_with_gui(args: argparse.Namespace, screenshot: str | None = None,

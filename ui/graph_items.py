@@ -35,6 +35,7 @@ class Card:
     dtype: str = ""
     device: str = ""
     members: int = 1
+    side: str = ""            # side inputs drawn as a stub row ("⇢ attention_mask 2×32")
     rect: QRectF = field(default_factory=QRectF)
 
 
@@ -65,10 +66,23 @@ def card_size(card: Card) -> tuple[float, float]:
         if card.kind == "opgroup":
             w = max(w, small.horizontalAdvance(f"{card.path}  ▸{card.members}") + 28)
         return (max(110.0, min(w, 240.0)), 40.0 if card.path else 30.0)
-    top = title.horizontalAdvance(card.title) + small.horizontalAdvance(card.path) + 36
+    path = card.path if card.kind != "group" else f"{card.path}  ▸{card.members}"
+    top = title.horizontalAdvance(card.title) + small.horizontalAdvance(path) + 36
     badges = small.horizontalAdvance(short_dtype(card.dtype) + card.device) + 34
     bottom = mono.horizontalAdvance(card.shape) + badges + 30
-    return (max(170.0, min(max(top, bottom), 300.0)), 54.0 if card.kind != "group" else 58.0)
+    side = small.horizontalAdvance(card.side) + 30 if card.side else 0.0
+    height = (54.0 if card.kind != "group" else 58.0) + (SIDE_ROW if card.side else 0.0)
+    return (max(170.0, min(max(top, bottom, side), 300.0)), height)
+
+
+SIDE_ROW = 17.0
+
+
+def side_text(badges: list[dict]) -> str:
+    """The stub row of a card fed side inputs: ``⇢ attention_mask 2×32, side input 1×32``."""
+    parts = [f"{b.get('label', 'side input')} {shape_text(b.get('shape'))}".strip()
+             for b in badges]
+    return "⇢ " + ", ".join(dict.fromkeys(parts)) if parts else ""
 
 
 class NodeLayer(QGraphicsItem):
@@ -215,6 +229,15 @@ class NodeLayer(QGraphicsItem):
             painter.setFont(small_f)
             painter.setPen(t.subtle)
             painter.drawText(head, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, path)
+        if card.side:   # side inputs: a stub from the left edge and their names
+            y = r.top() + 26 + SIDE_ROW / 2
+            painter.setPen(QPen(t.edge, 1.4))
+            painter.drawLine(QPointF(r.left() - 12, y), QPointF(r.left() + 8, y))
+            painter.setFont(small_f)
+            painter.setPen(t.subtle)
+            row = QRectF(left, r.top() + 26, right - left, SIDE_ROW)
+            painter.drawText(row, Qt.AlignmentFlag.AlignVCenter, small_elide(
+                self._metrics[1], card.side, row.width()))
         base = QRectF(left, r.bottom() - 25, right - left, 20)
         painter.setFont(mono_f)
         painter.setPen(t.text)
@@ -262,6 +285,11 @@ class NodeLayer(QGraphicsItem):
         painter.setPen(t.subtle)
         painter.drawText(QRectF(r.left(), r.center().y(), r.width(), r.height() / 2 - 3),
                          Qt.AlignmentFlag.AlignCenter, card.shape)
+
+
+def small_elide(metrics: QFontMetricsF, text: str, width: float) -> str:
+    """``text`` elided on the right to ``width``."""
+    return metrics.elidedText(text, Qt.TextElideMode.ElideRight, width)
 
 
 @dataclass

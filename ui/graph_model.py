@@ -114,7 +114,9 @@ class GraphModel:
         paths: dict[str, str] = {}
         interior = self._interior_inputs() if self.kind == "module" else {}
         for nid, (root, container) in interior.items():
-            self.full.nodes[nid]["label"] = "op result"
+            attrs = self.full.nodes[nid]
+            attrs.setdefault("arg_label", attrs.get("label"))   # side-input badges name it
+            attrs["label"] = "op result"
             keys = [(root, p) for p in [""] + _prefixes(container)]
             node_groups[nid] = keys
             for key in keys:
@@ -219,6 +221,10 @@ class GraphModel:
             chosen, pieces = depth, now
         self._collapse_at(chosen)
 
+    def collapse_below(self, depth: int) -> None:
+        """Fold every container at ``depth`` path components or deeper."""
+        self._collapse_at(depth)
+
     def _collapse_at(self, depth: int) -> None:
         self.collapsed = {k for k in self._groups if _depth(k[1]) >= depth}
         self._visible = None
@@ -272,6 +278,7 @@ class GraphModel:
                     else:
                         vis.add_edge(a, b, label=attrs.get("label", ""), count=1)
         self._fill_group_io(vis)
+        fold_side_inputs(vis)
         return vis
 
     def _exits(self, container: str) -> list[str]:
@@ -288,8 +295,15 @@ class GraphModel:
             if nid in seen or nid not in self.full.nodes:
                 continue
             seen.add(nid)
+            inputs = set(self.full.predecessors(nid))
             for x in self.full.nodes[nid].get("exits") or ():
                 o = self._owner.get(x)
+                if o is None and x in inputs:
+                    # the container's input added to its output (a residual ``x + f(x)``)
+                    # came from a hidden container: the stream is drawn into this block
+                    # already, and following it would link every earlier block to
+                    # every later one (the funnel of a transformer expanded)
+                    continue
                 if o is None:
                     todo.append(x)
                 elif o not in out:
@@ -374,6 +388,67 @@ class GraphModel:
         """The innermost container of visible node ``nid`` (to collapse it)."""
         keys = self._node_groups.get(nid, [])
         return keys[-1] if keys else None
+
+
+SIDE_FANOUT = 3   # a tensor feeding this many visible nodes may be a side input
+SIDE_CLASSES = ("Rotary", "PositionalEmbedding", "PositionEmbedding")
+
+
+def _is_side_source(vis: nx.DiGraph, nid: str) -> bool:
+    """A node whose fan-out would warp the layout: a mask, position ids, a cache
+    position or a rotary table handed to many blocks that run one after another.
+
+    Inputs (tensors no module made: ``arange``, masks) and rotary/position
+    modules qualify when they feed at least ``SIDE_FANOUT`` visible nodes of
+    which at least two feed one another (a chain of blocks). Parallel branches
+    (an Inception block's input) stay ordinary edges.
+    """
+    attrs = vis.nodes[nid]
+    kind = attrs.get("kind")
+    label = str(attrs.get("label") or "")
+    if kind == "input":
+        pass
+    elif kind in ("call", "group") and any(c in label for c in SIDE_CLASSES):
+        pass
+    else:
+        return False
+    succ = [v for v in vis.successors(nid) if vis.nodes[v].get("kind") != "output"]
+    if len(succ) < SIDE_FANOUT:
+        return False
+    members = set(succ)
+    chained = sum(1 for v in succ for w in vis.successors(v) if w in members)
+    return chained >= 2
+
+
+def side_input_label(attrs: dict[str, Any]) -> str:
+    """A short name for a side input: its argument name, else its class or "side input"."""
+    label = str(attrs.get("arg_label") or attrs.get("label") or "")
+    if label.startswith("in[") and label.endswith("]"):
+        inner = label[3:-1].strip("\"'")
+        return inner if inner and not inner.isdigit() else "side input"
+    if attrs.get("kind") in ("call", "group"):
+        return label
+    return "side input" if label in ("", "op result", "input") else label
+
+
+def fold_side_inputs(vis: nx.DiGraph) -> None:
+    """Replace each side-input node by a badge on its consumers (in place).
+
+    A consumer gets ``side_inputs``: a list of ``{"id", "label", "shape"}``; the
+    graph keeps ``vis.graph["side_inputs"]``, id → the node's attributes and
+    its consumers, so selection and search still find it.
+    """
+    folded: dict[str, dict[str, Any]] = {}
+    for nid in [n for n in vis.nodes if _is_side_source(vis, n)]:
+        attrs = dict(vis.nodes[nid])
+        consumers = list(vis.successors(nid))
+        badge = {"id": nid, "label": side_input_label(attrs), "shape": attrs.get("shape")}
+        for v in consumers:
+            vis.nodes[v].setdefault("side_inputs", []).append(badge)
+        attrs["consumers"] = consumers
+        folded[nid] = attrs
+        vis.remove_node(nid)
+    vis.graph["side_inputs"] = folded
 
 
 def _depth(path: str) -> int:

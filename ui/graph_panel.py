@@ -337,6 +337,12 @@ class GraphPanel(QWidget):
         changed.expand_all()
         self.relayout(self.kind, incremental=True, model=changed)
 
+    def collapse_all(self) -> None:
+        """Fold every container below the roots (one card per top-level module)."""
+        changed = self.graphs[self.kind].copy()
+        changed.collapse_below(1)
+        self.relayout(self.kind, incremental=False, model=changed)
+
     def collapse_default(self) -> None:
         """Back to the default collapse depth (computed off the GUI thread)."""
         changed = self.graphs[self.kind].copy()

@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QImage, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QStyle, QWidget
 
 from tensorscope.ui.graph_items import (Card, EdgeLabel, EdgeLayer, NodeLayer, card_size,
-                                        shape_text, short_dtype)
+                                        shape_text, short_dtype, side_text)
 from tensorscope.ui.legend import MetricLegend
 from tensorscope.ui.minimap import Minimap
 from tensorscope.ui.theme import Theme, make_theme, mono_font
@@ -44,7 +44,8 @@ def build_cards(vis: nx.DiGraph, describe: Callable[[dict], tuple[str, str]] | N
             title, path = str(a.get("param") or title), ""
         cards[nid] = Card(id=nid, kind=kind, title=title, path=path,
                           shape=shape_text(a.get("shape")), dtype=str(a.get("dtype") or ""),
-                          device=str(a.get("device") or ""), members=int(a.get("members", 1)))
+                          device=str(a.get("device") or ""), members=int(a.get("members", 1)),
+                          side=side_text(a.get("side_inputs") or []))
         if kind == "group" and a.get("mixed_dtype"):
             cards[nid].dtype = "mixed"
         if kind == "group" and a.get("shape") is None and not a.get("dtype"):

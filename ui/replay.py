@@ -111,8 +111,8 @@ class ReplayWindow(MainWindow):
 
     loaded = Signal()
 
-    def __init__(self, path: str) -> None:
-        super().__init__(settings_key="replay")
+    def __init__(self, path: str, settings_key: str | None = "replay") -> None:
+        super().__init__(settings_key=settings_key)
         self.reader = SessionReader(path)  # opening checks the header only
         self.setWindowTitle(f"TensorScope — {path}")
         self._lock = threading.Lock()

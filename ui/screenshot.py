@@ -57,3 +57,90 @@ class StepScreenshot(QObject):
             self.saved.emit(self.path)
         else:
             self.failed.emit(f"could not write {self.path}")
+
+
+class ReplayScreenshot(QObject):
+    """Renders a recording's window in a chosen state, then grabs it (``open --screenshot``).
+
+    Once the file is loaded: show ``step`` (default: the last), the ``graph``
+    kind, fold per ``expand`` (``default``, ``all`` or ``none``: every container
+    folded), select ``select`` (a module path, root 0 unless ``"root:path"``),
+    wait for the layout and a few refresh ticks, and save. Emits ``saved`` or
+    ``failed`` like ``StepScreenshot``.
+    """
+
+    saved = Signal(str)
+    failed = Signal(str)
+
+    def __init__(self, window, path: str, step: int | None = None, graph: str = "module",
+                 expand: str = "default", select: str | None = None,
+                 timeout: float = 180.0) -> None:
+        super().__init__(window)
+        self.window, self.path, self.step = window, path, step
+        self.graph, self.expand, self.select = graph, expand, select
+        self.deadline = time.monotonic() + timeout
+        self._stage = "loading"
+        self._settle = 0
+        window.loaded.connect(self._loaded)
+        window.refreshed.connect(self._check)
+
+    def _loaded(self) -> None:
+        steps = self.window.replay.steps
+        if self.step is not None and steps:
+            if self.step not in steps:
+                self._fail(f"step {self.step} is not in the recording "
+                           f"(steps {steps[0]}–{steps[-1]})")
+                return
+            self.window.replay.slider.setValue(steps.index(self.step))
+        self._stage = "structure"
+
+    def _fail(self, message: str) -> None:
+        if self._stage != "done":
+            self._stage = "done"
+            self.failed.emit(message)
+
+    def _check(self) -> None:
+        if self._stage in ("done", "loading"):
+            if self._stage == "loading" and time.monotonic() > self.deadline:
+                self._fail("the recording did not load in time")
+            return
+        if time.monotonic() > self.deadline:
+            self._fail("the graph was not laid out in time")
+            return
+        g = self.window.graph
+        if g.pending_layouts() or not g.views[self.graph].nodes.cards:
+            if self._stage == "structure" and self.window.model.graphs.get(self.graph) is None \
+                    and g.pending_layouts() == 0 and self._settle > 20:
+                self._fail(f"the recording has no {self.graph} graph")
+            self._settle += 1
+            return
+        if self._stage == "structure":
+            self._stage = "arranged"
+            self.window.show_graph(self.graph)
+            if self.expand == "all":
+                g.expand_all()
+            elif self.expand == "none":
+                g.collapse_all()
+            self._settle = 0
+            return
+        if self._stage == "arranged":
+            self._stage = "selected"
+            if self.select:
+                root, _, path = self.select.rpartition(":")
+                key = (int(root) if root.isdigit() else 0, path)
+                if self.window.model.module(*key) is None:
+                    self._fail(f"no module {path!r} in the recording")
+                    return
+                self.window.select_module(*key)
+            self._settle = 0
+            return
+        self._settle += 1
+        if self._settle >= 4:   # a few refresh ticks: colours, plots, inspector settle
+            self._stage = "done"
+            QTimer.singleShot(0, self._grab)
+
+    def _grab(self) -> None:
+        if self.window.grab().save(self.path, "PNG"):
+            self.saved.emit(self.path)
+        else:
+            self.failed.emit(f"could not write {self.path}")

@@ -1,0 +1,71 @@
+"""``tensorscope open FILE --screenshot``: any recorded state rendered without a display."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from PySide6.QtGui import QImage
+
+from sample_events import mlp_session
+from tensorscope.recording import Recorder
+from tensorscope.session import Session
+
+
+@pytest.fixture
+def recording(tmp_path):
+    path = str(tmp_path / "run.tscope")
+    session = Session()
+    session.add_sink(Recorder(path))
+    for msg in mlp_session(12):
+        session.emit(msg)
+    session.close()
+    return path
+
+
+def _open(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY",
+                                                            "QT_QPA_PLATFORM")}
+    return subprocess.run([sys.executable, "-m", "tensorscope", "open", *args], env=env,
+                          capture_output=True, text=True, timeout=240)
+
+
+def _not_blank(path) -> QImage:
+    image = QImage(str(path))
+    assert image.width() == 1600 and image.height() == 1000
+    colours = {image.pixel(x, y) for x in range(0, image.width(), 37)
+               for y in range(0, image.height(), 29)}
+    assert len(colours) > 50
+    return image
+
+
+def test_screenshot_of_a_step_with_a_selection(tmp_path, recording):
+    out = tmp_path / "shot.png"
+    proc = _open(recording, "--screenshot", str(out), "--step", "3", "--expand", "all",
+                 "--select", "network.2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "saved a screenshot" in proc.stdout
+    _not_blank(out)
+
+
+def test_screenshot_of_the_autograd_graph(tmp_path, recording):
+    out = tmp_path / "ag.png"
+    proc = _open(recording, "--screenshot", str(out), "--graph", "autograd", "--expand", "none")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _not_blank(out)
+
+
+def test_bad_requests_are_named(tmp_path, recording):
+    proc = _open(recording, "--screenshot", str(tmp_path / "x.png"), "--step", "99")
+    assert proc.returncode == 1 and "step 99 is not in the recording" in proc.stderr
+    proc = _open(recording, "--screenshot", str(tmp_path / "x.png"), "--select", "nope.3")
+    assert proc.returncode == 1 and "no module 'nope.3'" in proc.stderr
+
+
+def test_a_missing_file_is_named_before_any_display_check(tmp_path):
+    missing = tmp_path / "missing.tscope"
+    proc = _open(str(missing))    # no display, no --screenshot: the file is the error
+    assert proc.returncode == 1
+    assert f"{missing}: no such file" in proc.stderr
+    assert "display" not in proc.stderr

@@ -1,0 +1,64 @@
+"""Tensors that feed many chained blocks (masks, position ids) become badges."""
+from __future__ import annotations
+
+from tensorscope.events import GraphStructure
+from tensorscope.ui.graph_model import GraphModel, side_input_label
+
+
+def _node(nid: str, kind: str = "call", path: str = "", label: str = "Block",
+          shape=(2, 8, 16), dtype: str = "float32") -> dict:
+    return {"id": nid, "kind": kind, "label": label, "root": 0, "path": path, "call": None,
+            "parent": None, "shape": list(shape), "dtype": dtype, "device": "cpu"}
+
+
+def _chain(blocks: int, mask_label: str = 'in["attention_mask"]') -> GraphStructure:
+    nodes = [_node("in0", "input", label='in["input_ids"]', shape=(2, 8), dtype="int64"),
+             _node("in1", "input", label=mask_label, shape=(2, 8), dtype="int64"),
+             _node("e", path="embed", label="Embedding")]
+    edges = [["in0", "e", [2, 8]]]
+    prev = "e"
+    for i in range(blocks):
+        nid = f"b{i}"
+        nodes.append(_node(nid, path=f"h.{i}"))
+        edges += [[prev, nid, [2, 8, 16]], ["in1", nid, [2, 8]]]
+        prev = nid
+    return GraphStructure(kind="module", hash=f"chain{blocks}", nodes=nodes, edges=edges)
+
+
+def test_a_mask_fed_to_every_block_is_a_badge_not_a_node() -> None:
+    g = GraphModel("module")
+    g.set_structure(_chain(6), budget=None)
+    vis = g.visible_graph()
+    assert "in1" not in vis and "in1" in vis.graph["side_inputs"]
+    assert vis.graph["side_inputs"]["in1"]["consumers"] == [f"b{i}" for i in range(6)]
+    for i in range(6):
+        assert vis.nodes[f"b{i}"]["side_inputs"] == [
+            {"id": "in1", "label": "attention_mask", "shape": [2, 8]}]
+    assert "in0" in vis   # the tokens feed one module: an ordinary input
+
+
+def test_parallel_branches_keep_their_edges() -> None:
+    """An Inception block's input feeds four branches that do not feed one another."""
+    nodes = [_node("in0", "input", label="in[0]")] + [
+        _node(f"b{i}", path=f"branch{i}") for i in range(4)] + [_node("cat", path="head")]
+    edges = [["in0", f"b{i}", [2]] for i in range(4)] + [[f"b{i}", "cat", [2]] for i in range(4)]
+    g = GraphModel("module")
+    g.set_structure(GraphStructure(kind="module", hash="inc", nodes=nodes, edges=edges),
+                    budget=None)
+    vis = g.visible_graph()
+    assert "in0" in vis and vis.out_degree("in0") == 4
+    assert not vis.graph["side_inputs"]
+
+
+def test_two_blocks_are_not_enough_for_a_badge() -> None:
+    g = GraphModel("module")
+    g.set_structure(_chain(2), budget=None)
+    assert "in1" in g.visible_graph()
+
+
+def test_side_input_labels() -> None:
+    assert side_input_label({"label": 'in["position_ids"]'}) == "position_ids"
+    assert side_input_label({"label": "in[0]"}) == "side input"
+    assert side_input_label({"label": "op result"}) == "side input"
+    assert side_input_label({"label": "LlamaRotaryEmbedding", "kind": "call"}) \
+        == "LlamaRotaryEmbedding"
