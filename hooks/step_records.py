@@ -87,6 +87,8 @@ class StepBuffer:
         self.n_inputs = 0
         self.grad_handles: list[Any] = []
         self.loss: _Tensor | None = None
+        self.noted_loss: _Tensor | None = None   # Watch.note_loss: what a framework backpropagated
+        self.loop = ""                           # Watch.label_step: the framework loop running it
         self.loss_candidates: list[tuple[GradEntry, _Tensor]] = []
         self.saw_backward = False
         self.any_grad = False

@@ -67,9 +67,10 @@ def digest(call: CallRecord, values: list[float], rank: int) -> CallDigest:
 
 
 def queue_loss(step: "StepBuffer") -> int | None:
-    """Queue the step's loss: the last loss-module output, else the last scalar
-    root output that backward ran through."""
-    loss = step.loss
+    """Queue the step's loss: what a framework said it backpropagated
+    (``Watch.note_loss``), else the last loss-module output, else the last
+    scalar root output that backward ran through."""
+    loss = step.noted_loss if step.noted_loss is not None else step.loss
     if loss is None:
         for entry, value in reversed(step.loss_candidates):
             if entry.arrived:
@@ -91,7 +92,7 @@ def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int
     rows = ParamTracker.finish(step.param_work, values)
     grads = [r["grad_norm"] for r in rows if r["grad_norm"] is not None]
     summary = StepSummary(
-        step=step.index, rank=rank, kind=kind,
+        step=step.index, rank=rank, kind=kind, loop=step.loop,
         loss=values[loss_at] if loss_at is not None else None,
         duration=time.perf_counter() - step.started, calls=len(step.calls),
         grad_norm=math.sqrt(sum(g * g for g in grads)) if grads else None,

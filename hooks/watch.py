@@ -26,6 +26,7 @@ from tensorscope.distributed import RankInfo, current_rank
 from tensorscope.events import Bye, ExceptionRaised, Hello, ModuleTree
 from tensorscope.hooks.callbacks import CaptureCallbacks
 from tensorscope.hooks.capture import Capture, StepBuffer
+from tensorscope.hooks.framework_steps import FrameworkSteps
 from tensorscope.hooks.gate import Gate
 from tensorscope.hooks.observer import CallRecord, Observer
 from tensorscope.hooks.params import ParamTracker
@@ -55,7 +56,7 @@ def _breakpoint_kinds(break_on: Sequence[str] | str) -> list[str]:
     return kinds
 
 
-class Watch(CaptureCallbacks):
+class Watch(CaptureCallbacks, FrameworkSteps):
     """Instruments ``model`` (a module or a list) and ``optimizer`` (one or a list).
 
     ``mode``: ``"shapes"`` (metadata and graphs), ``"default"`` (plus finite
@@ -317,10 +318,7 @@ class Watch(CaptureCallbacks):
             return
         self.closed = True
         try:
-            step = self.capture.step
-            if self.capture.active:
-                kind = "train" if step.saw_backward or step.optimizer_steps else "inference"
-                self.capture.end_step(kind)
+            self.end_open_step()
         finally:
             self._detach(exit_code)
 

@@ -215,7 +215,10 @@ class StepSummary(Message):
     or ``"inference"`` (a root forward with no optimizer). ``params`` holds
     dicts ``{"name", "root", "module", "shape", "grad_norm", "norm",
     "update_ratio", "in_optimizer", "requires_grad"}``. ``dropped`` counts
-    events the live stream dropped since the previous summary.
+    events the live stream dropped since the previous summary. ``loop`` names
+    the framework loop that ran the step (``"train"``, ``"validation"``,
+    ``"test"``, ``"predict"``, ``"evaluate"``; ``""`` outside a framework
+    callback).
     """
 
     TYPE: ClassVar[str] = "step_summary"
@@ -229,6 +232,30 @@ class StepSummary(Message):
     params: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0
     memory: int | None = None
+    time: float = 0.0
+    loop: str = ""
+
+
+@_register
+@dataclass
+class Scalars(Message):
+    """Numbers logged by the user or a framework (``Watch.log``), plotted beside
+    TensorScope's own and kept by the report.
+
+    ``values`` maps a name to a float (the transformers ``Trainer`` logs
+    ``loss``, ``learning_rate``, ``grad_norm``, ``eval_loss`` ...). ``step`` is
+    the TensorScope step they belong to (the last one finished when logged),
+    ``source`` who logged them (``"user"``, ``"transformers"``,
+    ``"lightning"``), ``framework_step`` the framework's own step counter
+    (the Trainer's ``global_step``), None where there is none.
+    """
+
+    TYPE: ClassVar[str] = "scalars"
+    step: int = 0
+    rank: int = 0
+    source: str = "user"
+    values: dict[str, float] = field(default_factory=dict)
+    framework_step: int | None = None
     time: float = 0.0
 
 

@@ -1,7 +1,8 @@
 """The headless JSON report (schema version 1; see docs/report.md).
 
 ``ReportBuilder`` is a session ``Sink``: it folds the event stream (Hello,
-ModuleTree, CallDigest, StepSummary, Finding, ExceptionRaised, Dropped, Bye)
+ModuleTree, CallDigest, StepSummary, Finding, Scalars, ExceptionRaised, Dropped,
+Bye)
 into a small summary and writes it atomically (temporary file + rename) when
 the session closes. Standard library only: it runs in the session layer.
 """
@@ -14,7 +15,7 @@ import tempfile
 from typing import Any
 
 from tensorscope.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding, Hello,
-                                Message, ModuleTree, StepSummary)
+                                Message, ModuleTree, Scalars, StepSummary)
 
 REPORT_VERSION = 1
 MAX_LOSSES = 10000
@@ -74,6 +75,7 @@ class ReportBuilder:
         self.losses: list[list[Any]] = []        # [step, loss] of training steps
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
         self.findings: dict[tuple[int, str, int, str], dict[str, Any]] = {}
+        self.scalars: dict[str, list[list[Any]]] = {}   # name -> [step, value] (Scalars)
         self.dropped = 0
         self.exit_code: int | None = None
         self.exception: dict[str, Any] | None = None
@@ -108,6 +110,11 @@ class ReportBuilder:
             self.exception = {"type": msg.type, "message": msg.message, "step": msg.step,
                               "root": msg.root, "module": msg.module,
                               "traceback": msg.traceback}
+        elif isinstance(msg, Scalars):
+            for name, value in msg.values.items():
+                series = self.scalars.setdefault(name, [])
+                if len(series) < MAX_LOSSES:
+                    series.append([msg.step, value])
         elif isinstance(msg, Dropped):
             self.dropped += msg.count
         elif isinstance(msg, Bye):
@@ -151,6 +158,7 @@ class ReportBuilder:
             "findings": sorted(self.findings.values(),
                                key=lambda f: (f["step"], f["kind"], f["rank"])),
             "losses": self.losses, "eval_losses": self.eval_losses,
+            "scalars": self.scalars,
             "exception": self.exception,
         })
 

@@ -36,6 +36,11 @@ PLOT_INTERVAL_S = 0.2
 NEW_CURVES_PER_REFRESH = 1
 PLOTS = ("loss", "grad", "stat")
 RANK_DASHES = (None, [4, 3], [1, 3], [6, 2, 1, 2])  # rank % 4: solid, dashed, dotted, dash-dot
+# The fourth plot shows what the user or a framework logged (``Scalars``: the
+# Trainer's loss, learning rate, grad norm), one name at a time; it appears with
+# the first such values.
+LOGGED = "logged"
+ALL_PLOTS = PLOTS + (LOGGED,)
 NICE_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
@@ -153,7 +158,11 @@ class PlotsPanel(QWidget):
         self.stat_plot = self._plot("Activation statistic per module", fg)
         self.grad_plot.setXLink(self.loss_plot)
         self.stat_plot.setXLink(self.loss_plot)
-        self.plots = {"loss": self.loss_plot, "grad": self.grad_plot, "stat": self.stat_plot}
+        self.logged_plot = self._plot("Logged", fg)
+        self.logged_plot.setXLink(self.loss_plot)
+        self.logged_plot.hide()
+        self.plots = {"loss": self.loss_plot, "grad": self.grad_plot, "stat": self.stat_plot,
+                      LOGGED: self.logged_plot}
         self.clock: Callable[[], float] = time.monotonic   # seconds; a test may replace it
         self.steps = StepRange(list(self.plots.values()), clock=lambda: self.clock())
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(self.theme.accent, width=2))
@@ -166,12 +175,18 @@ class PlotsPanel(QWidget):
         for key, label in STATS.items():
             self.stat_choice.addItem(label, key)
         self.stat_choice.currentIndexChanged.connect(lambda _i: self._force("stat"))
+        self.logged_label = QLabel("Logged:", self)
+        self.logged_choice = QComboBox(self)
+        self.logged_choice.currentIndexChanged.connect(lambda _i: self._force(LOGGED))
+        for w in (self.logged_label, self.logged_choice):
+            w.hide()
+        self._logged: dict[tuple[int, str], pg.PlotDataItem] = {}
         self.focus: LocalKey | None = None
         self._rank_loss: dict[int, pg.PlotDataItem] = {}   # other ranks' loss curves
         self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
         self._colours: dict[LocalKey, str] = {}
-        self._revs = dict.fromkeys(PLOTS, -1)
-        self._updated_at = dict.fromkeys(PLOTS, 0.0)
+        self._revs = dict.fromkeys(ALL_PLOTS, -1)
+        self._updated_at = dict.fromkeys(ALL_PLOTS, 0.0)
         self._turn = 0
         self._budget = NEW_CURVES_PER_REFRESH
         self.step_line = None
@@ -181,6 +196,8 @@ class PlotsPanel(QWidget):
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Statistic:", self))
         controls.addWidget(self.stat_choice)
+        controls.addWidget(self.logged_label)
+        controls.addWidget(self.logged_choice)
         controls.addStretch(1)
         row = QHBoxLayout()
         for plot in self.plots.values():
@@ -210,7 +227,7 @@ class PlotsPanel(QWidget):
         return w
 
     def _force(self, *names: str) -> None:
-        for name in names or PLOTS:
+        for name in names or ALL_PLOTS:
             self._revs[name] = -1
             self._updated_at[name] = 0.0
 
@@ -219,6 +236,13 @@ class PlotsPanel(QWidget):
         for (kind, _key), item in list(self._curves.items()):
             self._remove_curve(kind, item)
         self._curves.clear()
+        for item in self._logged.values():
+            self.logged_plot.getPlotItem().legend.removeItem(item)
+            self.logged_plot.removeItem(item)
+        self._logged.clear()
+        self.logged_choice.clear()
+        for w in (self.logged_plot, self.logged_label, self.logged_choice):
+            w.hide()
         self.loss_curve.setData([], [])
         self.eval_curve.setData([], [])
         for item in self._rank_loss.values():
@@ -245,15 +269,18 @@ class PlotsPanel(QWidget):
         a new selection) never stalls the GUI.
         """
         now = self.clock()
-        for i in range(len(PLOTS)):
-            name = PLOTS[(self._turn + i) % len(PLOTS)]
+        names = ALL_PLOTS if model.scalars else PLOTS
+        for i in range(len(names)):
+            name = names[(self._turn + i) % len(names)]
             if (self._revs[name] != model.data_rev
                     and now - self._updated_at[name] >= PLOT_INTERVAL_S):
-                self._turn = (self._turn + i + 1) % len(PLOTS)
+                self._turn = (self._turn + i + 1) % len(names)
                 self._revs[name], self._updated_at[name] = model.data_rev, now
                 self._budget = NEW_CURVES_PER_REFRESH
                 if name == "loss":
                     self._update_loss(model)
+                elif name == LOGGED:
+                    self._update_logged(model)
                 else:
                     self._update_modules(name, model)
                 moved = self.steps.apply()
@@ -286,6 +313,38 @@ class PlotsPanel(QWidget):
                 r_steps, r_values = peak_decimate(r_steps, r_values,
                                                   self._max_points(self.loss_plot))
             item.setData(r_steps, r_values)
+
+    def _update_logged(self, model: SessionModel) -> None:
+        """The chosen logged name's curve (one per rank); new names join the choice."""
+        names = sorted({name for _rank, name in model.scalars})
+        known = {self.logged_choice.itemData(i) for i in range(self.logged_choice.count())}
+        for name in names:
+            if name not in known:
+                self.logged_choice.addItem(name, name)
+        if "loss" in names and not known:
+            self.logged_choice.setCurrentIndex(self.logged_choice.findData("loss"))
+        for w in (self.logged_plot, self.logged_label, self.logged_choice):
+            w.show()
+        chosen = self.logged_choice.currentData()
+        legend = self.logged_plot.getPlotItem().legend
+        for key in [k for k in self._logged if k[1] != chosen]:
+            item = self._logged.pop(key)
+            legend.removeItem(item)
+            self.logged_plot.removeItem(item)
+        for key, series in sorted(model.scalars.items()):
+            if key[1] != chosen or not len(series):
+                continue
+            steps, values = series.arrays(finite=True)
+            self.steps.include(steps)
+            item = self._logged.get(key)
+            if item is None:
+                colour = CURVE_COLOURS[key[0] % len(CURVE_COLOURS)]
+                item = self._logged[key] = pg.PlotDataItem(pen=pg.mkPen(colour, width=1.5))
+                self.logged_plot.addItem(item)
+                legend.addItem(item, chosen if key[0] == 0 else f"{chosen} (rank {key[0]})")
+            steps, values = peak_decimate(steps, values, self._max_points(self.logged_plot))
+            item.setData(steps, values, symbol="o" if len(steps) < 24 else None, symbolSize=5,
+                         symbolPen=None, symbolBrush=CURVE_COLOURS[key[0] % len(CURVE_COLOURS)])
 
     def _update_modules(self, kind: str, model: SessionModel) -> None:
         """The grad-norm or statistic curves of the chosen modules."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from tensorscope.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding,
                                 GraphStructure, Hello, Message, ModuleKey, ModuleTree,
-                                PausedAt, Resumed, StepBegin, StepSummary)
+                                PausedAt, Resumed, Scalars, StepBegin, StepSummary)
 
 log = logging.getLogger("tensorscope.ui")
 #: ``(root, path)``: a module within the selected rank (what one graph or tree shows)
@@ -216,6 +216,8 @@ class SessionModel:
         self.exceptions: deque[ExceptionRaised] = deque(maxlen=50)
         self.errors: deque[str] = deque(maxlen=20)
         self.module_series: dict[ModuleKey, Series] = {}
+        # (rank, name) -> values the user or a framework logged (``Scalars``)
+        self.scalars: dict[tuple[int, str], Series] = {}
         self.devices: set[str] = set()
         self.events = 0
         self.steps_seen = 0
@@ -229,6 +231,7 @@ class SessionModel:
             GraphStructure: self._graph, Finding: self._finding,
             ExceptionRaised: self._exception, PausedAt: self._paused,
             Resumed: self._resumed, Dropped: self._dropped, Bye: self._bye,
+            Scalars: self._scalars,
         }
 
     # ------------------------------------------------------------ ingest ---
@@ -425,6 +428,15 @@ class SessionModel:
                 ratios[key] = max(ratios.get(key, 0.0), float(r))
         for key, r in ratios.items():
             self._module(*key).update_ratio = r
+        self.data_rev += 1
+
+    def _scalars(self, msg: Scalars) -> None:
+        for name, value in msg.values.items():
+            key = (int(msg.rank), str(name))
+            series = self.scalars.get(key)
+            if series is None:
+                series = self.scalars[key] = Series(4096)
+            series.append(int(msg.step), _finite_or_nan(value))
         self.data_rev += 1
 
     def _graph(self, msg: GraphStructure) -> None:

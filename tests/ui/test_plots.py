@@ -164,3 +164,35 @@ def test_peak_decimate_keeps_every_bins_extremes_in_step_order():
     gaps = values.copy()
     gaps[5] = np.nan
     assert len(peak_decimate(steps, gaps, 600)[0]) == len(steps)   # NaN gaps kept as they are
+
+
+def test_logged_scalars_get_a_plot_of_their_own_once_they_arrive(qtbot):
+    from tensorscope.events import Scalars
+
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    _steps(model, 0, 4)
+    for _ in range(4):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    assert panel.logged_plot.isHidden() and panel.logged_choice.count() == 0
+    for step in range(4):
+        model.ingest(Scalars(step=step, source="transformers",
+                             values={"learning_rate": 1e-3 * (4 - step), "loss": 2.0 - step / 4}))
+    for _ in range(4):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    assert not panel.logged_plot.isHidden()
+    assert [panel.logged_choice.itemData(i) for i in range(panel.logged_choice.count())] == \
+        ["learning_rate", "loss"]
+    assert panel.logged_choice.currentData() == "loss"   # loss first, beside TensorScope's
+    xs, ys = panel._logged[(0, "loss")].getData()
+    assert list(xs) == [0, 1, 2, 3] and list(ys) == [2.0, 1.75, 1.5, 1.25]
+    panel.logged_choice.setCurrentIndex(0)
+    for _ in range(4):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    assert list(panel._logged) == [(0, "learning_rate")]
+    assert _legend(panel, "logged") == ["learning_rate"]
+    panel.clear()
+    assert panel.logged_plot.isHidden() and panel._logged == {}

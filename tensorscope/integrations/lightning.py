@@ -1,0 +1,151 @@
+"""``TensorScopeCallback`` for PyTorch Lightning (``lightning.pytorch``).
+
+    trainer = L.Trainer(callbacks=[TensorScopeCallback(listen=7007)])
+
+It attaches a ``Watch`` to the LightningModule at ``setup`` and detaches at
+``teardown`` (or when the run raises). Each training batch is a training
+step (with ``accumulate_grad_batches=N`` the N batches of one optimizer step
+are one step); each validation, test and predict batch is an inference step
+labelled with its loop (``"validation"``, ``"sanity_check"``, ``"test"``,
+``"predict"``). The step's loss is the value Lightning backpropagates
+(``on_before_backward``). The rank is the trainer's: Lightning initialises
+``torch.distributed`` before ``setup``, and the watch reads it there.
+
+Importing this module imports Lightning (``pip install tensorscope[lightning]``);
+``lightning.pytorch`` is used when installed, else ``pytorch_lightning``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tensorscope.integrations._options import check_watch_options
+
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # the standalone package only
+    try:
+        from pytorch_lightning import Callback
+    except ImportError as exc:
+        raise ImportError("tensorscope.integrations.lightning needs Lightning: "
+                          "pip install 'tensorscope[lightning]'") from exc
+
+__all__ = ["TensorScopeCallback"]
+
+
+class TensorScopeCallback(Callback):
+    """Watch the LightningModule while the trainer runs; takes ``watch()``'s options.
+
+    ``watch`` is the live ``Watch`` between ``setup`` and ``teardown``, else None.
+    """
+
+    def __init__(self, **watch_options: Any) -> None:
+        super().__init__()
+        self.options = check_watch_options(watch_options, "TensorScopeCallback")
+        self.watch: Any = None
+        self._accumulating = False   # the open step waits for more micro-batches
+
+    def __getstate__(self) -> dict[str, Any]:
+        # ddp_spawn pickles the trainer's callbacks to start its processes: the
+        # watch (hooks, sockets) stays behind; each process attaches its own.
+        return {**self.__dict__, "watch": None}
+
+    # ------------------------------------------------------------ attach
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        """Attach to ``pl_module`` (its optimizers follow once Lightning builds them)."""
+        if self.watch is not None:
+            return
+        from tensorscope.hooks.watch import Watch
+
+        self.watch = Watch(pl_module, None, **self.options)
+        self.watch.external_steps()
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        """Detach: the last step is flushed and every hook removed."""
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            watch.close()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        """Report the exception, then detach (Lightning skips ``teardown`` then)."""
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            watch.exception_raised(exception)
+            watch.close(exit_code=130 if isinstance(exception, KeyboardInterrupt) else 1)
+
+    def _optimizers(self, trainer: Any) -> None:
+        for opt in getattr(trainer, "optimizers", None) or ():
+            self.watch.add_optimizer(opt)
+
+    # ---------------------------------------------------------- training
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        """The optimizers exist now: their steps end training steps."""
+        if self.watch is not None:
+            self._optimizers(trainer)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
+                             batch_idx: int) -> None:
+        """A training batch begins: close whatever ran since (unless the open step
+        accumulates gradients over several batches), label the step."""
+        if self.watch is not None:
+            if not self._accumulating:
+                self.watch.end_open_step()
+            self.watch.label_step("train")
+
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        """The value Lightning backpropagates is the step's loss."""
+        if self.watch is not None:
+            self.watch.note_loss(loss)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        """The batch's step ends (the optimizer step ended it already, unless the
+        batch only accumulated gradients for a later one)."""
+        if self.watch is None:
+            return
+        accumulate = getattr(trainer, "accumulate_grad_batches", 1)
+        # an optimizer step ended the step already, or the batch accumulates for a later one
+        self._accumulating = bool(accumulate > 1 and getattr(trainer, "optimizers", None)
+                                  and self.watch.step_open)
+        if not self._accumulating:
+            self.watch.end_step("train", "train")
+
+    # -------------------------------------------------- evaluation loops
+    def _loop_batch_start(self, trainer: Any, loop: str) -> None:
+        if self.watch is not None:
+            self.watch.end_open_step()
+            self.watch.label_step("sanity_check" if loop == "validation"
+                                  and getattr(trainer, "sanity_checking", False) else loop)
+
+    def _loop_batch_end(self) -> None:
+        if self.watch is not None:
+            self.watch.end_step("inference")
+
+    def on_validation_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
+                                  batch_idx: int, dataloader_idx: int = 0) -> None:
+        """A validation batch is an inference step labelled ``validation``."""
+        self._loop_batch_start(trainer, "validation")
+
+    def on_validation_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                                batch_idx: int, dataloader_idx: int = 0) -> None:
+        """End the validation batch's step."""
+        self._loop_batch_end()
+
+    def on_test_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int,
+                            dataloader_idx: int = 0) -> None:
+        """A test batch is an inference step labelled ``test``."""
+        self._loop_batch_start(trainer, "test")
+
+    def on_test_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                          batch_idx: int, dataloader_idx: int = 0) -> None:
+        """End the test batch's step."""
+        self._loop_batch_end()
+
+    def on_predict_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int,
+                               dataloader_idx: int = 0) -> None:
+        """A predict batch is an inference step labelled ``predict``."""
+        self._loop_batch_start(trainer, "predict")
+
+    def on_predict_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                             batch_idx: int, dataloader_idx: int = 0) -> None:
+        """End the predict batch's step."""
+        self._loop_batch_end()

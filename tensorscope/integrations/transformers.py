@@ -1,0 +1,82 @@
+"""``TensorScopeCallback`` for the Hugging Face ``Trainer``.
+
+    trainer = Trainer(model, args, train_dataset=ds,
+                      callbacks=[TensorScopeCallback(listen=7007)])
+
+A ``TrainerCallback`` that watches ``model`` (and the optimizer the Trainer
+built) at ``on_train_begin`` and detaches at ``on_train_end``. A step is one
+optimizer step: with ``gradient_accumulation_steps=N`` its N micro-batches
+belong to it, and ``on_step_end`` ends it where no optimizer step did. Each
+evaluation batch (``on_prediction_step``) is an inference step labelled
+``"evaluate"``. The metrics the Trainer logs (``loss``, ``learning_rate``,
+``grad_norm``, ``eval_loss`` ...) are sent as ``Scalars``, plotted beside
+TensorScope's own. Under ``accelerate launch`` each process watches with its
+own rank (``torch.distributed`` is initialised before ``on_train_begin``).
+
+Importing this module imports transformers (``pip install tensorscope[transformers]``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tensorscope.integrations._options import check_watch_options
+
+try:
+    from transformers import TrainerCallback
+except ImportError as exc:
+    raise ImportError("tensorscope.integrations.transformers needs transformers: "
+                      "pip install 'tensorscope[transformers]'") from exc
+
+__all__ = ["TensorScopeCallback"]
+
+
+class TensorScopeCallback(TrainerCallback):
+    """Watch the Trainer's model while it trains; takes ``watch()``'s options.
+
+    ``watch`` is the live ``Watch`` between ``on_train_begin`` and ``on_train_end``.
+    """
+
+    def __init__(self, **watch_options: Any) -> None:
+        self.options = check_watch_options(watch_options, "TensorScopeCallback")
+        self.watch: Any = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
+                       optimizer: Any = None, **kwargs: Any) -> None:
+        """Attach to ``model`` and the optimizer (unwrapped from accelerate's)."""
+        if self.watch is not None or model is None:
+            return
+        from tensorscope.hooks.watch import Watch
+
+        self.watch = Watch(model, None, **self.options)
+        self.watch.external_steps()
+        if optimizer is not None:
+            self.watch.add_optimizer(optimizer)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Detach: the last step is flushed and every hook removed."""
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            watch.close()
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """A training step (its first micro-batch) begins: close what ran since."""
+        if self.watch is not None:
+            self.watch.end_open_step()
+            self.watch.label_step("train")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """The optimizer step is done: the step ends (if the optimizer hook has not ended it)."""
+        if self.watch is not None:
+            self.watch.end_step("train", "train")
+
+    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """An evaluation batch ran: it is one inference step."""
+        if self.watch is not None:
+            self.watch.end_step("inference", "evaluate")
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+               **kwargs: Any) -> None:
+        """Send the Trainer's logged metrics to the plots and the report."""
+        if self.watch is not None and logs:
+            self.watch.log(logs, source="transformers",
+                           framework_step=getattr(state, "global_step", None))

@@ -1,0 +1,161 @@
+"""``tensorscope.integrations.lightning.TensorScopeCallback`` with a real Lightning Trainer."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+L = pytest.importorskip("lightning.pytorch")
+
+from tensorscope.integrations.lightning import TensorScopeCallback  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+class TinyRegressor(L.LightningModule):
+    """Two linear layers; functional loss (no loss module for the capture to find)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(6, 8), nn.ReLU())
+        self.head = nn.Linear(8, 1)
+        self.backpropagated: list[float] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.mse_loss(self(x), y)
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        self.backpropagated.append(float(loss.detach()))
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", nn.functional.mse_loss(self(x), y))
+
+    def test_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.mse_loss(self(x), y)
+
+    def predict_step(self, batch, batch_idx):
+        return self(batch[0])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def _loader(n: int = 16, batch: int = 4) -> torch.utils.data.DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 6, generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)),
+                                       batch_size=batch)
+
+
+def _trainer(tmp_path, callback, **kw) -> "L.Trainer":
+    return L.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
+                     enable_checkpointing=False, enable_progress_bar=False,
+                     enable_model_summary=False, default_root_dir=str(tmp_path),
+                     callbacks=[callback], **kw)
+
+
+class Summaries:
+    """A session sink keeping the step summaries."""
+
+    def __init__(self) -> None:
+        self.summaries: list = []
+
+    def handle(self, msg) -> None:
+        if type(msg).__name__ == "StepSummary":
+            self.summaries.append(msg)
+
+    def close(self) -> None:
+        pass
+
+
+class Recording(TensorScopeCallback):
+    """The callback with a sink attached right after ``setup`` (to read the steps)."""
+
+    def setup(self, trainer, pl_module, stage):
+        super().setup(trainer, pl_module, stage)
+        self.sink = Summaries()
+        self.watch.session.add_sink(self.sink)
+        self.seen_watch = self.watch
+        self.rank_at_setup = (self.watch.rank, trainer.global_rank)
+
+
+def test_fit_maps_loops_to_steps_and_takes_the_backpropagated_loss(tmp_path):
+    torch.manual_seed(0)
+    model = TinyRegressor()
+    cb = Recording(connect=False, report=str(tmp_path / "report.json"), stats_every=1)
+    trainer = _trainer(tmp_path, cb, limit_val_batches=2, num_sanity_val_steps=1)
+    trainer.fit(model, _loader(), _loader(8))
+    assert cb.watch is None and cb.seen_watch.closed   # detached at teardown
+    for mod in model.modules():
+        assert not mod._forward_hooks and not mod._forward_pre_hooks
+    steps = [(s.kind, s.loop) for s in cb.sink.summaries]
+    assert steps == ([("inference", "sanity_check")] + [("train", "train")] * 4
+                     + [("inference", "validation")] * 2), steps
+    train = [s for s in cb.sink.summaries if s.kind == "train"]
+    assert [s.loss for s in train] == pytest.approx(model.backpropagated)
+    assert all(s.calls == 5 for s in train)   # the module, encoder, encoder.0, encoder.1, head
+    assert cb.rank_at_setup == (0, 0)
+    report = json.loads((tmp_path / "report.json").read_text())
+    params = {p["name"]: p for p in report["parameters"]}
+    assert params["head.weight"]["in_optimizer"] and params["head.weight"]["grad_norm"] > 0
+    assert params["head.weight"]["update_ratio"] > 0
+    assert [loss for _, loss in report["losses"]] == pytest.approx(model.backpropagated)
+    assert len(report["eval_losses"]) == 0   # validation logs its loss, it returns nothing
+
+
+def test_gradient_accumulation_batches_are_one_step(tmp_path):
+    torch.manual_seed(0)
+    model = TinyRegressor()
+    cb = Recording(connect=False)
+    trainer = _trainer(tmp_path, cb, limit_val_batches=0, accumulate_grad_batches=2)
+    trainer.fit(model, _loader())
+    train = [s for s in cb.sink.summaries if s.kind == "train"]
+    assert len(train) == 2 and all(s.calls == 10 for s in train)
+    # the loss of a step is what the two micro-batches backpropagated together
+    pairs = [model.backpropagated[i] + model.backpropagated[i + 1] for i in (0, 2)]
+    assert [s.loss for s in train] == pytest.approx(pairs)
+
+
+def test_test_and_predict_batches_are_inference_steps(tmp_path):
+    model = TinyRegressor()
+    cb = Recording(connect=False)
+    trainer = _trainer(tmp_path, cb)
+    trainer.test(model, _loader(8), verbose=False)
+    assert [(s.kind, s.loop) for s in cb.sink.summaries] == [("inference", "test")] * 2
+    cb2 = Recording(connect=False)
+    preds = _trainer(tmp_path, cb2).predict(model, _loader(12))
+    assert len(preds) == 3
+    assert [(s.kind, s.loop) for s in cb2.sink.summaries] == [("inference", "predict")] * 3
+
+
+def test_an_exception_in_training_is_reported_and_detaches(tmp_path):
+    class Broken(TinyRegressor):
+        def training_step(self, batch, batch_idx):
+            if batch_idx == 1:
+                raise RuntimeError("bad batch")
+            return super().training_step(batch, batch_idx)
+
+    model = Broken()
+    cb = Recording(connect=False, report=str(tmp_path / "r.json"))
+    with pytest.raises(RuntimeError, match="bad batch"):
+        _trainer(tmp_path, cb, limit_val_batches=0).fit(model, _loader())
+    assert cb.watch is None and cb.seen_watch.closed
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["exit_code"] == 1 and report["exception"]["message"] == "bad batch"
+    for mod in model.modules():
+        assert not mod._forward_hooks
+
+
+def test_options_are_checked_when_the_callback_is_built():
+    with pytest.raises(TypeError, match="unknown option 'lisen'"):
+        TensorScopeCallback(lisen=7007)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        TensorScopeCallback(mode="everything")
