@@ -30,7 +30,7 @@ def attribute(calls: list["CallRecord"]) -> dict[int, "CallRecord"]:
     """The call that created each autograd node, by ``id`` (innermost, see above)."""
     owner: dict[int, CallRecord] = {}
     for call in reversed(calls):
-        outs = [e.fn for e in call.out_entries if e.fn is not None]
+        outs = [e.made_fn for e in call.out_entries if e.made_fn is not None]
         if not outs:
             continue
         stop = {id(e.fn) for e in call.in_entries if e.fn is not None}

@@ -9,6 +9,10 @@ build, from what the step already recorded:
   ops created outside any call or by an enclosing call of the consumer (its
   glue code) until ops made by other calls; those calls are the producers.
   ``AccumulateGrad`` (parameters, leaves) ends a path without a producer.
+* outputs of a call changed in place before another call read them (``out +=
+  shortcut``, seen by ``Tensor._version`` and identity: the entry's ``fn``
+  moved on from the ``made_fn`` its producer made): walked back the same way
+  from the in-place op, so both the producer and the shortcut feed the reader.
 * untraced inputs (no ``grad_fn``, ``requires_grad`` off: data, masks,
   indices) of a nested call: the enclosing calls' untraced inputs are the
   only place they can come from, so the same tensor, else one of the same
@@ -63,8 +67,8 @@ class _Tracer:
         self.made: dict[int, list[tuple[int, str]]] = {}
         for c in calls:
             for e in c.out_entries:
-                if e.fn is not None and e.node.startswith("c"):
-                    self.made.setdefault(id(e.fn), []).append((c.index, e.node))
+                if e.made_fn is not None and e.node.startswith("c"):
+                    self.made.setdefault(id(e.made_fn), []).append((c.index, e.node))
         self.by_index = {c.index: c for c in calls}
         self.visits = 0
         self.reached: set[int] = set()  # fn ids of call outputs reached by a walk
@@ -193,6 +197,12 @@ def resolve_sources(calls: list["CallRecord"],
     for call in calls:  # start order: enclosing calls are resolved first
         for pos, (ent, meta) in enumerate(_tensor_inputs(call)):
             if not ent.node.startswith("in"):
+                if ent.fn is not None and ent.fn is not ent.made_fn:
+                    # a call's output changed in place before this call read it
+                    # (``out += shortcut``): its producers are the in-place op's inputs
+                    found = tracer.producers(call, ent.fn)
+                    if found and found != [ent.node]:
+                        links.sources[(call.index, pos)] = found
                 continue
             if ent.fn is not None:
                 found = tracer.producers(call, ent.fn)

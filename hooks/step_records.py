@@ -33,8 +33,8 @@ def tensor_version(t: _Tensor) -> int:
 class FlowEntry:
     """A tensor seen in this step: who produced it, its finite probe, its gradient entry."""
 
-    __slots__ = ("ref", "producer", "node", "finite", "version", "fn", "grad", "consumed",
-                 "stats")
+    __slots__ = ("ref", "producer", "node", "finite", "version", "fn", "made_fn", "grad",
+                 "consumed", "stats")
 
     def __init__(self, t: _Tensor, producer: CallRecord | None, node: str, finite: int | None) -> None:
         self.ref = weakref.ref(t)
@@ -43,6 +43,9 @@ class FlowEntry:
         self.finite = finite
         self.version = tensor_version(t)
         self.fn = t.grad_fn   # the autograd node that made it (attribution boundary)
+        # ``fn`` follows in-place changes (``out += shortcut``); ``made_fn`` stays the node
+        # the producer made, so the in-place op is not mistaken for the producer's
+        self.made_fn = self.fn
         self.grad: GradEntry | None = None
         self.consumed = False
         self.stats: Any = None   # stats.StatSlots taken of this value (shared by enclosing calls)

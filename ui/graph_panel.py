@@ -32,14 +32,14 @@ class ModuleLabels:
     configs and root names taken on the GUI thread (workers never read the live
     ``SessionModel``, which the GUI thread keeps changing)."""
 
-    types: dict[ModuleKey, str] = field(default_factory=dict)
-    configs: dict[ModuleKey, str] = field(default_factory=dict)
+    types: dict[tuple[int, str], str] = field(default_factory=dict)
+    configs: dict[tuple[int, str], str] = field(default_factory=dict)
     root_names: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, model: SessionModel) -> "ModuleLabels":
-        """Snapshot ``model`` (GUI thread)."""
-        mods = list(model.modules.items())
+        """Snapshot the selected rank's modules of ``model`` (GUI thread)."""
+        mods = [((m.root, m.path), m) for m in model.modules.values() if m.rank == model.rank]
         return cls({k: m.type for k, m in mods}, {k: m.config for k, m in mods if m.config},
                    dict(model.root_names))
 

@@ -205,3 +205,30 @@ def test_residual_blocks_name_what_feeds_their_own_output() -> None:
     assert exits["block1"] == [ids["block1.bn"], ids["stem"]]   # bn(..) + x, x from stem
     assert exits["block2"] == [ids["block2.bn"], ids["block1"]]
     assert exits["stem"] is None and exits[""] is None          # output made by a child
+
+
+class InPlaceBottleneck(nn.Module):
+    """``out = layer(x); out += shortcut(x); act(out)`` (HF ResNet's layer, plain torch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Sequential(nn.Conv2d(4, 8, 1), nn.BatchNorm2d(8), nn.Identity())
+        self.shortcut = nn.Sequential(nn.Conv2d(4, 8, 1), nn.BatchNorm2d(8))
+        self.activation = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.layer(x)
+        out += self.shortcut(x)
+        return self.activation(out)
+
+
+def test_in_place_residual_add_feeds_its_reader_from_both_sides() -> None:
+    """The reader of ``out += shortcut`` gets edges from the layer and the shortcut
+    (the version counter says the tensor changed after its producer made it)."""
+    graphs = _graph(InPlaceBottleneck(), torch.randn(2, 4, 3, 3))
+    ids, edges, _inputs = _parts(graphs[0])
+    _well_formed(graphs[0])
+    act = ids["activation"]
+    assert (ids["layer.2"], act) in edges
+    assert (ids["shortcut.1"], act) in edges
+    assert (ids["shortcut.0"], ids["shortcut.1"]) in edges
