@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tensorscope.client import attach
-from tensorscope.events import Bye, Continue, GetTensor, PausedAt, SetBreakpoints
+from tensorscope.events import Bye, Continue, GetTensor, PausedAt, SetBreakpoints, tensor_ref
 from tensorscope.slicing import decode_slice
 
 from inbox import Inbox
@@ -56,12 +56,13 @@ def test_05_pauses_at_norm_with_the_nan_in_view(tmp_path):
         paused = inbox.first(PausedAt, "the non_finite breakpoint")
         assert (paused.reason, paused.where, paused.step, paused.path) == \
             ("non_finite", "forward", 1, "norm")
-        base = f"{paused.root}:norm#{paused.call}"
+        ref_in = tensor_ref(paused.rank, paused.root, "norm", paused.call, "in[0]")
+        ref_out = tensor_ref(paused.rank, paused.root, "norm", paused.call, "out")
         refs = {t["ref"] for t in paused.tensors}
-        assert {f"{base}/in[0]", f"{base}/out"} <= refs, refs
+        assert {ref_in, ref_out} <= refs, refs
 
-        x = conn.call(GetTensor(ref=f"{base}/in[0]", slice=""))
-        out = conn.call(GetTensor(ref=f"{base}/out", slice=""))
+        x = conn.call(GetTensor(ref=ref_in, slice=""))
+        out = conn.call(GetTensor(ref=ref_out, slice=""))
         assert x.ok and out.ok, (x.error, out.error)
         x, out = decode_slice(x.body), decode_slice(out.body)
         assert x.shape == out.shape == (32, 16)
