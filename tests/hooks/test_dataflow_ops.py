@@ -232,3 +232,23 @@ def test_in_place_residual_add_feeds_its_reader_from_both_sides() -> None:
     assert (ids["layer.2"], act) in edges
     assert (ids["shortcut.1"], act) in edges
     assert (ids["shortcut.0"], ids["shortcut.1"]) in edges
+
+
+def test_in_place_add_belongs_to_the_block_not_to_the_layer_it_changed() -> None:
+    """The autograd ops of ``out += shortcut`` are the block's own, and the shortcut's
+    ops stay the shortcut's (the changed tensor's new autograd node is not its producer's)."""
+    model = InPlaceBottleneck()
+    torch.manual_seed(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, log = watch(model, opt)
+    with w:
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(2, 4, 3, 3)).pow(2).mean().backward()
+            opt.step()
+    graph = log.graphs("autograd")[0]
+    owner = {n["label"]: n.get("module") for n in graph.nodes if n["kind"] == "op"}
+    assert owner["AddBackward0"] == ""
+    modules = [n.get("module") for n in graph.nodes
+               if n["kind"] == "op" and n["label"] == "ConvolutionBackward0"]
+    assert sorted(modules) == ["layer.0", "shortcut.0"]
