@@ -18,7 +18,7 @@ import collections
 import logging
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tensorscope.conditions import ConditionError, digest_values
 from tensorscope.events import (CallDigest, Continue, Finding, GetTensor, Pause,
@@ -68,6 +68,13 @@ class Gate:
         self._jobs: collections.deque[Job] = collections.deque()
         self._post_mortem: BaseException | None = None
         self._closed = False
+        # the non-finite breakpoint fires once per module (and once per step: what
+        # follows the first NaN only carries it on) until it is armed again
+        self._nf_fired: set[tuple[int, str]] = set()
+        self._nf_step: int | None = None
+        #: ``emit_finding(kind, severity, phase, root, module, message)``: a non-finite
+        #: stop is reported as a finding at once, not at the step's end (set by the Watch)
+        self.finding_sink: Callable[..., None] | None = None
 
     # ------------------------------------------------------------ state ---
     def _update_armed(self) -> None:
@@ -135,12 +142,15 @@ class Gate:
                   tensors: dict[str, "torch.Tensor"], non_finite: bool = False) -> None:
         """At a module boundary: ``forward_pre``, ``forward`` or ``backward``."""
         with self._cond:
-            reason = self._module_reason(where, root, path, non_finite)
+            reason = self._module_reason(where, root, path, non_finite, step)
             detail = self._pending[1] if self._pending and reason == self._pending[0] else ""
+            if reason == "non_finite":
+                self._nf_fired.add((root, path))
+                self._nf_step = step
         if reason is None:
             return
         if reason == "non_finite":
-            detail = f"non-finite values at {path or '<root>'} ({type}, {where})"
+            detail = self._non_finite_stop(where, step, root, path, type, tensors)
         refs = {tensor_ref(self.rank, root, path, call, k): v for k, v in tensors.items()}
         with self._cond:
             refs.update(self._pinned_cur)
@@ -148,7 +158,8 @@ class Gate:
                              path=path, call=call, detail=detail,
                              tensors=describe_tensors(refs)), refs)
 
-    def _module_reason(self, where: str, root: int, path: str, non_finite: bool) -> str | None:
+    def _module_reason(self, where: str, root: int, path: str, non_finite: bool,
+                       step: int = -1) -> str | None:
         if self._pending is not None:
             return self._pending[0]
         if self._pause_requested:
@@ -157,9 +168,30 @@ class Gate:
             return "step_module"
         if self._bps.hits_module(root, path, where):
             return "breakpoint"
-        if non_finite and self._bps.non_finite:
+        if (non_finite and self._bps.non_finite and (root, path) not in self._nf_fired
+                and self._nf_step != step):
             return "non_finite"
         return None
+
+    def _non_finite_stop(self, where: str, step: int, root: int, path: str, type: str,
+                         tensors: dict[str, "torch.Tensor"]) -> str:
+        """The stop's detail (``non-finite output in `norm` (LayerNorm), step 1, forward:
+        32 NaN``), reported as a finding at once (training thread, about to pause)."""
+        what, prefix = {"forward_pre": ("input", "in"), "backward": ("gradient", "grad")}.get(
+            where, ("output", "out"))
+        nan, inf = count_non_finite(t for k, t in tensors.items() if k.startswith(prefix))
+        counts = ", ".join(f"{n} {label}" for n, label in ((nan, "NaN"), (inf, "Inf")) if n)
+        name = path or "<root>"
+        detail = f"non-finite {what} in `{name}` ({type}), step {step}, {where}: {counts or 'NaN/Inf'}"
+        if self.finding_sink is not None:
+            try:
+                self.finding_sink("non_finite", "error",
+                                  "backward" if where == "backward" else "forward", root, path,
+                                  f"{type} {name}: non-finite {what} ({counts or 'NaN/Inf'}), "
+                                  f"stopped at the non-finite breakpoint")
+            except Exception:  # the pause goes ahead; the step end reports it again
+                log.warning("reporting the non-finite stop failed", exc_info=True)
+        return detail
 
     def at_exception(self, *, step: int, root: int, path: str, call: int, type: str,
                      tensors: dict[str, "torch.Tensor"], exc: BaseException) -> None:
@@ -310,6 +342,8 @@ class Gate:
         """Replace the breakpoint set (all or nothing)."""
         bps = Breakpoints.parse(req.breakpoints)
         with self._cond:
+            if bps.non_finite and not self._bps.non_finite:   # armed again
+                self._nf_fired, self._nf_step = set(), None
             self._bps = bps
             self._update_armed()
         return Response(body={"count": len(req.breakpoints)})
@@ -368,6 +402,7 @@ class Gate:
             self._pending = None
             self._mode, self._target = "run", None
             self._bps = self._base
+            self._nf_fired, self._nf_step = set(), None
             self._drop_pins_locked()
             self._resume_locked()
 
@@ -378,6 +413,18 @@ class Gate:
             self._pinned_cur = {}
             self._pinned_prev = {}
             self._resume_locked()
+
+
+def count_non_finite(tensors: Any) -> tuple[int, int]:
+    """NaN and Inf counts over floating tensors (syncs: only at a pause)."""
+    import torch
+    nan = inf = 0
+    with torch.no_grad():
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()):
+                nan += int(torch.isnan(t).sum().item())
+                inf += int(torch.isinf(t).sum().item())
+    return nan, inf
 
 
 def _exc_name(exc: BaseException) -> str:

@@ -92,6 +92,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         self.rank = self.rank_info.rank
         self.session = Session()
         self.gate = Gate(self.session, self.rank)
+        self.gate.finding_sink = self.emit_finding
         self._hello_msg: Hello | None = None
         self.capture = Capture(self)
         self.params = ParamTracker(self.index, self.optimizers, mode)

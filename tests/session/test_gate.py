@@ -282,3 +282,37 @@ def test_malformed_requests_get_error_responses(gate):
     assert not r.ok and "bad module" in r.error
     r = gate.handle_request(SetBreakpoints(breakpoints=[{"kind": "module", "path": 3}]))
     assert not r.ok and "path" in r.error
+
+
+def test_non_finite_stop_fires_once_per_module_and_step_and_explains_itself(gate):
+    """F5 runs on: the NaN carried on by later modules, and the same module in later
+    steps, do not stop again until the breakpoint is armed again."""
+    reported = []
+    gate.finding_sink = lambda *args: reported.append(args)
+    gate.handle_request(SetBreakpoints(breakpoints=[{"kind": "non_finite"}]))
+    bad = torch.full((4, 8), float("nan"))
+    bad[0, 0] = float("inf")
+
+    def train():
+        fwd(gate, 1, "norm", tensors={"in[0]": torch.ones(4, 8), "out": bad}, non_finite=True)
+        fwd(gate, 1, "head", where="forward_pre", tensors={"in[0]": bad}, non_finite=True)
+        fwd(gate, 1, "head", tensors={"out": bad}, non_finite=True)
+        fwd(gate, 2, "norm", tensors={"out": bad}, non_finite=True)
+
+    t = run(train)
+    p = gate.sink.wait_paused(1)
+    assert (p.path, p.where, p.reason, p.step) == ("norm", "forward", "non_finite", 1)
+    assert p.detail == "non-finite output in `norm` (Linear), step 1, forward: 31 NaN, 1 Inf"
+    assert reported and reported[0][:5] == ("non_finite", "error", "forward", 0, "norm")
+    gate.handle_request(Continue())
+    t.join(5)
+    assert not t.is_alive()
+    assert len(gate.sink.of_type(PausedAt)) == 1   # one press of F5 finished the run
+
+    gate.handle_request(SetBreakpoints(breakpoints=[]))
+    gate.handle_request(SetBreakpoints(breakpoints=[{"kind": "non_finite"}]))  # armed again
+    t = run(lambda: fwd(gate, 3, "norm", tensors={"out": bad}, non_finite=True))
+    p = gate.sink.wait_paused(2)
+    assert (p.path, p.step) == ("norm", 3)
+    gate.handle_request(Continue())
+    t.join(5)

@@ -91,3 +91,18 @@ def test_decode_slice_rejects_bad_bodies():
         decode_slice({**good, "data": good["data"][:-1]})
     with pytest.raises(SliceError, match="shape"):
         decode_slice({**good, "shape": [-1]})
+
+
+def test_statistics_of_an_all_nan_tensor_are_nan_not_the_float_limits():
+    import math
+
+    import torch
+
+    from tensorscope.slicing import tensor_stats
+    stats = tensor_stats(torch.full((4,), float("nan")))
+    assert all(math.isnan(stats[k]) for k in ("min", "max", "mean", "std", "norm"))
+    assert stats["nan"] == 4
+    scalar = tensor_stats(torch.tensor(float("nan")))
+    assert math.isnan(scalar["min"]) and math.isnan(scalar["max"])
+    mixed = tensor_stats(torch.tensor([1.0, float("nan"), 3.0]))
+    assert (mixed["min"], mixed["max"], mixed["nan"]) == (1.0, 3.0, 1)
