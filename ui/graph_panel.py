@@ -11,8 +11,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.graph_model import GraphModel
@@ -90,6 +90,12 @@ class GraphPanel(QWidget):
         self.snapshot: dict[ModuleKey, dict[str, float]] | None = None
         self._breakpoints: set[ModuleKey] = set()
         self._executing: tuple[int | None, str | None] = (None, None)
+        self._paused_non_finite: tuple[int, str] | None = None
+        self.banner = QLabel(self)
+        self.banner.setObjectName("pause_banner")
+        self.banner.setWordWrap(True)
+        self.banner.setTextFormat(Qt.TextFormat.PlainText)
+        self.banner.hide()
         self.stack = QStackedWidget(self)
         for kind in KINDS:
             view = self.views[kind]
@@ -101,6 +107,8 @@ class GraphPanel(QWidget):
         bridge.layout_finished.connect(self._layout_finished)
         box = QVBoxLayout(self)
         box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(0)
+        box.addWidget(self.banner)
         box.addWidget(self.stack)
 
     def _type_of(self, root: int, path: str) -> str:
@@ -213,7 +221,7 @@ class GraphPanel(QWidget):
         if self.selected is not None:
             self.select_module(*self.selected, centre=False)
         self.set_breakpoints(self._breakpoints)
-        self.set_executing(*self._executing)
+        self.set_executing(*self._executing, non_finite=self._paused_non_finite is not None)
         self.layout_applied.emit(kind)
 
     def pending_layouts(self) -> int:
@@ -236,6 +244,10 @@ class GraphPanel(QWidget):
                 continue
             state = self.model.module(*key) if key is not None else None
             out[nid] = state.metric(metric) if state is not None else None
+            # non-finite overrides the metric: the card is red whatever is chosen
+            if key is not None and (key == self._paused_non_finite or (
+                    state is not None and not (state.finite and state.grad_finite))):
+                out[nid] = math.nan
         return out
 
     def recolour(self) -> None:
@@ -316,13 +328,28 @@ class GraphPanel(QWidget):
             self.module_selected.emit(*key)
         return True
 
-    def set_executing(self, root: int | None, path: str | None) -> None:
-        """Outline the paused-at module (None: nothing; kept across re-layouts)."""
+    def set_banner(self, text: str, alarm: bool = False) -> None:
+        """Say above the graph why training stopped (empty: hide)."""
+        self.banner.setText(text)
+        self.banner.setVisible(bool(text))
+        colour = self.theme.non_finite if alarm else self.theme.executing
+        self.banner.setStyleSheet(f"background: {colour.name()}; color: white; "
+                                  "padding: 5px 10px; font-weight: bold;")
+
+    def set_executing(self, root: int | None, path: str | None,
+                      non_finite: bool = False) -> None:
+        """Outline the paused-at module (None: nothing; kept across re-layouts) and
+        scroll to it; ``non_finite``: it stopped on NaN/Inf, so its card is red."""
         self._executing = (root, path)
+        self._paused_non_finite = (root, path) if non_finite and path is not None else None
         for kind, view in self.views.items():
             nid = (self.graphs[kind].visible_for_module(root, path)
                    if root is not None and path is not None else None)
             view.set_executing(nid)
+            if nid is not None and kind == self.kind:
+                view.reveal(nid)
+        if self.views[self.kind].nodes.cards:
+            self.recolour()
 
     def set_breakpoints(self, keys: set[ModuleKey]) -> None:
         """Show breakpoint dots on these modules' nodes (kept across re-layouts)."""

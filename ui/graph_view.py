@@ -253,6 +253,16 @@ class GraphView(QGraphicsView):
             if not visible.contains(rect):   # only scroll when it is off screen
                 self.centerOn(rect.center())
 
+    def reveal(self, nid: str) -> None:
+        """Scroll so that node ``nid`` is on screen (no zoom change; GUI thread)."""
+        card = self.nodes.by_id.get(nid)
+        if card is None:
+            return
+        visible = self.mapToScene(self.viewport().rect()).boundingRect()
+        if not visible.contains(card.rect):
+            self.centerOn(card.rect.center())
+            self.minimap.update()
+
     def set_related(self, ids: set[str]) -> None:
         """Highlight nodes (and edges between them) related to the selection."""
         self.nodes.related = {i for i in ids if i in self.nodes.by_id}

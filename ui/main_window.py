@@ -23,7 +23,7 @@ from tensorscope.ui.graph_panel import GraphPanel
 from tensorscope.ui.module_tree import ModuleTreePanel
 from tensorscope.ui.plots import PlotsPanel
 from tensorscope.ui.session_model import SessionModel
-from tensorscope.ui.status import StatusPanel
+from tensorscope.ui.status import StatusPanel, paused_banner
 from tensorscope.ui.theme import Theme, make_theme
 from tensorscope.ui.window_actions import build_actions
 
@@ -214,7 +214,11 @@ class MainWindow(QMainWindow):
         if p is None or p.path is None:
             self.graph.set_executing(None, None)
         else:
-            self.graph.set_executing(p.root or 0, p.path)
+            self.graph.set_executing(p.root or 0, p.path, non_finite=p.reason == "non_finite")
+        state = self.model.module(p.root or 0, p.path) if p is not None and p.path is not None \
+            else None
+        self.graph.set_banner(paused_banner(p, state.type if state else "") if p else "",
+                              alarm=p is not None and p.reason in ("non_finite", "exception"))
         if p is not None:
             self.plots.mark_step(p.step)
             key = (p.root or 0, p.path) if p.path is not None else self.graph.selected

@@ -1,7 +1,9 @@
 """The status bar: connection, script, step, rates, dropped, devices, state."""
 from __future__ import annotations
 
+import html
 import os
+from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
@@ -33,15 +35,17 @@ class StatusPanel:
         """A field's current text (for tests and screenshots)."""
         return self.labels[name].text()
 
-    def set_state(self, state: str) -> None:
-        """``running`` / ``paused`` / ``ended`` / ``idle`` / ``replay`` with a colour pill."""
+    def set_state(self, state: str, where: str = "") -> None:
+        """``running`` / ``paused`` / ``ended`` / ``idle`` / ``replay`` with a colour pill;
+        ``where`` follows as written (``PAUSED AT `norm` (forward, step 1)``)."""
         colours = {"running": self.theme.device_change, "paused": self.theme.executing,
                    "ended": self.theme.subtle, "idle": self.theme.subtle,
                    "replay": self.theme.accent}
         colour = colours.get(state.split()[0], self.theme.subtle).name()
+        text = html.escape(state.upper() + (f" {where}" if where else ""))
         self.labels["state"].setText(
             f"<span style='background:{colour};color:white;border-radius:3px;'>"
-            f"&nbsp;{state.upper()}&nbsp;</span>")
+            f"&nbsp;{text}&nbsp;</span>")
 
     def refresh(self, model: SessionModel, connection: str | None = None) -> None:
         """Update every field from ``model``."""
@@ -65,8 +69,30 @@ class StatusPanel:
         if model.ended is not None:
             self.set_state("ended")
         elif model.paused is not None:
-            p = model.paused
-            where = f" at {p.path or 'step boundary'}" if p.where != "step" else ""
-            self.set_state(f"paused{where}")
+            self.set_state("paused at", paused_where(model.paused))
         elif hello is not None:
             self.set_state("running")
+
+
+WHERE_WORDS = {"forward_pre": "before forward", "forward": "forward", "backward": "backward",
+               "exception": "exception"}
+
+
+def paused_where(p: Any) -> str:
+    """```norm` (forward, step 1)`` or ``the start of step 3`` for a ``PausedAt``."""
+    if p.where == "step" or p.path is None:
+        return f"the start of step {p.step}"
+    return f"`{p.path or '<root>'}` ({WHERE_WORDS.get(p.where, p.where)}, step {p.step})"
+
+
+def paused_banner(p: Any, type_name: str = "") -> str:
+    """Why training stopped, in one line (empty for a plain pause or step)."""
+    if p.reason == "non_finite" and p.detail:
+        return f"Paused: {p.detail}"
+    if p.reason in ("exception", "finding", "condition") and p.detail:
+        return f"Paused on {'an exception' if p.reason == 'exception' else 'a ' + p.reason}: " \
+               f"{p.detail}"
+    if p.reason == "breakpoint":
+        cls = f" ({type_name})" if type_name else ""
+        return f"Paused at a breakpoint: {paused_where(p)}{cls}"
+    return ""
