@@ -13,8 +13,8 @@ import time
 import msgpack
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tensorscope.events import MESSAGE_TYPES
-from tensorscope.protocol import FrameDecoder, ProtocolError, encode_frame
+from tensorscope.common.events import MESSAGE_TYPES
+from tensorscope.common.protocol import FrameDecoder, ProtocolError, encode_frame
 
 JUNK = st.recursive(
     st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats()

@@ -32,9 +32,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import networkx as nx  # noqa: E402
 
-from tensorscope.events import (CallDigest, GraphStructure, ModuleTree, StepSummary,  # noqa: E402
+from tensorscope.common.events import (CallDigest, GraphStructure, ModuleTree, StepSummary,  # noqa: E402
                                 tensor_meta)
-from tensorscope.protocol import FrameDecoder, encode  # noqa: E402
+from tensorscope.common.protocol import FrameDecoder, encode  # noqa: E402
 
 
 def _app():
@@ -70,7 +70,7 @@ def bench_recolour(args: argparse.Namespace) -> list[dict]:
     from PySide6.QtGui import QColor
     from PySide6.QtWidgets import QGraphicsRectItem, QGraphicsScene
     from tensorscope.ui.graph_view import GraphView, build_cards, card_sizes
-    from tensorscope.ui.layout import layered_layout
+    from tensorscope.ui.model.layout import layered_layout
     n = 2000
     g = wide_graph(n)
     view = GraphView()
@@ -204,7 +204,7 @@ def _ingest_run(rate: float | None, seconds: float, modules: int = 50) -> dict:
 
 def _model_only(modules: int = 50, steps: int = 400) -> dict:
     """The plain model's own ingest rate (no Qt, no threads)."""
-    from tensorscope.ui.session_model import SessionModel
+    from tensorscope.ui.model.session_model import SessionModel
     m = SessionModel()
     m.ingest_many(_structure(modules))
     batches = [_digests(modules, s) + [_summary(s, modules)] for s in range(steps)]

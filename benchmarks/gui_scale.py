@@ -29,7 +29,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from tensorscope.ui.layout import Layout, count_crossings, layered_layout
+from tensorscope.ui.model.layout import Layout, count_crossings, layered_layout
 
 NODE_SIZE = (80.0, 30.0)
 LAYOUT_TARGETS = {5000: 1.0, 20000: 3.0}

@@ -182,7 +182,7 @@ def _row(name: str, mode: str, device: str, clock: str, plain: list[float], inst
 
 def _watch(trainer: Trainer, mode: str, watch_options: dict[str, Any] | None) -> Any:
     import tensorscope
-    from tensorscope.report import ReportBuilder
+    from tensorscope.training.report import ReportBuilder
 
     # The loss module is passed, so no process-wide loss discovery: its global hooks
     # would put the plain copy's modules on PyTorch's hooked path (and capture its loss).

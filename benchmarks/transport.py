@@ -19,13 +19,13 @@ import time
 import torch
 from torch import nn
 
-from tensorscope.client import attach
-from tensorscope.events import CallDigest, Continue, GetTensor, Pause, PausedAt, StepSummary
+from tensorscope.viewer.client import attach
+from tensorscope.common.events import CallDigest, Continue, GetTensor, Pause, PausedAt, StepSummary
 from tensorscope.hooks.gate import Gate
-from tensorscope.live import start_live
-from tensorscope.protocol import FrameDecoder, encode
-from tensorscope.recording import Recorder
-from tensorscope.session import Session
+from tensorscope.training.live import start_live
+from tensorscope.common.protocol import FrameDecoder, encode
+from tensorscope.training.recording import Recorder
+from tensorscope.training.session import Session
 
 
 def _digest(i: int) -> CallDigest:
@@ -88,7 +88,7 @@ def bench_loopback(n: int) -> float:
 
 def bench_slices(mb: int) -> float:
     """GetTensor of a whole float32 tensor while paused: MB/s delivered and decoded."""
-    from tensorscope.slicing import decode_slice
+    from tensorscope.common.slicing import decode_slice
 
     s = Session()
     gate = Gate(s)
@@ -145,7 +145,7 @@ def resnet_like() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
 
 CONSUMER = """
 import sys, threading
-from tensorscope.client import GuiServer
+from tensorscope.viewer.client import GuiServer
 count = [0]
 def on_connection(c):
     c.start(lambda m: count.__setitem__(0, count[0] + 1), lambda r: None)

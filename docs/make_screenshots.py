@@ -50,7 +50,7 @@ class Session:
     """A window plus a child script connected to it."""
 
     def __init__(self, script: str, args: list[str], break_on: str = "") -> None:
-        from tensorscope.client import GuiServer
+        from tensorscope.viewer.client import GuiServer
         from tensorscope.ui.child_script import ChildScript, child_command
         from tensorscope.ui.main_window import MainWindow
         self.window = MainWindow(settings_key=None)
@@ -70,7 +70,7 @@ class Session:
 
 
 def demo_shots(out: Path) -> None:
-    from tensorscope import demo
+    from tensorscope.training import demo
     s = Session(demo.__file__, ["--steps", "100000", "--sleep", "0.02"])
     w = s.window
     try:

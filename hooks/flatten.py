@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from tensorscope.events import tensor_meta
+from tensorscope.common.events import tensor_meta
 
 MAX_DEPTH = 6
 MAX_ITEMS = 64

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from tensorscope.events import Scalars
+from tensorscope.common.events import Scalars
 
 
 def scalar_values(values: dict[str, Any]) -> dict[str, float]:

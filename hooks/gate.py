@@ -20,8 +20,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from tensorscope.conditions import ConditionError, digest_values
-from tensorscope.events import (CallDigest, Continue, Finding, GetTensor, Pause,
+from tensorscope.common.conditions import ConditionError, digest_values
+from tensorscope.common.events import (CallDigest, Continue, Finding, GetTensor, Pause,
                                 PausedAt, PinModules, Request, Response, Resumed, RunToStep,
                                 SetBreakpoints, StepBatch, StepModule, StepSummary)
 from tensorscope.hooks.gate_state import (Breakpoints, BreakpointError, Job, nbytes,
@@ -30,7 +30,7 @@ from tensorscope.hooks.gate_state import (Breakpoints, BreakpointError, Job, nby
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from tensorscope.session import Session
+    from tensorscope.training.session import Session
 
 log = logging.getLogger("tensorscope.gate")
 
@@ -384,7 +384,7 @@ class Gate:
         return job.result
 
     def _slice(self, req: GetTensor) -> Response:
-        from tensorscope.slicing import SliceError, encode_slice
+        from tensorscope.common.slicing import SliceError, encode_slice
 
         try:
             body = encode_slice(self._tensors[req.ref], req.slice, ref=req.ref,

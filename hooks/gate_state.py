@@ -6,8 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tensorscope.conditions import Condition, ConditionError, parse_condition
-from tensorscope.events import Response, tensor_meta, tensor_ref  # noqa: F401 (re-exported)
+from tensorscope.common.conditions import Condition, ConditionError, parse_condition
+from tensorscope.common.events import Response, tensor_meta, tensor_ref  # noqa: F401 (re-exported)
 
 FLAG_KINDS = ("non_finite", "finding", "exception")
 MODULE_ON = ("forward_pre", "forward", "backward")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from torch import nn
 
-    from tensorscope.events import CallDigest, StepSummary
+    from tensorscope.common.events import CallDigest, StepSummary
 
 
 class CallRecord:

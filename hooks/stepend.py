@@ -11,7 +11,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from tensorscope.events import CallDigest, StepSummary
+from tensorscope.common.events import CallDigest, StepSummary
 from tensorscope.hooks.observer import CallRecord, StepRecord
 from tensorscope.hooks.params import ParamTracker
 from tensorscope.hooks.stats import stats_from

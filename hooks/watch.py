@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from tensorscope.distributed import RankInfo, current_rank
-from tensorscope.events import Bye, ExceptionRaised, Hello, ModuleTree
+from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree
 from tensorscope.hooks.callbacks import CaptureCallbacks
 from tensorscope.hooks.capture import Capture, StepBuffer
 from tensorscope.hooks.framework_steps import FrameworkSteps
@@ -32,7 +32,7 @@ from tensorscope.hooks.observer import CallRecord, Observer
 from tensorscope.hooks.params import ParamTracker
 from tensorscope.hooks.registry import ModelIndex, is_loss_module
 from tensorscope.hooks.watch_events import StepEmitter
-from tensorscope.session import Session
+from tensorscope.training.session import Session
 
 MODES = ("shapes", "default", "full")
 
@@ -124,12 +124,12 @@ class Watch(CaptureCallbacks, FrameworkSteps):
     def _start_sinks(self, report: str | None, live: dict[str, Any]) -> None:
         """The report builder, and the live links when any of record/listen/connect is set."""
         if report:
-            from tensorscope.report import ReportBuilder
+            from tensorscope.training.report import ReportBuilder
 
             self._report = ReportBuilder(report)
             self.session.add_sink(self._report)
         if live["record"] or live["listen"] not in (None, "") or live["connect"]:
-            from tensorscope.live import start_live
+            from tensorscope.training.live import start_live
 
             self._live = start_live(self.session, self.gate, rank=self.rank, **live)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tensorscope.events import Finding, GraphStructure, StepBegin
+from tensorscope.common.events import Finding, GraphStructure, StepBegin
 from tensorscope.hooks.autograd_graph import Ownership, autograd_graph
 from tensorscope.hooks.dataflow import module_graph, structure_hash, structure_key
 from tensorscope.hooks.registry import describe_plain

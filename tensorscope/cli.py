@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 # subcommand -> "module:function"; the function takes the parsed args, returns an exit code
 COMMANDS: dict[str, str] = {
-    "run": "tensorscope.runner:run_command",
+    "run": "tensorscope.training.runner:run_command",
     "gui": "tensorscope.ui.app:gui_command",
     "attach": "tensorscope.ui.app:attach_command",
     "open": "tensorscope.ui.app:open_command",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from tensorscope.events import Message, PausedAt
+from tensorscope.common.events import Message, PausedAt
 
 TIMEOUT = 120.0
 

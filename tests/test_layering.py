@@ -22,14 +22,14 @@ def _loaded(mods: set[str], roots: tuple[str, ...]) -> list[str]:
 
 
 def test_import_tensorscope_loads_neither_torch_nor_qt():
-    mods = _modules_after("import tensorscope, tensorscope.events, tensorscope.session, tensorscope.cli")
+    mods = _modules_after("import tensorscope, tensorscope.common.events, tensorscope.training.session, tensorscope.cli")
     assert not _loaded(mods, ("torch",) + QT)
 
 
 @pytest.mark.parametrize("module", [
-    "tensorscope.protocol", "tensorscope.transport", "tensorscope.recording",
-    "tensorscope.slicing", "tensorscope.conditions", "tensorscope.report",
-    "tensorscope.client",
+    "tensorscope.common.protocol", "tensorscope.common.transport", "tensorscope.training.recording",
+    "tensorscope.common.slicing", "tensorscope.common.conditions", "tensorscope.training.report",
+    "tensorscope.viewer.client",
 ])
 def test_session_layer_loads_neither_torch_nor_qt(module):
     mods = _modules_after(f"import importlib.util, importlib\n"

@@ -106,7 +106,7 @@ def _window(title: str = "TensorScope", settings_key: str | None = "main",
 
 def gui_command(args: argparse.Namespace) -> int:
     """``tensorscope gui``: an empty window that scripts connect to."""
-    from tensorscope.client import GuiServer
+    from tensorscope.viewer.client import GuiServer
     window = _window("TensorScope — waiting for scripts")
     server = GuiServer(window.accept_connection, port=int(getattr(args, "port", 0) or 0))
     server.start()
@@ -127,7 +127,7 @@ def gui_command(args: argparse.Namespace) -> int:
 
 def attach_command(args: argparse.Namespace) -> int:
     """``tensorscope attach HOST:PORT``: connect to a script serving with --listen."""
-    from tensorscope.client import attach
+    from tensorscope.viewer.client import attach
     window = _window(f"TensorScope — {args.address}")
     token = getattr(args, "token", None) or os.environ.get("TENSORSCOPE_TOKEN", "")
     if not token:
@@ -149,7 +149,7 @@ def attach_command(args: argparse.Namespace) -> int:
 
 def open_command(args: argparse.Namespace) -> int:
     """``tensorscope open FILE.tscope``: replay a recording."""
-    from tensorscope.recording import RecordingError
+    from tensorscope.training.recording import RecordingError
     screenshot = getattr(args, "screenshot", None)
     # The file is checked before the display: a missing file is the error to name.
     if not os.path.exists(args.file):
@@ -207,7 +207,7 @@ def run_with_gui(args: argparse.Namespace, screenshot: str | None = None,
 
     Returns the script's exit code once the window closes (0 if it still runs).
     """
-    from tensorscope.client import GuiServer
+    from tensorscope.viewer.client import GuiServer
     from tensorscope.ui.child_script import ChildScript, child_command
     window = _window(f"TensorScope — {os.path.basename(args.script)}",
                      settings_key=None if screenshot else "main",
@@ -283,7 +283,7 @@ def _ask_stop(window, child) -> None:
 
 def demo_command(args: argparse.Namespace) -> int:
     """``tensorscope demo``: train the demo MLP live in the GUI (optionally screenshot)."""
-    from tensorscope import demo
+    from tensorscope.training import demo
     steps = int(getattr(args, "steps", 200) or 200)
     screenshot = getattr(args, "screenshot", None)
     # With --screenshot the window is saved after `steps` steps while training

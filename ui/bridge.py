@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 
-from tensorscope.events import Message, Response
+from tensorscope.common.events import Message, Response
 
 DRAIN_BUDGET_S = 0.008
 # Messages queued for the GUI before readers wait: ~0.25 s at 20,000 events/s

@@ -1,7 +1,7 @@
 """Debugger requests from the GUI to training (GUI thread; never blocks).
 
 ``DebugController`` turns user intent (pause, step, breakpoints, get a tensor
-slice) into ``tensorscope.events`` requests on the current connection. The
+slice) into ``tensorscope.common.events`` requests on the current connection. The
 connection's ``request`` only queues a frame; responses come back through the
 bridge and run their handler on the GUI thread.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Protocol
 
-from tensorscope.events import (Continue, GetTensor, Pause, PinModules, Request, Response,
+from tensorscope.common.events import (Continue, GetTensor, Pause, PinModules, Request, Response,
                                 RunToStep, SetBreakpoints, StepBatch, StepModule)
 
 log = logging.getLogger("tensorscope.ui")
@@ -19,7 +19,7 @@ GLOBAL_BREAKS = ("non_finite", "exception", "finding")
 
 
 class RequestSender(Protocol):
-    """What the controller needs from a ``tensorscope.client.Connection``."""
+    """What the controller needs from a ``tensorscope.viewer.client.Connection``."""
 
     def request(self, req: Request,
                 on_response: Callable[[Response], None] | None = None) -> int: ...

@@ -5,7 +5,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
-from tensorscope.ui.session_model import SessionModel
+from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
 COLUMNS = ("Severity", "Kind", "Module", "Step", "Count", "Message")

@@ -15,10 +15,10 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from tensorscope.ui.bridge import Bridge
-from tensorscope.ui.graph_model import GraphModel
+from tensorscope.ui.model.graph_model import GraphModel
 from tensorscope.ui.graph_view import GraphView
 from tensorscope.ui.layout_runner import LayoutRunner, Prepared, prepare
-from tensorscope.ui.session_model import ModuleKey, SessionModel
+from tensorscope.ui.model.session_model import ModuleKey, SessionModel
 from tensorscope.ui.theme import Theme
 
 log = logging.getLogger("tensorscope.ui")
@@ -135,7 +135,7 @@ class GraphPanel(QWidget):
     def clear(self) -> None:
         """Forget both graphs (a new session starts)."""
         import networkx as nx
-        from tensorscope.ui.layout import Layout
+        from tensorscope.ui.model.layout import Layout
         empty = Layout(positions={}, edge_points={}, layers={}, width=0.0, height=0.0)
         for kind in KINDS:
             self.graphs[kind] = GraphModel(kind, type_of=self._type_of)

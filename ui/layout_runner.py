@@ -18,7 +18,7 @@ from PySide6.QtCore import QRunnable, QThreadPool
 
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.graph_items import Card
-from tensorscope.ui.graph_model import GraphModel
+from tensorscope.ui.model.graph_model import GraphModel
 
 NODE_GAP = 36.0
 LAYER_GAP = 48.0
@@ -39,7 +39,7 @@ def prepare(model: GraphModel, describe: Callable[[dict], tuple[str, str]],
             previous: Any = None) -> Prepared:
     """Visible graph → cards → layout (any thread; ``model`` is not shared yet)."""
     from tensorscope.ui.graph_view import build_cards, card_sizes
-    from tensorscope.ui.layout import layered_layout
+    from tensorscope.ui.model.layout import layered_layout
     start = time.perf_counter()
     vis = model.visible_graph()
     cards = build_cards(vis, describe)

@@ -5,7 +5,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
-from tensorscope.ui.session_model import METRICS
+from tensorscope.ui.model.session_model import METRICS
 from tensorscope.ui.theme import Theme, ui_font
 
 

@@ -15,14 +15,14 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow,
                                QWidget)
 
-from tensorscope.events import Message, Response, parse_tensor_ref
+from tensorscope.common.events import Message, Response, parse_tensor_ref
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.controller import DebugController
 from tensorscope.ui.findings import FindingsPanel
 from tensorscope.ui.graph_panel import GraphPanel
 from tensorscope.ui.module_tree import ModuleTreePanel
 from tensorscope.ui.plots import PlotsPanel
-from tensorscope.ui.session_model import SessionModel
+from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.status import StatusPanel, paused_banner
 from tensorscope.ui.theme import Theme, make_theme
 from tensorscope.ui.window_actions import build_actions
@@ -132,7 +132,7 @@ class MainWindow(QMainWindow):
     def accept_connection(self, connection: Any) -> None:
         """Start reading ``connection`` and show its session. Any thread.
 
-        ``connection`` is a ``tensorscope.client.Connection``; its messages
+        ``connection`` is a ``tensorscope.viewer.client.Connection``; its messages
         are queued behind the announcement, so none is lost or misrouted.
         """
         conn_id = next(_CONN_IDS)
@@ -254,7 +254,7 @@ class MainWindow(QMainWindow):
         ref, meta = paused_tensor(self.model, root, path)
         state = self.model.module(root, path)
         if meta is None and state is not None and state.shape is not None:
-            from tensorscope.events import tensor_meta
+            from tensorscope.common.events import tensor_meta
             meta = tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
                                device=state.device)
         if meta is not None:

@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QW
 
 from tensorscope.ui.graph_items import shape_text
 from tensorscope.ui.legend import format_number
-from tensorscope.ui.session_model import LocalKey, ModuleState, SessionModel
+from tensorscope.ui.model.session_model import LocalKey, ModuleState, SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
 COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",

@@ -24,7 +24,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from tensorscope.ui.session_model import LocalKey, ModuleKey, SessionModel
+from tensorscope.ui.model.session_model import LocalKey, ModuleKey, SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
 CURVE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",

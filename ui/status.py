@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
-from tensorscope.ui.session_model import SessionModel
+from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.theme import Theme
 
 

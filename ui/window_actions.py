@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QComboBox, QLineEdit, QMainWindow, QMenu, QToolBar, QWidget
 
-from tensorscope.ui.session_model import METRICS
+from tensorscope.ui.model.session_model import METRICS
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tensorscope.events import CallDigest
+from tensorscope.common.events import CallDigest
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord, StepRecord

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from tensorscope.events import CallDigest
+from tensorscope.common.events import CallDigest
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
     module_label
 from tensorscope.hooks.observer import CallRecord, StepRecord

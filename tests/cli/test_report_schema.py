@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 import tensorscope
-from tensorscope.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding, Hello,
+from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding, Hello,
                                 ModuleTree, StepSummary)
-from tensorscope.report import ReportBuilder, json_safe
+from tensorscope.training.report import ReportBuilder, json_safe
 
 TOP = {"tensorscope_report": int, "script": str, "argv": list, "exit_code": int, "torch": str,
        "devices": list, "steps": int, "dropped_events": int, "roots": list,

@@ -10,12 +10,12 @@ import torch
 from torch import nn
 
 from tensorscope.distributed import RankInfo, current_rank, env_rank, rank_path
-from tensorscope.events import (CallDigest, Finding, Hello, ModuleTree, StepSummary,
+from tensorscope.common.events import (CallDigest, Finding, Hello, ModuleTree, StepSummary,
                                 parse_tensor_ref, tensor_ref)
 from tensorscope.hooks.watch import Watch
-from tensorscope.recording import SessionReader
-from tensorscope.session import Session
-from tensorscope.ui.session_model import SessionModel
+from tensorscope.training.recording import SessionReader
+from tensorscope.training.session import Session
+from tensorscope.ui.model.session_model import SessionModel
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_old_recordings_without_rank_columns_still_open(tmp_path):
             seq INTEGER NOT NULL, type TEXT NOT NULL, body BLOB NOT NULL);""")
     import msgpack
 
-    from tensorscope.protocol import body_of
+    from tensorscope.common.protocol import body_of
     db.executemany("INSERT INTO meta VALUES (?, ?)", [("format", "tensorscope-session"),
                                                       ("format_version", "1"), ("complete", "1")])
     for i, msg in enumerate([Hello(script="old.py"), StepSummary(step=0, loss=1.0)]):

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensorscope.client import attach
-from tensorscope.events import Bye, Continue, GetTensor, PausedAt, SetBreakpoints, tensor_ref
-from tensorscope.slicing import decode_slice
+from tensorscope.viewer.client import attach
+from tensorscope.common.events import Bye, Continue, GetTensor, PausedAt, SetBreakpoints, tensor_ref
+from tensorscope.common.slicing import decode_slice
 
 from inbox import Inbox
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import tensorscope
-from tensorscope.events import CallDigest, GraphStructure, StepSummary
+from tensorscope.common.events import CallDigest, GraphStructure, StepSummary
 
 
 class EventLog:

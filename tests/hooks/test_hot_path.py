@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from hooks_zoo import EventLog, train_steps, watch
-from tensorscope.events import Finding
+from tensorscope.common.events import Finding
 from tensorscope.hooks.observer import Observer
 from tensorscope.hooks.stats import ScalarBuffer, grad_norm, sq_norm
 

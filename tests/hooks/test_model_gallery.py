@@ -7,7 +7,7 @@ from torch import nn
 
 from hooks_zoo import (Broken, Classifier, ConvNet, DictNet, Encoder, EventLog, InplaceNet,
                        Recurrent, Residual, Twice, train_steps, watch)
-from tensorscope.events import Finding
+from tensorscope.common.events import Finding
 
 
 def _by_path(log: EventLog, step: int = 0) -> dict[tuple[int, str], list]:

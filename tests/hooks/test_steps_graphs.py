@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from hooks_zoo import Classifier, EventLog, train_steps, watch
-from tensorscope.events import GraphStructure, ModuleTree, StepBegin
+from tensorscope.common.events import GraphStructure, ModuleTree, StepBegin
 from tensorscope.hooks.observer import Observer
 from tensorscope.hooks.watch import Watch
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorscope.ui.inspector.slicekey import parse_key
+from tensorscope.ui.model.slicekey import parse_key
 
 
 def make_body(array: np.ndarray, ref: str, text: str, *, original_dtype: str = "",

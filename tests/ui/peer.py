@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import threading
 
-from tensorscope.client import Connection, attach
-from tensorscope.events import (Continue, GetTensor, Message, Pause, PausedAt, Request, Response,
+from tensorscope.viewer.client import Connection, attach
+from tensorscope.common.events import (Continue, GetTensor, Message, Pause, PausedAt, Request, Response,
                                 Resumed, StepBatch, StepModule)
-from tensorscope.transport import Channel, Listener
+from tensorscope.common.transport import Channel, Listener
 
 
 class TrainingPeer:
@@ -30,7 +30,7 @@ class TrainingPeer:
         self.tensor_body: dict | None = None
 
     def connect(self) -> Connection:
-        """The GUI side (a real ``tensorscope.client.Connection``)."""
+        """The GUI side (a real ``tensorscope.viewer.client.Connection``)."""
         host, port = self.listener.address
         conn = attach(f"{host}:{port}", self.listener.token)
         assert self._ready.wait(5), "the peer never saw the connection"

@@ -1,4 +1,4 @@
-"""Realistic event sequences for GUI tests, built from tensorscope.events.
+"""Realistic event sequences for GUI tests, built from tensorscope.common.events.
 
 They follow the documented message formats (events.py docstrings), the same
 ones the hooks emit: a module tree, module/autograd graph structures, call
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from tensorscope.events import (CallDigest, Finding, GraphStructure, Hello, ModuleTree,
+from tensorscope.common.events import (CallDigest, Finding, GraphStructure, Hello, ModuleTree,
                                 StepBegin, StepSummary, tensor_meta)
 
 MLP = [("network.0", "Linear", [64, 128], "Linear(784→128)", 100480),

@@ -5,7 +5,7 @@ import threading
 
 from PySide6.QtCore import QThread
 
-from tensorscope.events import Response, StepBegin
+from tensorscope.common.events import Response, StepBegin
 from tensorscope.ui.bridge import Bridge
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from peer import TrainingPeer
 from sample_events import mlp_session
-from tensorscope.events import PausedAt, tensor_meta
+from tensorscope.common.events import PausedAt, tensor_meta
 from tensorscope.ui.main_window import MainWindow
 from tensorscope.ui.theme import make_theme
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from PySide6.QtGui import QImage
 
-from tensorscope.client import GuiServer
+from tensorscope.viewer.client import GuiServer
 from tensorscope.ui.main_window import MainWindow
 from tensorscope.ui.theme import make_theme
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from inspector_host import ArrayHost, make_body
-from tensorscope.events import tensor_meta
+from tensorscope.common.events import tensor_meta
 from tensorscope.ui.inspector import HINT_NOT_PAUSED, TensorInspector
-from tensorscope.ui.inspector.received import format_value
+from tensorscope.ui.model.received import format_value
 
 REF = "0:features.0#1/out"
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
 from sample_events import mlp_session, mlp_step, transformer_session
-from tensorscope.ui.graph_model import group_id
+from tensorscope.ui.model.graph_model import group_id
 from tensorscope.ui.main_window import MainWindow
 from tensorscope.ui.theme import make_theme
 
@@ -197,7 +197,7 @@ def test_the_first_window_freezes_the_startup_heap_once(qtbot):
 
 
 def test_loss_nodes_are_coloured_but_do_not_stretch_the_range(qtbot, window):
-    from tensorscope.events import CallDigest, tensor_meta
+    from tensorscope.common.events import CallDigest, tensor_meta
 
     view = window.graph.views["module"]
     window.ingest([CallDigest(step=9, index=5, root=1, path="", type="CrossEntropyLoss",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from sample_events import transformer_session
-from tensorscope.events import PausedAt, Resumed
+from tensorscope.common.events import PausedAt, Resumed
 from tensorscope.ui.main_window import MainWindow
 from tensorscope.ui.theme import make_theme
 

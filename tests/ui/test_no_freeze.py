@@ -8,7 +8,7 @@ import time
 from PySide6.QtCore import QTimer
 
 from sample_events import mlp_autograd_graph, mlp_session, mlp_step, transformer_session
-from tensorscope.events import GraphStructure
+from tensorscope.common.events import GraphStructure
 from tensorscope.ui.main_window import MainWindow
 from tensorscope.ui.theme import make_theme
 

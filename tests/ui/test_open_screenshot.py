@@ -9,8 +9,8 @@ import pytest
 from PySide6.QtGui import QImage
 
 from sample_events import mlp_session
-from tensorscope.recording import Recorder
-from tensorscope.session import Session
+from tensorscope.training.recording import Recorder
+from tensorscope.training.session import Session
 
 
 @pytest.fixture

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorscope.events import CallDigest, StepSummary
+from tensorscope.common.events import CallDigest, StepSummary
 from tensorscope.ui.plots import (MAX_CURVES, NEW_CURVES_PER_REFRESH, PLOT_INTERVAL_S, PlotsPanel,
                                   StepRange, nice_ceil, peak_decimate)
-from tensorscope.ui.session_model import SessionModel
+from tensorscope.ui.model.session_model import SessionModel
 
 MODULES = 8
 
@@ -167,7 +167,7 @@ def test_peak_decimate_keeps_every_bins_extremes_in_step_order():
 
 
 def test_logged_scalars_get_a_plot_of_their_own_once_they_arrive(qtbot):
-    from tensorscope.events import Scalars
+    from tensorscope.common.events import Scalars
 
     panel, clock = _panel(qtbot)
     model = SessionModel()

@@ -6,8 +6,8 @@ import argparse
 import pytest
 
 from sample_events import mlp_session
-from tensorscope.recording import Recorder
-from tensorscope.session import Session
+from tensorscope.training.recording import Recorder
+from tensorscope.training.session import Session
 from tensorscope.ui.app import open_command
 from tensorscope.ui.replay import ReplayWindow
 

@@ -1,8 +1,8 @@
 """Tensors that feed many chained blocks (masks, position ids) become badges."""
 from __future__ import annotations
 
-from tensorscope.events import GraphStructure
-from tensorscope.ui.graph_model import GraphModel, side_input_label
+from tensorscope.common.events import GraphStructure
+from tensorscope.ui.model.graph_model import GraphModel, side_input_label
 
 
 def _node(nid: str, kind: str = "call", path: str = "", label: str = "Block",

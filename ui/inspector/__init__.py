@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorscope.ui.inspector.state import HINT_NOT_PAUSED, InspectorState
+from tensorscope.ui.model.inspector_state import HINT_NOT_PAUSED, InspectorState
 
 __all__ = ["InspectorState", "TensorInspector", "HINT_NOT_PAUSED"]
 

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from tensorscope.ui.inspector.plots import AspectFit
 
-from tensorscope.ui.inspector.state import COLORMAPS
+from tensorscope.ui.model.inspector_state import COLORMAPS
 from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, plot_colors,
                                             style_plot)
 

@@ -6,8 +6,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from tensorscope.ui.inspector.received import finite_range, format_value
-from tensorscope.ui.inspector.state import COLORMAPS
+from tensorscope.ui.model.received import finite_range, format_value
+from tensorscope.ui.model.inspector_state import COLORMAPS
 from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, accent_color,
                                             mute, plot_colors, style_plot)
 

@@ -5,8 +5,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QLineEdit, QSlider,
                                QSpinBox, QVBoxLayout, QWidget)
 
-from tensorscope.ui.inspector.received import COMPLEX_PARTS
-from tensorscope.ui.inspector.state import COLORMAPS, VIEWS, InspectorState
+from tensorscope.ui.model.received import COMPLEX_PARTS
+from tensorscope.ui.model.inspector_state import COLORMAPS, VIEWS, InspectorState
 from tensorscope.ui.inspector.theme import error_color, mute
 
 NO_DIM = "—"

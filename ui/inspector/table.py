@@ -8,7 +8,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QTableView, QWidget
 
-from tensorscope.ui.inspector.received import format_value
+from tensorscope.ui.model.received import format_value
 from tensorscope.ui.inspector.theme import NAN_COLOR, NEGINF_COLOR, POSINF_COLOR
 
 AnyIndex = QModelIndex | QPersistentModelIndex

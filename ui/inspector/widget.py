@@ -20,11 +20,11 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QS
 from tensorscope.ui.inspector import export, theme
 from tensorscope.ui.inspector.grid import GridView
 from tensorscope.ui.inspector.header import InspectorHeader
-from tensorscope.ui.inspector.observe import Event
+from tensorscope.ui.model.observe import Event
 from tensorscope.ui.inspector.plots import HeatmapView, LineView
-from tensorscope.ui.inspector.received import (ReceivedSlice, display_values, nonfinite_counts)
+from tensorscope.ui.model.received import (ReceivedSlice, display_values, nonfinite_counts)
 from tensorscope.ui.inspector.slicer import SlicerPanel
-from tensorscope.ui.inspector.state import InspectorState
+from tensorscope.ui.model.inspector_state import InspectorState
 from tensorscope.ui.inspector.table import ArrayTableView
 from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, css,
                                             error_color, mute)

@@ -1,0 +1,1 @@
+"""Wire code shared by both processes: messages, frames, sockets, conditions, slices."""

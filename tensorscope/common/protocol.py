@@ -1,0 +1,224 @@
+"""The wire protocol: length-prefixed msgpack frames.
+
+A frame is a 4-byte big-endian unsigned length followed by that many bytes of
+msgpack. The msgpack payload is an array ``[version, type, seq, body]``:
+
+* ``version`` is ``PROTOCOL_VERSION`` of the sender;
+* ``type`` is a message ``TYPE`` from ``tensorscope.common.events`` (or a handshake
+  type starting with ``"_"``);
+* ``seq`` is the message number;
+* ``body`` is a map, the message's ``to_dict()``.
+
+Nothing received is ever unpickled or evaluated: msgpack decodes only plain
+data, and message classes are looked up by name in a fixed registry.
+See docs/protocol.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import msgpack
+
+from tensorscope.common.events import PROTOCOL_VERSION, Message, message_type
+
+log = logging.getLogger("tensorscope.protocol")
+
+HEADER = struct.Struct(">I")
+#: Largest frame accepted by default (a 16M-element complex128 slice fits).
+MAX_FRAME = 256 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    """A frame could not be decoded; the connection that sent it is closed."""
+
+
+class VersionMismatch(ProtocolError):
+    """The peer speaks another protocol version."""
+
+    def __init__(self, theirs: Any, ours: int = PROTOCOL_VERSION) -> None:
+        super().__init__(
+            f"protocol version mismatch: the peer speaks version {theirs!r}, this "
+            f"TensorScope speaks version {ours}; install the same TensorScope "
+            f"version on both sides")
+        self.theirs = theirs
+        self.ours = ours
+
+
+@dataclass
+class Frame:
+    """One decoded frame before it is turned into a message."""
+
+    version: int
+    type: str
+    seq: int
+    body: dict[str, Any]
+
+
+def encode_frame(type_: str, seq: int, body: dict[str, Any]) -> bytes:
+    """Encode one frame (length prefix included)."""
+    payload = msgpack.packb([PROTOCOL_VERSION, type_, seq, body], use_bin_type=True)
+    return HEADER.pack(len(payload)) + payload
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def body_of(msg: Message) -> dict[str, Any]:
+    """``msg.to_dict()`` without the deep copy (values are already msgpack-native)."""
+    names = _FIELD_NAMES.get(type(msg))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(msg) if f.name != "seq")
+        _FIELD_NAMES[type(msg)] = names
+    return {name: getattr(msg, name) for name in names}
+
+
+def encode(msg: Message) -> bytes:
+    """Encode a message as one frame."""
+    return encode_frame(msg.TYPE, msg.seq, body_of(msg))
+
+
+def _unpack(payload: bytes) -> Frame:
+    try:
+        obj = msgpack.unpackb(payload, raw=False, strict_map_key=False,
+                              use_list=True)
+    except Exception as exc:  # msgpack raises several exception types
+        raise ProtocolError(f"malformed frame: not valid msgpack ({exc})") from exc
+    if not isinstance(obj, list) or len(obj) != 4:
+        raise ProtocolError("malformed frame: expected [version, type, seq, body]")
+    version, type_, seq, body = obj
+    if version != PROTOCOL_VERSION:
+        raise VersionMismatch(version)
+    if not isinstance(type_, str) or not isinstance(seq, int) or isinstance(seq, bool):
+        raise ProtocolError("malformed frame: type must be a string and seq an integer")
+    if not isinstance(body, dict):
+        raise ProtocolError(f"malformed frame: body of {type_!r} is not a map")
+    return Frame(version, type_, seq, body)
+
+
+_BASE_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "bytes": (bytes,),
+    "list": (list,), "dict": (dict,), "None": (type(None),),
+}
+_FIELD_TYPES: dict[type, dict[str, tuple[type, ...] | None]] = {}
+_UNKNOWN = object()
+
+
+def _field_types(cls: type[Message]) -> dict[str, tuple[type, ...] | None]:
+    """Per field, the Python types its wire value may have (None: anything)."""
+    cached = _FIELD_TYPES.get(cls)
+    if cached is None:
+        cached = {}
+        for f in dataclasses.fields(cls):
+            allowed: tuple[type, ...] = ()
+            for part in str(f.type).split("|"):
+                base = _BASE_TYPES.get(part.strip().split("[")[0])
+                if base is None:
+                    allowed = ()
+                    break
+                allowed += base
+            if f.name != "seq":
+                cached[f.name] = allowed or None
+        _FIELD_TYPES[cls] = cached
+    return cached
+
+
+def to_message(frame: Frame) -> Message | None:
+    """The message a frame carries; None (logged) for an unknown type.
+
+    Field values of the wrong wire type raise ``ProtocolError``.
+    """
+    cls = message_type(frame.type)
+    if cls is None:
+        log.warning("skipping a message of unknown type %r (seq %d)", frame.type, frame.seq)
+        return None
+    types = _field_types(cls)
+    fields = {}
+    for name, value in frame.body.items():
+        allowed = types.get(name, _UNKNOWN)
+        if allowed is _UNKNOWN:
+            continue  # a field from a newer version (or a non-name key): ignored
+        if allowed is not None and not isinstance(value, allowed):
+            raise ProtocolError(f"malformed {frame.type!r} message: field {name!r} is "
+                                f"{type(value).__name__}")
+        fields[name] = value
+    try:
+        msg = cls(**fields)
+    except Exception as exc:
+        raise ProtocolError(f"malformed {frame.type!r} message: {exc}") from exc
+    msg.seq = frame.seq
+    return msg
+
+
+def decode(data: bytes) -> Message | None:
+    """Decode exactly one whole frame (prefix included)."""
+    decoder = FrameDecoder()
+    msgs = decoder.feed(data)
+    if decoder.pending:
+        raise ProtocolError("trailing or incomplete bytes after the frame")
+    if decoder.frames_seen != 1:
+        raise ProtocolError(f"expected one frame, got {decoder.frames_seen}")
+    return msgs[0] if msgs else None
+
+
+class FrameDecoder:
+    """Incremental decoder: feed it bytes as they arrive, get whole frames.
+
+    After a ``ProtocolError`` the stream is out of sync and the decoder must
+    be discarded (the connection closed).
+    """
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        self._pos = 0  # start of the first unread frame in _buf
+        self.frames_seen = 0
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet form a whole frame."""
+        return len(self._buf) - self._pos
+
+    def feed_frames(self, data: bytes) -> Iterator[Frame]:
+        """Add ``data`` and yield every whole frame now available.
+
+        Frames not consumed (the caller stopped iterating) stay buffered.
+        """
+        self._buf += data
+        while True:
+            frame = self._next()
+            if frame is None:
+                return
+            yield frame
+
+    def _next(self) -> Frame | None:
+        buf = self._buf
+        if self._pos and self._pos * 2 > len(buf):  # compact now and then, not per frame
+            del buf[:self._pos]
+            self._pos = 0
+        pos = self._pos
+        if len(buf) - pos < HEADER.size:
+            return None
+        (length,) = HEADER.unpack_from(buf, pos)
+        if length > self.max_frame:
+            raise ProtocolError(f"frame of {length} bytes exceeds the limit of "
+                                f"{self.max_frame} bytes")
+        end = pos + HEADER.size + length
+        if len(buf) < end:
+            return None
+        self._pos = end
+        frame = _unpack(buf[pos + HEADER.size:end])
+        self.frames_seen += 1
+        return frame
+
+    def feed(self, data: bytes) -> list[Message]:
+        """Add ``data`` and return the messages it completes (unknown types skipped)."""
+        out = []
+        for frame in self.feed_frames(data):
+            msg = to_message(frame)
+            if msg is not None:
+                out.append(msg)
+        return out

@@ -1,0 +1,286 @@
+"""Live links of a training process: recording, listen server, connection to a GUI.
+
+``start_live`` wires a ``Session`` to the outside world (interfaces.md §4):
+
+* ``record=FILE``: a ``Recorder`` sink writes the session to SQLite;
+* ``listen=[HOST:]PORT``: serve; any number of GUIs may attach, one after
+  another or together, each first receiving a replay of the session so far;
+* ``connect``: connect to a GUI (``GuiServer``) that is already listening.
+
+Requests from a GUI go to ``gate.handle_request`` and the answer goes back on
+the same connection. When the last GUI goes away the gate is released, so a
+disconnect while paused resumes training.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from tensorscope.common.events import (ExceptionRaised, Finding, GraphStructure, Hello, Message,
+                                ModuleTree, PausedAt, Request, Resumed, StepSummary)
+from tensorscope.training.sender import Sender
+from tensorscope.common.transport import (Channel, HandshakeError, Listener, connect as open_channel,
+                                   find_gui, parse_address)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.gate import Gate
+    from tensorscope.training.session import Session
+
+log = logging.getLogger("tensorscope.live")
+
+RING = 256  # step summaries replayed to a GUI that attaches
+MAX_EXCEPTIONS = 32
+
+
+class _Peer:
+    """One attached GUI: a sender thread and a request-reading thread."""
+
+    def __init__(self, hub: "LiveHub", channel: Channel) -> None:
+        self.hub = hub
+        self.channel = channel
+        self.sender = Sender(channel, name=f"tensorscope-sender-{channel.peer}")
+        self.reader = threading.Thread(target=self._read, daemon=True,
+                                       name=f"tensorscope-requests-{channel.peer}")
+
+    def start(self) -> None:
+        self.sender.start()
+        self.reader.start()
+
+    def _on_message(self, msg: Message) -> None:
+        if isinstance(msg, Request):
+            self.sender.put(self.hub.gate.handle_request(msg))
+        else:
+            log.warning("ignoring a %r message from the GUI at %s", msg.TYPE, self.channel.peer)
+
+    def _read(self) -> None:
+        reason = self.channel.read_loop(self._on_message)
+        log.info("GUI at %s detached: %s", self.channel.peer, reason)
+        self.sender.close(timeout=0.5)
+        self.hub.detached(self)
+
+
+class LiveHub:
+    """A session sink that keeps the replay state and fans out to attached GUIs."""
+
+    def __init__(self, gate: "Gate", *, ring: int = RING) -> None:
+        self.gate = gate
+        self.keep_interactive = False  # True in listen mode: a GUI may attach later
+        self._lock = threading.Lock()
+        self._peers: list[_Peer] = []
+        self._hello: Hello | None = None
+        self._tree: ModuleTree | None = None
+        self._graphs: dict[str, GraphStructure] = {}
+        self._summaries: collections.deque[StepSummary] = collections.deque(maxlen=ring)
+        self._findings: dict[tuple[int, str, int, str], Finding] = {}
+        self._exceptions: collections.deque[ExceptionRaised] = collections.deque(
+            maxlen=MAX_EXCEPTIONS)
+        self._paused: PausedAt | None = None
+        self._closed = False
+
+    def _remember(self, msg: Message) -> None:
+        if isinstance(msg, Hello):
+            self._hello = msg
+        elif isinstance(msg, ModuleTree):
+            self._tree = msg
+        elif isinstance(msg, GraphStructure):
+            self._graphs[msg.kind] = msg
+        elif isinstance(msg, StepSummary):
+            self._summaries.append(msg)
+        elif isinstance(msg, Finding):
+            self._findings[msg.key] = msg
+        elif isinstance(msg, ExceptionRaised):
+            self._exceptions.append(msg)
+        elif isinstance(msg, PausedAt):
+            self._paused = msg
+        elif isinstance(msg, Resumed):
+            self._paused = None
+
+    def replay(self) -> list[Message]:
+        """What a newly attached GUI receives first (call with the lock held)."""
+        out: list[Message] = [m for m in (self._hello, self._tree) if m is not None]
+        out += list(self._graphs.values())
+        out += list(self._summaries)
+        out += list(self._findings.values())
+        out += list(self._exceptions)
+        if self._paused is not None:
+            out.append(self._paused)
+        return out
+
+    def handle(self, msg: Message) -> None:
+        """Sink: remember and forward (training thread; never blocks)."""
+        with self._lock:
+            self._remember(msg)
+            for peer in self._peers:
+                peer.sender.put(msg)
+
+    def attach(self, channel: Channel) -> None:
+        """A GUI connected and proved the token: replay, then stream live."""
+        peer = _Peer(self, channel)
+        with self._lock:
+            if self._closed:
+                channel.close()
+                return
+            peer.sender.put_many(self.replay())
+            self._peers.append(peer)
+        print(f"tensorscope: GUI attached from {channel.peer}", file=sys.stderr)
+        self.gate.set_interactive(True)
+        peer.start()
+
+    def detached(self, peer: _Peer) -> None:
+        """A GUI went away (its reader thread)."""
+        with self._lock:
+            if peer in self._peers:
+                self._peers.remove(peer)
+            last = not self._peers
+        if last and not self._closed:
+            self.gate.release()
+            if not self.keep_interactive:
+                self.gate.set_interactive(False)
+
+    @property
+    def peers(self) -> int:
+        """How many GUIs are attached."""
+        return len(self._peers)
+
+    def close(self) -> None:
+        """Flush every GUI's queue (briefly), then close the connections."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            peers = list(self._peers)
+        for peer in peers:
+            peer.sender.close(timeout=2.0)
+            peer.channel.close()
+
+
+class LiveLinks:
+    """What ``start_live`` set up; ``close`` tears it all down (idempotent)."""
+
+    def __init__(self, session: "Session", hub: LiveHub) -> None:
+        self.session = session
+        self.hub = hub
+        self.recorder: Any = None
+        self.listener: Listener | None = None
+        self._closed = False
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """The listen address, if serving."""
+        return self.listener.address if self.listener else None
+
+    @property
+    def token(self) -> str | None:
+        """The listen token, if serving."""
+        return self.listener.token if self.listener else None
+
+    def close(self) -> None:
+        """Flush the recording, say bye (already emitted by the Watch), close sockets."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.listener is not None:
+            self.listener.close()
+        self.hub.close()
+        if self.recorder is not None:
+            self.recorder.close()
+        self.session.remove_sink(self.hub)
+        self.hub.gate.set_interactive(False)
+
+
+def _announce(listener: Listener) -> None:
+    host, port = listener.address
+    print(f"tensorscope: listening on {host}:{port} token {listener.token}\n"
+          f"tensorscope: attach with: tensorscope attach {host}:{port} --token "
+          f"{listener.token}", file=sys.stderr)
+    port_file = os.environ.get("TENSORSCOPE_PORT_FILE")
+    if port_file:
+        tmp = port_file + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"host": host, "port": port, "token": listener.token,
+                       "pid": os.getpid()}, f)
+        os.replace(tmp, port_file)
+
+
+def _connect_target(connect: bool | str) -> tuple[str, int, str, str] | None:
+    """(host, port, token, what) to connect to, or None."""
+    if connect is False or connect is None:
+        return None
+    token = os.environ.get("TENSORSCOPE_TOKEN", "")
+    if isinstance(connect, str):
+        return (*parse_address(connect), token, connect)
+    env = os.environ.get("TENSORSCOPE_CONNECT")
+    if env:
+        return (*parse_address(env), token, env)
+    info = find_gui()
+    if info is None:
+        return None
+    return str(info["host"]), int(info["port"]), str(info["token"]), "the running GUI"
+
+
+def _connect(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
+    try:
+        target = _connect_target(connect)
+    except ValueError as exc:
+        print(f"tensorscope: {exc}; training continues without a GUI", file=sys.stderr)
+        return False
+    if target is None:
+        if connect is True and not quiet:
+            print("tensorscope: no TensorScope GUI found (start `tensorscope gui`, or use "
+                  "--listen); training continues without one", file=sys.stderr)
+        return False
+    host, port, token, what = target
+    try:
+        channel = open_channel(host, port, token)
+    except (OSError, HandshakeError) as exc:
+        print(f"tensorscope: could not connect to the TensorScope GUI at {host}:{port} "
+              f"({exc}); training continues without it", file=sys.stderr)
+        return False
+    hub.attach(channel)
+    return True
+
+
+def start_live(session: "Session", gate: "Gate", *, record: str | None = None,
+               listen: str | int | None = None, wait: bool = False, allow_remote: bool = False,
+               connect: bool | str = True, rank: int = 0) -> LiveLinks:
+    """Start recording / serving / connecting as asked (interfaces.md §4)."""
+    hub = LiveHub(gate)
+    links = LiveLinks(session, hub)
+    try:
+        _start(links, record, listen, wait, allow_remote, connect)
+    except BaseException:
+        links.close()
+        raise
+    return links
+
+
+def _start(links: LiveLinks, record: str | None, listen: str | int | None, wait: bool,
+           allow_remote: bool, connect: bool | str) -> None:
+    session, hub, gate = links.session, links.hub, links.hub.gate
+    if record:
+        from tensorscope.training.recording import Recorder
+
+        links.recorder = Recorder(record)
+        session.add_sink(links.recorder)
+    session.add_sink(hub)
+    if listen is not None and listen != "":
+        host, port = parse_address(listen)
+        links.listener = Listener(hub.attach, host, port,
+                                  token=os.environ.get("TENSORSCOPE_TOKEN") or None,
+                                  allow_remote=allow_remote)
+        hub.keep_interactive = True
+        gate.set_interactive(True)
+        links.listener.start()
+        _announce(links.listener)
+    connected = _connect(hub, connect, quiet=links.listener is not None) if connect else False
+    if wait:
+        if links.listener is None and not connected:
+            print("tensorscope: --wait needs --listen or a GUI; not waiting", file=sys.stderr)
+        else:
+            gate.wait_for_client()

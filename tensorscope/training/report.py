@@ -1,0 +1,218 @@
+"""The headless JSON report (schema version 1; see docs/report.md).
+
+``ReportBuilder`` is a session ``Sink``: it folds the event stream (Hello,
+ModuleTree, CallDigest, StepSummary, Finding, Scalars, ExceptionRaised, Dropped,
+Bye)
+into a small summary and writes it atomically (temporary file + rename) when
+the session closes. Standard library only: it runs in the session layer.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from typing import Any
+
+from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding, Hello,
+                                Message, ModuleTree, Scalars, StepSummary)
+
+REPORT_VERSION = 1
+MAX_LOSSES = 10000
+_META_KEYS = ("path", "kind", "shape", "dtype", "device", "requires_grad", "contiguous",
+              "numel", "bytes")
+
+
+def json_safe(value: Any) -> Any:
+    """Replace NaN/Inf floats by the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+class _ModuleInfo:
+    __slots__ = ("calls", "inputs", "outputs", "last_stats", "last_grad_norm", "type")
+
+    def __init__(self, type_: str) -> None:
+        self.type = type_
+        self.calls = 0
+        self.inputs: list[dict[str, Any]] = []
+        self.outputs: list[dict[str, Any]] = []
+        self.last_stats: dict[str, Any] | None = None
+        self.last_grad_norm: float | None = None
+
+
+def _news(row: dict[str, Any], known: dict[str, Any]) -> bool:
+    """Whether a parameter row brings anything ``known`` lacks (most steps carry
+    only the names and flags already known: skip them cheaply)."""
+    get, has = row.get, known.get
+    return (get("grad_norm") is not None or get("norm") is not None
+            or get("update_ratio") is not None
+            or get("requires_grad") != has("requires_grad")
+            or get("in_optimizer") != has("in_optimizer") or get("shape") != has("shape")
+            or get("module") != has("module") or get("root") != has("root"))
+
+
+class ReportBuilder:
+    """A sink that builds the report and writes it to ``path`` on ``close``."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.hello: Hello | None = None
+        self.tree: list[dict[str, Any]] = []
+        self.modules: dict[tuple[int, str], _ModuleInfo] = {}
+        self.devices: list[str] = []
+        self.steps = 0
+        self.params: dict[str, dict[str, Any]] = {}
+        self.losses: list[list[Any]] = []        # [step, loss] of training steps
+        self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
+        self.findings: dict[tuple[int, str, int, str], dict[str, Any]] = {}
+        self.scalars: dict[str, list[list[Any]]] = {}   # name -> [step, value] (Scalars)
+        self.dropped = 0
+        self.exit_code: int | None = None
+        self.exception: dict[str, Any] | None = None
+        self.written = False
+
+    # ------------------------------------------------------------- the sink
+    def handle(self, msg: Message) -> None:
+        """Fold one event into the summary (training thread; quick)."""
+        if isinstance(msg, CallDigest):
+            self._digest(msg)
+        elif isinstance(msg, StepSummary):
+            self.steps += 1
+            for row in msg.params:  # keep each field's latest known value
+                known = self.params.get(row.get("name"))
+                if known is None:
+                    self.params[row.get("name")] = dict(row)
+                elif _news(row, known):
+                    known.update({k: v for k, v in row.items() if v is not None or k not in known})
+            losses = self.eval_losses if msg.kind == "inference" else self.losses
+            if msg.loss is not None and len(losses) < MAX_LOSSES:
+                losses.append([msg.step, msg.loss])
+        elif isinstance(msg, Finding):
+            self.findings[msg.key] = {
+                "kind": msg.kind, "severity": msg.severity, "step": msg.step,
+                "phase": msg.phase, "root": msg.root, "module": msg.module,
+                "message": msg.message, "count": msg.count, "rank": msg.rank}
+        elif isinstance(msg, ModuleTree):
+            self.tree = msg.roots
+        elif isinstance(msg, Hello):
+            self.hello = msg
+        elif isinstance(msg, ExceptionRaised):
+            self.exception = {"type": msg.type, "message": msg.message, "step": msg.step,
+                              "root": msg.root, "module": msg.module,
+                              "traceback": msg.traceback}
+        elif isinstance(msg, Scalars):
+            for name, value in msg.values.items():
+                series = self.scalars.setdefault(name, [])
+                if len(series) < MAX_LOSSES:
+                    series.append([msg.step, value])
+        elif isinstance(msg, Dropped):
+            self.dropped += msg.count
+        elif isinstance(msg, Bye):
+            if self.exit_code is None:
+                self.exit_code = msg.exit_code
+
+    def _digest(self, d: CallDigest) -> None:
+        key = (d.root, d.path)
+        info = self.modules.get(key)
+        if info is None:
+            info = self.modules[key] = _ModuleInfo(d.type)
+        info.calls += 1
+        info.inputs, info.outputs = d.inputs, d.outputs
+        if d.stats is not None:
+            info.last_stats = d.stats
+        if d.grad_norm is not None:
+            info.last_grad_norm = d.grad_norm
+        for m in d.outputs:
+            dev = m.get("device")
+            if dev and dev not in self.devices:
+                self.devices.append(dev)
+
+    def close(self) -> None:
+        """Write the report (once)."""
+        if self.path and not self.written:
+            self.write(self.path)
+
+    # ------------------------------------------------------------ the report
+    def build(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
+        hello = self.hello or Hello()
+        return json_safe({
+            "tensorscope_report": REPORT_VERSION,
+            "script": hello.script, "argv": list(hello.argv),
+            "exit_code": self.exit_code if self.exit_code is not None else 0,
+            "torch": hello.torch, "devices": self.devices or list(hello.devices[:1]),
+            "mode": hello.mode, "steps": self.steps, "dropped_events": self.dropped,
+            "rank": hello.rank, "world_size": hello.world_size,
+            "roots": [self._root(r) for r in self.tree],
+            "parameters": [_param(p) for p in self.params.values()],
+            "findings": sorted(self.findings.values(),
+                               key=lambda f: (f["step"], f["kind"], f["rank"])),
+            "losses": self.losses, "eval_losses": self.eval_losses,
+            "scalars": self.scalars,
+            "exception": self.exception,
+        })
+
+    def _root(self, tree: dict[str, Any]) -> dict[str, Any]:
+        rid = tree["root"]
+        out = {"path": "", "name": tree.get("name", ""), "type": tree["type"],
+               "params": tree["params"], **self._module_fields(rid, "")}
+        modules, known = [], set()
+        for m in tree["modules"]:
+            known.add(m["path"])
+            if m["path"] == "":
+                continue
+            modules.append({"path": m["path"], "type": m["type"], "params": m["params"],
+                            "config": m.get("config", ""), **self._module_fields(rid, m["path"])})
+        for (r, path), info in self.modules.items():  # modules named outside the tree
+            if r == rid and path not in known:
+                modules.append({"path": path, "type": info.type, "params": 0, "config": "",
+                                **self._module_fields(rid, path)})
+        out["modules"] = modules
+        return out
+
+    def _module_fields(self, rid: int, path: str) -> dict[str, Any]:
+        info = self.modules.get((rid, path))
+        if info is None:
+            return {"calls": 0, "inputs": [], "outputs": [], "last_stats": None,
+                    "last_grad_norm": None}
+        return {"calls": info.calls, "inputs": [_meta(m) for m in info.inputs],
+                "outputs": [_meta(m) for m in info.outputs], "last_stats": info.last_stats,
+                "last_grad_norm": info.last_grad_norm}
+
+    def write(self, path: str) -> None:
+        """Write the report atomically (a temporary file renamed over ``path``)."""
+        text = json.dumps(self.build(), indent=1, allow_nan=False)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tensorscope-report-", suffix=".json", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        self.written = True
+
+
+def _meta(m: dict[str, Any]) -> dict[str, Any]:
+    return {k: m.get(k) for k in _META_KEYS if k in m}
+
+
+def _param(p: dict[str, Any]) -> dict[str, Any]:
+    return {"name": p.get("name"), "module": p.get("module", ""), "root": p.get("root"),
+            "shape": p.get("shape"), "grad_norm": p.get("grad_norm"), "norm": p.get("norm"),
+            "update_ratio": p.get("update_ratio"), "in_optimizer": p.get("in_optimizer", False),
+            "requires_grad": p.get("requires_grad", True)}

@@ -1,0 +1,130 @@
+"""``tensorscope run``: run an unmodified script under TensorScope.
+
+The script runs in this process as ``python script.py args`` would:
+``__name__ == "__main__"``, ``sys.argv == [script, *args]``, ``sys.path[0]``
+the script's folder, and the same exit code (an uncaught exception prints
+its traceback and gives 1, Ctrl-C gives 130, ``sys.exit(n)`` gives n). A
+``Watch`` with global hooks instruments every module and optimizer; the
+report is written however the script ends.
+
+Without ``--headless``/``--listen``/``--connect`` the run connects to a
+running ``tensorscope gui`` if one is discoverable, else opens the GUI with
+the script as a child process (``tensorscope.ui.app.run_with_gui``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from typing import Any
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Implement ``tensorscope run``; returns the script's exit code."""
+    if not os.path.isfile(args.script):
+        print(f"tensorscope: cannot run {args.script!r}: no such file", file=sys.stderr)
+        return 2
+    connect: bool | str = False
+    if args.connect:
+        connect = args.connect
+    elif not args.headless and not args.listen:
+        from tensorscope.common.transport import find_gui
+
+        if args.no_connect or find_gui() is None:
+            from tensorscope.ui.app import run_with_gui
+
+            return int(run_with_gui(args) or 0)
+        connect = True
+    return run_script(args, connect)
+
+
+def run_script(args: argparse.Namespace, connect: bool | str) -> int:
+    """Run ``args.script`` in this process under a global ``Watch``."""
+    from tensorscope.hooks.watch import Watch
+
+    try:
+        watch = Watch([], None, mode=args.mode, stats_every=args.stats_every,
+                      record=args.record, listen=args.listen, wait=args.wait,
+                      allow_remote=args.allow_remote, connect=connect, report=args.report,
+                      break_on=args.break_on, global_hooks=True,
+                      script=args.script, argv=list(args.args))
+    except (ValueError, OSError) as exc:
+        print(f"tensorscope: {exc}", file=sys.stderr)
+        return 2
+    code = 1
+    try:
+        code = _execute(args.script, list(args.args), watch)
+    finally:
+        names = list(watch.root_names)
+        watch.close(exit_code=code)
+        if args.headless:
+            print_findings(list(watch.emitter.findings.values()), sys.stderr, names)
+            if args.report:
+                print(f"tensorscope: report written to {args.report}", file=sys.stderr)
+    return code
+
+
+def _execute(script: str, argv: list[str], watch: Any) -> int:
+    """Run the script like the interpreter would; returns its exit code."""
+    path = os.path.abspath(script)
+    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+    sys.argv = [script, *argv]
+    if sys.path:
+        sys.path[0] = os.path.dirname(path)
+    else:
+        sys.path.append(os.path.dirname(path))
+    try:
+        runpy.run_path(path, run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        return _exit_code(exc.code)
+    except KeyboardInterrupt as exc:
+        watch.exception_raised(exc, _print_traceback(exc, path))
+        return 130
+    except BaseException as exc:  # the script's own error: report it, print it, exit 1
+        watch.exception_raised(exc, _print_traceback(exc, path))
+        return 1
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None:
+            sys.path[0] = saved_path0
+
+
+def _exit_code(code: Any) -> int:
+    """``sys.exit`` semantics: None is 0, an int is itself, anything else is printed and 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_traceback(exc: BaseException, script_path: str) -> str:
+    """Print the traceback as Python would (from the script's frames); returns it."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != script_path:
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+    sys.stderr.write(text)
+    sys.stderr.flush()
+    return text
+
+
+def print_findings(findings: list[Any], out: Any, root_names: list[str] | None = None) -> None:
+    """A linter-like summary: severity, kind, module, step, message (one per line)."""
+    if not findings:
+        print("tensorscope: no findings", file=out)
+        return
+    findings = sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.step))
+    print(f"tensorscope: {len(findings)} finding{'s' if len(findings) != 1 else ''}", file=out)
+    for f in findings:
+        names = root_names or []
+        where = f.module or (names[f.root] if 0 <= f.root < len(names) else "<root>")
+        times = f" (x{f.count})" if f.count > 1 else ""
+        print(f"  {f.severity:<7} {f.kind:<20} {where:<24} step {f.step:<5} {f.message}{times}",
+              file=out)

@@ -1,0 +1,189 @@
+"""Coordinate assignment for the layered layout.
+
+Internal to :mod:`tensorscope.ui.model.layout`. Each layer keeps the order chosen by
+crossing reduction; x coordinates are then the weighted least-squares fit of
+"stand under the median of your neighbours" subject to "keep your left
+neighbour's half width + gap + your half width away", solved exactly per layer
+by pool-adjacent-violators (isotonic regression after subtracting the
+cumulative separations). Dummy nodes weigh more, so long edges run straight.
+Passes alternate between aligning with the layer above and the layer below.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tensorscope.ui.model.layout_layers import LayeredGraph
+
+DUMMY_WEIGHT = 8.0
+LONELY_WEIGHT = 0.05          # a node with no neighbour on the side aligned to stays put
+PASSES = ("down", "up", "down", "up")
+
+
+def fit_row(targets: Sequence[float], weights: Sequence[float], seps: Sequence[float]) -> list[float]:
+    """Positions closest to ``targets`` (weighted squares) with ``x[i+1]-x[i] >= seps[i]``."""
+    offs: list[float] = []
+    bw: list[float] = []           # block weight
+    bwt: list[float] = []          # block weighted target sum
+    bn: list[int] = []             # block size
+    c = 0.0
+    for i, t in enumerate(targets):
+        if i:
+            c += seps[i - 1]
+        offs.append(c)
+        w = weights[i]
+        sw, swt, sn = w, w * (t - c), 1
+        while bw and bwt[-1] * sw >= swt * bw[-1]:
+            sw += bw.pop()
+            swt += bwt.pop()
+            sn += bn.pop()
+        bw.append(sw)
+        bwt.append(swt)
+        bn.append(sn)
+    out: list[float] = []
+    i = 0
+    for sw, swt, sn in zip(bw, bwt, bn):
+        mean = swt / sw
+        for _ in range(sn):
+            out.append(mean + offs[i])
+            i += 1
+    return out
+
+
+def _median_x(nb: list[int], x: list[float]) -> float:
+    k = len(nb)
+    if k == 1:
+        return x[nb[0]]
+    xs = sorted([x[w] for w in nb])
+    h = k // 2
+    return xs[h] if k % 2 else (xs[h - 1] + xs[h]) * 0.5
+
+
+def _runs(row: list[int], comp: list[int]) -> list[tuple[int, int]]:
+    """[start, end) index ranges of the component blocks in a layer."""
+    runs = []
+    start = 0
+    for i in range(1, len(row)):
+        if comp[row[i]] != comp[row[i - 1]]:
+            runs.append((start, i))
+            start = i
+    runs.append((start, len(row)))
+    return runs
+
+
+def _target(v: int, x: list[float], g: LayeredGraph, side: str) -> tuple[float, float]:
+    """Where v would like to be on ``side`` and how strongly.
+
+    Dummies, and nodes whose lone neighbour on that side has v as its lone
+    neighbour back (a chain link), pull hard so chains and long edges run
+    straight.
+    """
+    if side == "both":
+        up, down = g.up[v], g.down[v]
+        if up and down:
+            return (_median_x(up, x) + _median_x(down, x)) * 0.5, 1.5
+        nb = up or down
+        if not nb:
+            return x[v], LONELY_WEIGHT
+        return _median_x(nb, x), 0.75 + 0.25 * len(nb)
+    if side == "down":
+        a, nb, back = g.up1[v], g.up[v], g.down1
+    else:
+        a, nb, back = g.down1[v], g.down[v], g.up1
+    if a >= 0:
+        strong = v >= g.n_real or back[a] == v
+        return x[a], DUMMY_WEIGHT if strong else 1.0
+    if nb:
+        return _median_x(nb, x), (DUMMY_WEIGHT if v >= g.n_real else 0.75 + 0.25 * len(nb))
+    return x[v], LONELY_WEIGHT
+
+
+def _place_row(row: list[int], x: list[float], g: LayeredGraph, side: str,
+               seps: list[float]) -> None:
+    if side == "both":
+        tw = [_target(v, x, g, side) for v in row]
+    else:
+        # the common cases of _target inlined: this runs once per node and pass
+        one, back = (g.up1, g.down1) if side == "down" else (g.down1, g.up1)
+        n_real = g.n_real
+        tw = []
+        for v in row:
+            a = one[v]
+            if a >= 0:
+                strong = v >= n_real or back[a] == v
+                tw.append((x[a], DUMMY_WEIGHT if strong else 1.0))
+            else:
+                tw.append(_target(v, x, g, side))
+    if len(row) == 1:
+        x[row[0]] = tw[0][0]
+        return
+    targets = [t for t, _ in tw]
+    weights = [w for _, w in tw]
+    for a, b in _runs(row, g.comp) if g.n_comps > 1 else ((0, len(row)),):
+        xs = fit_row(targets[a:b], weights[a:b], seps[a:b - 1])
+        for v, xv in zip(row[a:b], xs):
+            x[v] = xv
+
+
+def assign_x(g: LayeredGraph, layers: list[list[int]], widths: Sequence[float],
+             node_gap: float) -> list[float]:
+    """x coordinate of every node's centre; components may still overlap."""
+    x = [0.0] * g.n
+    all_seps: list[list[float]] = []
+    n_real = g.n_real
+    for row in layers:
+        seps = []
+        for a, b in zip(row, row[1:]):
+            gap = node_gap if (a < n_real and b < n_real) else node_gap * 0.5
+            seps.append((widths[a] + widths[b]) * 0.5 + gap)
+        all_seps.append(seps)
+        for a, b in _runs(row, g.comp):
+            c = 0.0
+            for i in range(a, b):
+                if i > a:
+                    c += seps[i - 1]
+                x[row[i]] = c
+    n_layers = len(layers)
+    for side in PASSES:
+        ranks = range(n_layers - 1, -1, -1) if side == "up" else range(n_layers)
+        for r in ranks:
+            if side != "both" and r == (0 if side == "down" else n_layers - 1):
+                continue
+            _place_row(layers[r], x, g, side, all_seps[r])
+    return x
+
+
+def pack_components(g: LayeredGraph, x: list[float], widths: Sequence[float],
+                    gap: float) -> float:
+    """Shift components (in id order) so they sit side by side from x = 0.
+
+    Returns the total width.
+    """
+    lo: dict[int, float] = {}
+    hi: dict[int, float] = {}
+    for v in range(g.n):
+        c = g.comp[v]
+        left, right = x[v] - widths[v] * 0.5, x[v] + widths[v] * 0.5
+        if c not in lo or left < lo[c]:
+            lo[c] = left
+        if c not in hi or right > hi[c]:
+            hi[c] = right
+    shift: dict[int, float] = {}
+    cursor = 0.0
+    for c in sorted(lo):
+        shift[c] = cursor - lo[c]
+        cursor += hi[c] - lo[c] + gap
+    for v in range(g.n):
+        x[v] += shift[g.comp[v]]
+    return max(0.0, cursor - gap)
+
+
+def assign_y(g: LayeredGraph, layers: list[list[int]], heights: Sequence[float],
+             layer_gap: float) -> tuple[list[float], float]:
+    """Centre y of each layer (top at 0, growing downward) and the total height."""
+    ys: list[float] = []
+    top = 0.0
+    for row in layers:
+        h = max((heights[v] for v in row if v < g.n_real), default=0.0)
+        ys.append(top + h * 0.5)
+        top += h + layer_gap
+    return ys, max(0.0, top - layer_gap)

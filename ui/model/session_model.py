@@ -1,0 +1,544 @@
+"""The GUI's plain-Python picture of one training session (no Qt).
+
+``SessionModel.ingest`` takes events from ``tensorscope.common.events`` at training
+speed; widgets read the model on a ~30 Hz timer and repaint only what the
+revision counters say changed. Per-step series live in bounded buffers so
+memory stays flat however long training runs.
+
+A session may be a distributed job: every rank's events arrive here (one
+connection per rank, or one recording per rank). Modules, series and
+findings are keyed by ``(rank, root, path)`` (``ModuleKey``); what is one per
+rank (hello, step, pause, graphs, loss) lives in a ``RankState``. The views
+of one graph or tree show the ``rank`` selected (``select_rank``) and name
+its modules by ``(root, path)``; ``module(root, path)`` reads that rank.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding,
+                                GraphStructure, Hello, Message, ModuleKey, ModuleTree,
+                                PausedAt, Resumed, Scalars, StepBegin, StepSummary)
+
+log = logging.getLogger("tensorscope.ui")
+#: ``(root, path)``: a module within the selected rank (what one graph or tree shows)
+LocalKey = tuple[int, str]
+#: seconds without a step from a rank, while others step, before it is shown as stalled
+STALL_AFTER_S = 10.0
+
+METRICS = {
+    "activation_norm": "Activation norm",
+    "grad_norm": "Gradient norm",
+    "zero_fraction": "Zero fraction",
+    "update_ratio": "Update ratio",
+}
+
+
+SERIES_COLUMNS = ("grad_norm", "norm", "zero_fraction", "mean", "std", "max")
+
+
+class Series:
+    """A bounded series of (step, value...) rows: when full it halves its resolution.
+
+    Memory is fixed at ``capacity`` rows; the series always spans the whole
+    run, with older points thinned as it grows. ``columns`` names the values
+    of a row (one by default).
+    """
+
+    def __init__(self, capacity: int = 2048, columns: tuple[str, ...] = ("value",)) -> None:
+        self.capacity = capacity
+        self.columns = columns
+        self._steps = np.zeros(capacity, dtype=np.int64)
+        self._values = np.zeros((capacity, len(columns)), dtype=np.float64)
+        self._n = 0
+        self._stride = 1
+        self._skip = 0
+
+    def append(self, step: int, value) -> None:
+        """Add one row (a float, or a tuple for several columns); kept per the stride."""
+        if self._n and self._steps[self._n - 1] == step:
+            self._values[self._n - 1] = value
+            return
+        self._skip += 1
+        if self._skip < self._stride:
+            return
+        self._skip = 0
+        if self._n == self.capacity:
+            half = self.capacity // 2
+            self._steps[:half] = self._steps[0:self.capacity:2]
+            self._values[:half] = self._values[0:self.capacity:2]
+            self._n = half
+            self._stride *= 2
+        self._steps[self._n] = step
+        self._values[self._n] = value
+        self._n += 1
+
+    def __len__(self) -> int:
+        return self._n
+
+    def arrays(self, column: str | None = None, finite: bool = False
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the steps and one column's values (``finite``: drop NaN rows)."""
+        col = 0 if column is None else self.columns.index(column)
+        steps, values = self._steps[:self._n].copy(), self._values[:self._n, col].copy()
+        if finite:
+            keep = np.isfinite(values)
+            steps, values = steps[keep], values[keep]
+        return steps, values
+
+    def last(self, column: str | None = None) -> float | None:
+        """The newest value of a column, or None."""
+        col = 0 if column is None else self.columns.index(column)
+        return float(self._values[self._n - 1, col]) if self._n else None
+
+
+@dataclass
+class ModuleState:
+    """What the GUI knows about one module (static facts plus live numbers)."""
+
+    root: int
+    path: str
+    type: str = ""
+    rank: int = 0
+    params: int = 0
+    config: str = ""
+    children: list[str] = field(default_factory=list)
+    shape: list[int] | None = None
+    dtype: str = ""
+    device: str = ""
+    stats: dict[str, float] | None = None
+    grad_norm: float | None = None
+    update_ratio: float | None = None
+    finite: bool = True
+    grad_finite: bool = True
+    findings: int = 0
+    last_step: int = -1
+
+    @property
+    def key(self) -> ModuleKey:
+        """``(rank, root, path)``."""
+        return (self.rank, self.root, self.path)
+
+    def metric(self, name: str) -> float | None:
+        """The live value of a metric in ``METRICS`` (NaN if non-finite)."""
+        if name == "grad_norm":
+            return float("nan") if not self.grad_finite else self.grad_norm
+        if name == "update_ratio":
+            return self.update_ratio
+        if not self.finite:
+            return float("nan")
+        if self.stats is None:
+            return None
+        return self.stats.get("norm" if name == "activation_norm" else "zero_fraction")
+
+
+def primary_output(outputs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first tensor output's TensorMeta (the one stats describe)."""
+    for meta in outputs:
+        if meta.get("kind", "tensor") == "tensor" and meta.get("shape") is not None:
+            return meta
+    return None
+
+
+class RankState:
+    """What the GUI knows about one rank: hello, step, pause, graphs, loss, rate."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.hello: Hello | None = None
+        self.root_names: dict[int, str] = {}
+        self.loss_roots: set[int] = set()   # roots that are loss modules (ModuleTree "loss")
+        self.graphs: dict[str, GraphStructure] = {}
+        self.paused: PausedAt | None = None
+        self.ended: Bye | None = None
+        self.step = -1
+        self.steps_seen = 0
+        self.loss = Series(16384)        # training steps
+        self.eval_loss = Series(16384)   # inference (evaluation) steps
+        self.dropped = 0
+        self.last_step_at: float | None = None  # monotonic time of its latest step summary
+        self._rates: deque[tuple[float, int]] = deque(maxlen=64)
+
+    def note_rate(self, now: float) -> None:
+        """Add a (time, steps seen) sample."""
+        self._rates.append((now, self.steps_seen))
+
+    def steps_per_s(self) -> float:
+        """Steps a second over the last few seconds of samples."""
+        return _rate(self._rates, 1)
+
+    def state(self, now: float, newest_step_at: float | None) -> str:
+        """``running``, ``paused``, ``ended``, ``stalled`` (no step for ``STALL_AFTER_S``
+        while another rank steps: waiting in a collective, or hung) or ``waiting``
+        (no step yet)."""
+        if self.ended is not None:
+            return "ended"
+        if self.paused is not None:
+            return "paused"
+        if self.last_step_at is None:
+            return "waiting"
+        if (newest_step_at is not None and newest_step_at - self.last_step_at > STALL_AFTER_S
+                and now - self.last_step_at > STALL_AFTER_S):
+            return "stalled"
+        return "running"
+
+
+def _rate(samples: deque, column: int) -> float:
+    if len(samples) < 2:
+        return 0.0
+    now = samples[-1]
+    old = next((r for r in samples if now[0] - r[0] <= 5.0), samples[0])
+    dt = now[0] - old[0]
+    return (now[column] - old[column]) / dt if dt > 0 else 0.0
+
+
+class SessionModel:
+    """Ingests events; holds tree, series, findings, graphs and paused state.
+
+    Runs on the GUI thread (``ingest`` is cheap, a few microseconds an event).
+    ``hello``, ``paused``, ``graphs``, ``loss``, ``step``... are those of the
+    selected ``rank``; ``ranks`` holds every rank's.
+    """
+
+    def __init__(self, series_capacity: int = 1024) -> None:
+        self.series_capacity = series_capacity
+        self.ranks: dict[int, RankState] = {}
+        self.rank = 0                      # the rank the graph, tree and inspector show
+        self.modules: dict[ModuleKey, ModuleState] = {}
+        self.findings: dict[tuple[int, str, int, str], Finding] = {}
+        self.exceptions: deque[ExceptionRaised] = deque(maxlen=50)
+        self.errors: deque[str] = deque(maxlen=20)
+        self.module_series: dict[ModuleKey, Series] = {}
+        # (rank, name) -> values the user or a framework logged (``Scalars``)
+        self.scalars: dict[tuple[int, str], Series] = {}
+        self.devices: set[str] = set()
+        self.events = 0
+        self.steps_seen = 0
+        self._rates: deque[tuple[float, int, int]] = deque(maxlen=64)
+        self.tree_rev = self.graph_rev = self.data_rev = 0
+        self.findings_rev = self.paused_rev = self.rank_rev = 0
+        self._unheard = RankState(0)
+        self._handlers = {
+            Hello: self._hello, ModuleTree: self._tree, StepBegin: self._step_begin,
+            CallDigest: self._digest, StepSummary: self._summary,
+            GraphStructure: self._graph, Finding: self._finding,
+            ExceptionRaised: self._exception, PausedAt: self._paused,
+            Resumed: self._resumed, Dropped: self._dropped, Bye: self._bye,
+            Scalars: self._scalars,
+        }
+
+    # ------------------------------------------------------------ ingest ---
+    def ingest(self, msg: Message) -> None:
+        """Take one event; unknown kinds are ignored (responses go elsewhere).
+
+        A malformed event is skipped and noted in ``errors`` (and logged); it
+        never stops the ones after it.
+        """
+        self.events += 1
+        handler = self._handlers.get(type(msg))
+        if handler is None:
+            return
+        try:
+            handler(msg)
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+            text = f"skipped a malformed {msg.TYPE} event: {type(exc).__name__}: {exc}"
+            if not self.errors:
+                log.warning("%s", text)
+            self.errors.append(text)
+
+    def ingest_many(self, msgs: Iterable[Message]) -> None:
+        """Take a batch of events, then note the rate sample once."""
+        for msg in msgs:
+            self.ingest(msg)
+        self._note_rates()
+
+    # ------------------------------------------------------------- ranks ---
+    def rank_state(self, rank: int) -> RankState:
+        """The state of ``rank`` (made when its first event arrives)."""
+        state = self.ranks.get(rank)
+        if state is None:
+            if self.rank not in self.ranks:
+                self.rank = rank  # the first rank heard from is shown until one is chosen
+            state = self.ranks[rank] = RankState(rank)
+            self.rank_rev += 1
+        return state
+
+    @property
+    def current(self) -> RankState:
+        """The selected rank's state (an empty one until it is heard from)."""
+        state = self.ranks.get(self.rank)
+        if state is None:
+            if self._unheard.rank != self.rank:
+                self._unheard = RankState(self.rank)
+            state = self._unheard
+        return state
+
+    def select_rank(self, rank: int) -> None:
+        """Show ``rank`` in the graph, tree, inspector and status (GUI thread)."""
+        if rank == self.rank:
+            return
+        self.rank = rank
+        self.rank_rev += 1
+        self.tree_rev += 1
+        self.graph_rev += 1
+        self.data_rev += 1
+        self.paused_rev += 1
+
+    @property
+    def world_size(self) -> int:
+        """The job's size as its ranks say (at least the ranks seen)."""
+        sizes = [r.hello.world_size for r in self.ranks.values() if r.hello is not None]
+        return max([len(self.ranks), *sizes]) if self.ranks else 1
+
+    def rank_states(self, now: float | None = None) -> dict[int, str]:
+        """Every rank's state (``RankState.state``), stalled ranks included."""
+        now = time.monotonic() if now is None else now
+        newest = max((r.last_step_at for r in self.ranks.values()
+                      if r.last_step_at is not None and r.ended is None), default=None)
+        return {rank: r.state(now, newest) for rank, r in sorted(self.ranks.items())}
+
+    def straggler(self) -> int | None:
+        """The rank furthest behind by step while the others run (None if level)."""
+        live = {k: r.step for k, r in self.ranks.items() if r.ended is None and r.step >= 0}
+        if len(live) < 2:
+            return None
+        slowest = min(live, key=lambda k: (live[k], k))
+        return slowest if live[slowest] < max(live.values()) else None
+
+    # The selected rank's per-rank state, read by the single-rank views.
+    hello = property(lambda self: self.current.hello, doc="The selected rank's Hello.")
+    root_names = property(lambda self: self.current.root_names, doc="Root display names.")
+    loss_roots = property(lambda self: self.current.loss_roots, doc="Roots that are losses.")
+    graphs = property(lambda self: self.current.graphs, doc="The selected rank's graphs.")
+    ended = property(lambda self: self.current.ended, doc="The selected rank's Bye.")
+    step = property(lambda self: self.current.step, doc="The selected rank's latest step.")
+    loss = property(lambda self: self.current.loss, doc="Training losses of the rank.")
+    eval_loss = property(lambda self: self.current.eval_loss, doc="Evaluation losses.")
+
+    @property
+    def paused(self) -> PausedAt | None:
+        """The selected rank's pause, or None while it runs."""
+        return self.current.paused
+
+    @paused.setter
+    def paused(self, value: PausedAt | None) -> None:
+        self.current.paused = value
+
+    @property
+    def dropped(self) -> int:
+        """Events the live stream dropped, all ranks together."""
+        return sum(r.dropped for r in self.ranks.values())
+
+    def any_paused(self) -> bool:
+        """Whether some rank is paused."""
+        return any(r.paused is not None for r in self.ranks.values())
+
+    # ----------------------------------------------------------- handlers ---
+    def _hello(self, msg: Hello) -> None:
+        self.rank_state(msg.rank).hello = msg
+        self.devices.update(msg.devices)
+        self.data_rev += 1
+
+    def _tree(self, msg: ModuleTree) -> None:
+        rank = self.rank_state(msg.rank)
+        for root in msg.roots:
+            rid = int(root.get("root", 0))
+            rank.root_names[rid] = str(root.get("name") or root.get("type") or f"root{rid}")
+            if root.get("loss"):
+                rank.loss_roots.add(rid)
+            for mod in root.get("modules", []):
+                key = (msg.rank, rid, str(mod.get("path", "")))
+                state = self.modules.get(key) or ModuleState(rid, key[2], rank=msg.rank)
+                state.type = str(mod.get("type", ""))
+                state.params = int(mod.get("params", 0) or 0)
+                state.config = str(mod.get("config", "") or "")
+                state.children = list(mod.get("children", []))
+                self.modules[key] = state
+        self.tree_rev += 1
+
+    def _module(self, rank: int, root: int, path: str, type_: str = "") -> ModuleState:
+        key = (rank, root, path)
+        state = self.modules.get(key)
+        if state is None:
+            state = self.modules[key] = ModuleState(root, path, type=type_, rank=rank)
+            self.tree_rev += 1
+        return state
+
+    def _step_begin(self, msg: StepBegin) -> None:
+        rank = self.rank_state(msg.rank)
+        rank.step = max(rank.step, msg.step)
+        self.data_rev += 1
+
+    def _digest(self, msg: CallDigest) -> None:
+        state = self._module(msg.rank, msg.root, msg.path, msg.type)
+        out = primary_output(msg.outputs)
+        if out is not None:
+            state.shape, state.dtype = out.get("shape"), str(out.get("dtype", ""))
+            state.device = str(out.get("device", ""))
+            if state.device:
+                self.devices.add(state.device)
+        if msg.stats is not None:
+            state.stats = msg.stats
+        state.finite = msg.finite
+        if msg.grad_enabled:  # an eval pass under no_grad keeps the last training gradients
+            state.grad_finite = msg.grad_finite
+            if msg.grad_norm is not None or msg.step != state.last_step:
+                state.grad_norm = msg.grad_norm
+        if msg.grad_norm is not None or msg.stats is not None:
+            self._record(state.key, msg)
+        state.last_step = msg.step
+        rank = self.rank_state(msg.rank)
+        rank.step = max(rank.step, msg.step)
+        self.data_rev += 1
+
+    def _record(self, key: ModuleKey, msg: CallDigest) -> None:
+        """One row per digest: grad norm and the plotted statistics (NaN: not taken)."""
+        ser = self.module_series.get(key)
+        if ser is None:
+            ser = self.module_series[key] = Series(self.series_capacity, SERIES_COLUMNS)
+        stats, nan = msg.stats or {}, float("nan")
+        ser.append(msg.step, (
+            nan if msg.grad_norm is None else _finite_or_nan(msg.grad_norm),
+            _finite_or_nan(stats.get("norm", nan)), _finite_or_nan(stats.get("zero_fraction", nan)),
+            _finite_or_nan(stats.get("mean", nan)), _finite_or_nan(stats.get("std", nan)),
+            _finite_or_nan(stats.get("max", nan))))
+
+    def _summary(self, msg: StepSummary) -> None:
+        rank = self.rank_state(msg.rank)
+        rank.step = max(rank.step, msg.step)
+        rank.steps_seen += 1
+        rank.last_step_at = time.monotonic()
+        self.steps_seen += 1
+        if msg.loss is not None:
+            series = rank.eval_loss if msg.kind == "inference" else rank.loss
+            series.append(msg.step, _finite_or_nan(msg.loss))
+        rank.dropped += int(msg.dropped or 0)
+        ratios: dict[ModuleKey, float] = {}
+        for p in msg.params:
+            r = p.get("update_ratio")
+            if r is not None:
+                key = (msg.rank, int(p.get("root", 0)), str(p.get("module", "")))
+                ratios[key] = max(ratios.get(key, 0.0), float(r))
+        for key, r in ratios.items():
+            self._module(*key).update_ratio = r
+        self.data_rev += 1
+
+    def _scalars(self, msg: Scalars) -> None:
+        for name, value in msg.values.items():
+            key = (int(msg.rank), str(name))
+            series = self.scalars.get(key)
+            if series is None:
+                series = self.scalars[key] = Series(4096)
+            series.append(int(msg.step), _finite_or_nan(value))
+        self.data_rev += 1
+
+    def _graph(self, msg: GraphStructure) -> None:
+        graphs = self.rank_state(msg.rank).graphs
+        old = graphs.get(msg.kind)
+        if old is None or old.hash != msg.hash or not msg.hash:
+            graphs[msg.kind] = msg
+            if msg.rank == self.rank:
+                self.graph_rev += 1
+
+    def _finding(self, msg: Finding) -> None:
+        key = msg.key
+        if key not in self.findings:
+            self._module(msg.rank, msg.root, msg.module).findings += 1
+        self.findings[key] = msg
+        self.findings_rev += 1
+
+    def _exception(self, msg: ExceptionRaised) -> None:
+        self.exceptions.append(msg)
+        self.findings_rev += 1
+
+    def _paused(self, msg: PausedAt) -> None:
+        rank = self.rank_state(msg.rank)
+        rank.paused = msg
+        rank.step = max(rank.step, msg.step)
+        self.paused_rev += 1
+        if msg.reason == "non_finite" and msg.path is not None:
+            # stopped at the first NaN/Inf: show it before the step's digests arrive
+            state = self._module(msg.rank, msg.root or 0, msg.path)
+            if msg.where == "backward":
+                state.grad_finite = False
+            else:
+                state.finite = False
+            self.data_rev += 1
+
+    def _resumed(self, msg: Resumed) -> None:
+        self.rank_state(msg.rank).paused = None
+        self.paused_rev += 1
+
+    def _dropped(self, msg: Dropped) -> None:
+        self.rank_state(msg.rank).dropped += msg.count
+        self.data_rev += 1
+
+    def _bye(self, msg: Bye) -> None:
+        rank = self.rank_state(msg.rank)
+        rank.ended = msg
+        rank.paused = None
+        self.paused_rev += 1
+
+    # ------------------------------------------------------------- reads ---
+    def rates(self) -> tuple[float, float]:
+        """(steps/s of the selected rank, events/s of all) over the last few seconds."""
+        return self.current.steps_per_s(), _rate(self._rates, 1)
+
+    def note_idle(self) -> None:
+        """Add a rate sample with no new events (rates decay when idle)."""
+        self._note_rates()
+
+    def _note_rates(self) -> None:
+        now = time.monotonic()
+        self._rates.append((now, self.events, self.steps_seen))
+        for rank in self.ranks.values():
+            rank.note_rate(now)
+
+    def metric_values(self, metric: str) -> dict[LocalKey, float | None]:
+        """Every module's current value of ``metric``, in the selected rank."""
+        return {key[1:]: m.metric(metric) for key, m in self.modules.items()
+                if key[0] == self.rank}
+
+    def rank_modules(self, rank: int | None = None) -> dict[LocalKey, ModuleState]:
+        """The modules of ``rank`` (default: the selected one) by ``(root, path)``."""
+        rank = self.rank if rank is None else rank
+        return {key[1:]: m for key, m in self.modules.items() if key[0] == rank}
+
+    def module(self, root: int, path: str, rank: int | None = None) -> ModuleState | None:
+        """The module's state in ``rank`` (default: the selected one), if known."""
+        return self.modules.get((self.rank if rank is None else rank, root, path))
+
+
+def _finite_or_nan(value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+    return v if math.isfinite(v) else float("nan")
+
+
+def module_metrics(messages: Iterable[Message]) -> dict[LocalKey, dict[str, float]]:
+    """Per-module numbers of one step's messages of one rank (comparing two steps)."""
+    out: dict[LocalKey, dict[str, float]] = {}
+    for msg in messages:
+        if isinstance(msg, CallDigest):
+            row = out.setdefault((msg.root, msg.path), {})
+            if msg.stats:
+                row["activation_norm"] = _finite_or_nan(msg.stats.get("norm"))
+                row["zero_fraction"] = _finite_or_nan(msg.stats.get("zero_fraction"))
+            if msg.grad_norm is not None:
+                row["grad_norm"] = _finite_or_nan(msg.grad_norm)
+        elif isinstance(msg, StepSummary):
+            for p in msg.params:
+                if p.get("update_ratio") is not None:
+                    row = out.setdefault((int(p.get("root", 0)), str(p.get("module", ""))), {})
+                    row["update_ratio"] = max(row.get("update_ratio", 0.0),
+                                              _finite_or_nan(p["update_ratio"]))
+    return out
