@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from tensorscope.hooks.compiled import compiled_inner, inside_count
 from tensorscope.hooks.dataflow_links import resolve_sources
 from tensorscope.hooks.flatten import meta_generation
 
@@ -33,11 +34,16 @@ def _primary(metas: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _call_node(call: "CallRecord") -> dict[str, Any]:
     out = _primary(call.out_meta) or {}
-    return {"id": f"c{call.index}", "kind": "call", "label": call.type, "root": call.root,
+    node = {"id": f"c{call.index}", "kind": "call", "label": call.type, "root": call.root,
             "path": call.path, "call": call.index,
             "parent": None if call.parent is None else f"c{call.parent.index}",
             "shape": out.get("shape"), "dtype": out.get("dtype", ""),
             "device": out.get("device", "")}
+    inner = compiled_inner(call.module) if call.type == "OptimizedModule" else None
+    if inner is not None:   # one card for the compiled graph (tensorscope.hooks.compiled)
+        node["compiled"] = n = inside_count(inner)
+        node["label"] = f"{type(inner).__name__}: compiled: {n} modules inside"
+    return node
 
 
 def _input_node(call: "CallRecord", src: str, m: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch.nn.modules.module as module_hooks
 import torch.optim.optimizer as optimizer_hooks
 
+from tensorscope.hooks.compiled import is_compiled_type
 from tensorscope.hooks.registry import is_loss_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,15 +64,20 @@ def install(capture: "Capture", optimizer_pre: Any, optimizer_post: Any) -> list
     return handles
 
 
-def install_loss_hooks(capture: "Capture", hooked: set[int]) -> list[Any]:
-    """Global hooks that pass unwatched loss modules to ``capture``."""
+def install_loss_hooks(capture: "Capture", hooked: set[int],
+                       eager: set[int] | frozenset[int] = frozenset()) -> list[Any]:
+    """Global hooks that pass unwatched loss modules to ``capture``, and the
+    ``torch.compile`` wrappers of watched modules (compiled after ``watch``)
+    except those running eagerly (``eager``, ids: their original module's hooks
+    see the call then). A post-hook without its pre-hook call is ignored."""
     forward_pre, forward = capture.forward_pre, capture.forward
 
     def wanted(module: Any) -> bool:
-        return id(module) not in hooked and is_loss_type(type(module))
+        t = type(module)
+        return id(module) not in hooked and (is_loss_type(t) or is_compiled_type(t))
 
     def pre(module: Any, args: tuple) -> None:
-        if wanted(module):
+        if wanted(module) and id(module) not in eager:
             forward_pre(module, args, None)
 
     def post(module: Any, args: tuple, *rest: Any) -> None:

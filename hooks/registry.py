@@ -84,6 +84,7 @@ class ModelIndex:
         self._aliases: "weakref.WeakKeyDictionary[nn.Module, tuple[int, str]]" = \
             weakref.WeakKeyDictionary()
         self.version = 0  # bumped whenever the tree grows
+        self.compiled: dict[tuple[int, str], tuple[str, int]] = {}  # see mark_compiled
 
     def add_root(self, module: nn.Module, name: str | None = None) -> int:
         """Register ``module`` as a new root; returns its root id."""
@@ -136,9 +137,16 @@ class ModelIndex:
                 return rid
         return None
 
-    def alias(self, module: nn.Module, rid: int) -> None:
-        """Name ``module`` as root ``rid`` without keeping it alive."""
-        self._aliases[module] = (rid, "")
+    def alias(self, module: nn.Module, rid: int, path: str = "") -> None:
+        """Name ``module`` as ``(rid, path)`` (root ``rid`` by default) without keeping it alive."""
+        self._aliases[module] = (rid, path)
+
+    def mark_compiled(self, rid: int, path: str, inner_prefix: str, inside: int) -> None:
+        """The module at ``(rid, path)`` is compiled: ``inside`` modules run in its
+        graph, at the paths under ``inner_prefix`` (``_orig_mod`` for a wrapper
+        that is a root, the module's own path when compiled after ``watch``)."""
+        self.compiled[(rid, path)] = (inner_prefix, inside)
+        self.version += 1
 
     def is_loss_root(self, rid: int) -> bool:
         """Whether root ``rid`` is a loss module."""
@@ -162,6 +170,7 @@ class ModelIndex:
         self._paths.clear()
         self._params.clear()
         self._aliases.clear()
+        self.compiled.clear()
 
     def tree(self) -> list[dict[str, Any]]:
         """The ``ModuleTree.roots`` payload."""
@@ -170,13 +179,20 @@ class ModelIndex:
     def _root_tree(self, rid: int) -> dict[str, Any]:
         root = self.roots[rid]
         modules = []
+        regions = [(path, inner, n) for (r, path), (inner, n) in self.compiled.items() if r == rid]
         for path, mod in root.named_modules():
             total, trainable = _count(mod.parameters())
             prefix = f"{path}." if path else ""
             children = [prefix + n for n, _ in mod.named_children()]
-            modules.append({"path": path, "type": type(mod).__name__, "params": total,
-                            "trainable": trainable, "config": describe(mod),
-                            "training": mod.training, "children": children})
+            entry = {"path": path, "type": type(mod).__name__, "params": total,
+                     "trainable": trainable, "config": describe(mod),
+                     "training": mod.training, "children": children}
+            for card, inner, n in regions:
+                if path == card:
+                    entry["compiled"] = n
+                elif path == inner or path.startswith(f"{inner}." if inner else ""):
+                    entry["inside_compiled"] = card   # its calls are not observed
+            modules.append(entry)
         total, _ = _count(root.parameters())
         return {"root": rid, "name": self.root_names[rid], "type": type(root).__name__,
                 "params": total, "loss": is_loss_module(root), "modules": modules}

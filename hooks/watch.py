@@ -26,6 +26,7 @@ from tensorscope.distributed import RankInfo, current_rank
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree
 from tensorscope.hooks.callbacks import CaptureCallbacks
 from tensorscope.hooks.capture import Capture, StepBuffer
+from tensorscope.hooks.compiled import CompiledModules, compiled_inner
 from tensorscope.hooks.framework_steps import FrameworkSteps
 from tensorscope.hooks.gate import Gate
 from tensorscope.hooks.observer import CallRecord, Observer
@@ -69,7 +70,10 @@ class Watch(CaptureCallbacks, FrameworkSteps):
     (``nn.CrossEntropyLoss()`` built in the training loop) is found through a
     process-wide hook unless ``discover_losses=False``, which instruments only
     the modules passed (and leaves every other module of the process on
-    PyTorch's hook-free fast path).
+    PyTorch's hook-free fast path; that process-wide hook also finds a model
+    compiled with ``torch.compile`` after ``watch``). ``compile_eager_steps``
+    runs the first N steps of every compiled module on its original eager
+    module, with full capture inside (``tensorscope.hooks.compiled``).
     """
 
     def __init__(self, model: Any, optimizer: Any = None, *, mode: str = "default",
@@ -78,7 +82,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
                  allow_remote: bool = False, connect: bool | str = True,
                  report: str | None = None, break_on: Sequence[str] | str = (),
                  name: str | None = None, global_hooks: bool = False,
-                 discover_losses: bool = True,
+                 discover_losses: bool = True, compile_eager_steps: int = 0,
                  script: str | None = None, argv: Sequence[str] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -97,12 +101,12 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         self.capture = Capture(self)
         self.params = ParamTracker(self.index, self.optimizers, mode)
         self.emitter = StepEmitter(self)
-        self.capture.on_step_end = self.emitter.step_ended
+        self.compiled = CompiledModules(self, compile_eager_steps)
+        self.capture.on_step_end = self._step_ended
         self._handles: list[Any] = []
         self._hooked: set[int] = set()
         self._observers: list[Observer] = []
         self._errors: set[str] = set()
-        self._compiled_warned = False
         self._refreshed: dict[int, int] = {}
         self._live: Any = None
         self._report: Any = None
@@ -205,19 +209,18 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         elif self.discover_losses:
             from tensorscope.hooks.global_hooks import install_loss_hooks
 
-            self._handles += install_loss_hooks(cap, self._hooked)
+            self._handles += install_loss_hooks(cap, self._hooked, self.compiled.eager_ids)
 
     def _add_root(self, module: nn.Module) -> int:
         rid = self.index.add_root(module)
         self.session.emit(ModuleTree(roots=self.index.tree(), rank=self.rank))
-        if hasattr(module, "_orig_mod") and not self._compiled_warned:
-            self._compiled_warned = True
-            msg = (f"{self.index.root_names[rid]} is compiled with torch.compile: TensorScope sees "
-                   f"only its inputs and outputs, not the modules inside the compiled graph; "
-                   f"run without torch.compile to capture every module")
-            print(f"tensorscope: warning: {msg}", file=sys.stderr)
-            self.emit_finding("compiled", "warning", "forward", rid, "", msg)
+        if compiled_inner(module) is not None:   # met in its call unless given to watch
+            self.compiled.seen(module, rid, "", "_orig_mod", calling=self.global_hooks)
         return rid
+
+    def _step_ended(self, step: StepBuffer, kind: str) -> None:
+        self.emitter.step_ended(step, kind)
+        self.compiled.step_ended(step.index)
 
     def resolve_module(self, module: nn.Module, parent: CallRecord | None) -> tuple[int, str] | None:
         """Name a module the index does not know (training thread).
@@ -227,6 +230,13 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         level (``tensorscope run``): a new root, or an alias of an equal
         parameterless root (a loss module created every step).
         """
+        inner = compiled_inner(module)
+        if inner is not None:   # compiled after watch: named as the module it wraps
+            loc = self.index.lookup(inner)
+            if loc is not None:
+                self.index.alias(module, *loc)
+                self.compiled.seen(module, loc[0], loc[1], loc[1], calling=True)
+                return loc
         if parent is not None:
             if self._refreshed.get(parent.root) != self.step_index:  # at most once a step
                 self._refreshed[parent.root] = self.step_index
@@ -324,6 +334,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
             self._detach(exit_code)
 
     def _detach(self, exit_code: int | None) -> None:
+        self.compiled.restore()
         self.capture.close()
         for h in self._handles:
             h.remove()

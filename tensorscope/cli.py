@@ -65,6 +65,10 @@ def _build_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-connect", action="store_true",
                    help="do not look for a running `tensorscope gui`")
     p.add_argument("--connect", metavar="HOST:PORT", help=argparse.SUPPRESS)
+    p.add_argument("--compile-eager-steps", type=int, default=0, metavar="N",
+                   help="run the first N steps of every torch.compile'd module on its "
+                        "original eager module, capturing every module inside, then hand "
+                        "over to the compiled one (those steps run eager numerics)")
     _add_capture_options(p)
 
 

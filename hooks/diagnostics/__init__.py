@@ -23,7 +23,7 @@ KINDS = (
     "eval_mode_in_training", "grad_tracking_in_inference", "double_activation",
     "loss_broadcast", "graph_retained", "unused_parameter", "param_not_in_optimizer",
     "dead_activation", "vanishing_gradient", "exploding_gradient", "fp16_overflow",
-    "host_sync_in_forward",
+    "host_sync_in_forward", "compiled",
 )
 
 

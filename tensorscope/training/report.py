@@ -19,6 +19,7 @@ from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised
 
 REPORT_VERSION = 1
 MAX_LOSSES = 10000
+COMPILED_KEYS = ("compiled", "inside_compiled")   # ModelIndex.mark_compiled
 _META_KEYS = ("path", "kind", "shape", "dtype", "device", "requires_grad", "contiguous",
               "numel", "bytes")
 
@@ -169,10 +170,13 @@ class ReportBuilder:
         modules, known = [], set()
         for m in tree["modules"]:
             known.add(m["path"])
+            compiled = {k: m[k] for k in COMPILED_KEYS if k in m}   # torch.compile regions
             if m["path"] == "":
+                out.update(compiled)
                 continue
             modules.append({"path": m["path"], "type": m["type"], "params": m["params"],
-                            "config": m.get("config", ""), **self._module_fields(rid, m["path"])})
+                            "config": m.get("config", ""), **compiled,
+                            **self._module_fields(rid, m["path"])})
         for (r, path), info in self.modules.items():  # modules named outside the tree
             if r == rid and path not in known:
                 modules.append({"path": path, "type": info.type, "params": 0, "config": "",

@@ -48,6 +48,7 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
 
     try:
         watch = Watch([], None, mode=args.mode, stats_every=args.stats_every,
+                      compile_eager_steps=getattr(args, "compile_eager_steps", 0),
                       record=args.record, listen=args.listen, wait=args.wait,
                       allow_remote=args.allow_remote, connect=connect, report=args.report,
                       break_on=args.break_on, global_hooks=True,

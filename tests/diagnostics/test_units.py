@@ -42,7 +42,7 @@ def test_default_observers_by_mode() -> None:
     assert {"NonFiniteObserver", "DeadActivationObserver", "GradScaleObserver"} <= full
     assert "NonFiniteObserver" not in shapes and "ModeObserver" in shapes
     assert "HostSyncObserver" not in full or torch.cuda.is_available()
-    assert len(KINDS) == 17
+    assert len(KINDS) == 18
 
 
 def test_maximal_modules() -> None:

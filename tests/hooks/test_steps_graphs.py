@@ -138,7 +138,7 @@ def test_a_failing_observer_is_detached_and_training_goes_on(capsys):
     assert len(log.summaries()) == 1
 
 
-def test_compiled_module_is_seen_at_its_boundary_with_one_warning(capsys):
+def test_compiled_module_is_seen_at_its_boundary_with_one_message(capsys):
     import warnings
 
     model = Classifier()
@@ -154,7 +154,7 @@ def test_compiled_module_is_seen_at_its_boundary_with_one_warning(capsys):
                 w.step()
     err = capsys.readouterr().err
     assert err.count("compiled with torch.compile") == 1
-    assert w.emitter.findings[("compiled", 0, "")].severity == "warning"
+    assert w.emitter.findings[("compiled", 0, "")].severity == "info"
     roots = {(d.root, d.path) for d in log.digests()}
     assert (0, "") in roots and len(log.summaries()) == 2
     assert w.root_names == [] and "Classifier (compiled)" in err
