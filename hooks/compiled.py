@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from tensorscope.events import ModuleTree
+from tensorscope.common.events import ModuleTree
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.watch import Watch
