@@ -71,8 +71,9 @@ def inside_count(inner: nn.Module) -> int:
 
 def compiled_message(name: str, inside: int, eager_steps: int) -> str:
     """What is and is not captured, and how to see inside."""
-    eager = (f"; {eager_steps} step{'s' if eager_steps != 1 else ''} from its first "
-             f"step on run the original eager module with full capture" if eager_steps else "")
+    eager = (f"; its first {eager_steps} step{'s' if eager_steps != 1 else ''} under "
+             f"TensorScope run the original eager module with full capture"
+             if eager_steps else "")
     return (f"{name} is compiled with torch.compile: TensorScope captures its inputs, "
             f"outputs, their statistics and gradient norms, and its parameters' norms and "
             f"updates, not the {inside} module{'s' if inside != 1 else ''} inside the "

@@ -7,6 +7,7 @@ of leaving the step boundaries to the capture's guesses.
 """
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -30,11 +31,34 @@ def scalar_values(values: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def attach_for_callback(model: Any, options: dict[str, Any], callback: str) -> tuple[Any, bool]:
+    """The watch a framework callback drives, and whether the callback owns it.
+
+    Under ``tensorscope run`` the run's process-wide watch already sees every
+    module: the callback drives that one (its own options are not used);
+    otherwise it attaches a new ``Watch`` to ``model`` with ``options``.
+    """
+    from tensorscope.hooks.watch import Watch
+
+    run = Watch.process_watch
+    if run is not None and not run.closed:
+        if options:
+            print(f"tensorscope: {callback} under `tensorscope run` drives the run's capture; "
+                  f"its options ({', '.join(sorted(options))}) are the run's command-line "
+                  f"options there", file=sys.stderr)
+        run.external_steps()
+        return run, False
+    watch = Watch(model, None, **options)
+    watch.external_steps()
+    return watch, True
+
+
 class FrameworkSteps:
     """Mixin of ``Watch``: optimizers added late, explicit steps, loss, logged scalars."""
 
     capture: Any
     session: Any
+    global_hooks: bool
     optimizers: list[Any]
     rank: int
     closed: bool
@@ -63,6 +87,8 @@ class FrameworkSteps:
             return
         self.optimizers.append(optimizer)
         self.capture.optimizers_known = True
+        if self.global_hooks:   # tensorscope run: the process-wide optimizer hooks see it
+            return
         self._handles.append(optimizer.register_step_pre_hook(self.optimizer_pre))
         self._handles.append(optimizer.register_step_post_hook(self.optimizer_post))
 

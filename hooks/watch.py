@@ -58,6 +58,10 @@ def _breakpoint_kinds(break_on: Sequence[str] | str) -> list[str]:
 
 
 class Watch(CaptureCallbacks, FrameworkSteps):
+    # The watch of ``tensorscope run`` (global hooks) while it is open: framework
+    # callbacks drive it instead of attaching a second one.
+    process_watch: "Watch | None" = None
+
     """Instruments ``model`` (a module or a list) and ``optimizer`` (one or a list).
 
     ``mode``: ``"shapes"`` (metadata and graphs), ``"default"`` (plus finite
@@ -120,6 +124,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
             if kinds:
                 self.gate.set_breakpoints([{"kind": k} for k in kinds])
             self._install_diagnostics()
+            if global_hooks:
+                Watch.process_watch = self
         except BaseException:
             self.closed = True
             self._detach(None)  # no half-attached watch: hooks removed, links closed
@@ -334,6 +340,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
             self._detach(exit_code)
 
     def _detach(self, exit_code: int | None) -> None:
+        if Watch.process_watch is self:
+            Watch.process_watch = None
         self.compiled.restore()
         self.capture.close()
         for h in self._handles:

@@ -7,7 +7,8 @@ It attaches a ``Watch`` to the LightningModule at ``setup`` and detaches at
 step (with ``accumulate_grad_batches=N`` the N batches of one optimizer step
 are one step); each validation, test and predict batch is an inference step
 labelled with its loop (``"validation"``, ``"sanity_check"``, ``"test"``,
-``"predict"``). The step's loss is the value Lightning backpropagates
+``"predict"``). Under ``tensorscope run`` it drives the run's capture instead
+of attaching a second one. The step's loss is the value Lightning backpropagates
 (``on_before_backward``). The rank is the trainer's: Lightning initialises
 ``torch.distributed`` before ``setup``, and the watch reads it there.
 
@@ -43,6 +44,7 @@ class TensorScopeCallback(Callback):
         self.options = check_watch_options(watch_options, "TensorScopeCallback")
         self.watch: Any = None
         self._accumulating = False   # the open step waits for more micro-batches
+        self._owned = True           # False under tensorscope run: the run's watch
 
     def __getstate__(self) -> dict[str, Any]:
         # ddp_spawn pickles the trainer's callbacks to start its processes: the
@@ -54,21 +56,24 @@ class TensorScopeCallback(Callback):
         """Attach to ``pl_module`` (its optimizers follow once Lightning builds them)."""
         if self.watch is not None:
             return
-        from tensorscope.hooks.watch import Watch
+        from tensorscope.hooks.framework_steps import attach_for_callback
 
-        self.watch = Watch(pl_module, None, **self.options)
-        self.watch.external_steps()
+        self.watch, self._owned = attach_for_callback(pl_module, self.options,
+                                                      "TensorScopeCallback")
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Detach: the last step is flushed and every hook removed."""
         watch, self.watch = self.watch, None
         if watch is not None:
-            watch.close()
+            if self._owned:
+                watch.close()
+            else:
+                watch.end_open_step()
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         """Report the exception, then detach (Lightning skips ``teardown`` then)."""
         watch, self.watch = self.watch, None
-        if watch is not None:
+        if watch is not None and self._owned:   # tensorscope run reports its own
             watch.exception_raised(exception)
             watch.close(exit_code=130 if isinstance(exception, KeyboardInterrupt) else 1)
 

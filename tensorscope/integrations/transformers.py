@@ -12,6 +12,8 @@ evaluation batch (``on_prediction_step``) is an inference step labelled
 ``grad_norm``, ``eval_loss`` ...) are sent as ``Scalars``, plotted beside
 TensorScope's own. Under ``accelerate launch`` each process watches with its
 own rank (``torch.distributed`` is initialised before ``on_train_begin``).
+Under ``tensorscope run`` it drives the run's capture instead of attaching a
+second one.
 
 Importing this module imports transformers (``pip install tensorscope[transformers]``).
 """
@@ -39,16 +41,17 @@ class TensorScopeCallback(TrainerCallback):
     def __init__(self, **watch_options: Any) -> None:
         self.options = check_watch_options(watch_options, "TensorScopeCallback")
         self.watch: Any = None
+        self._owned = True   # False under tensorscope run: the run's watch
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        optimizer: Any = None, **kwargs: Any) -> None:
         """Attach to ``model`` and the optimizer (unwrapped from accelerate's)."""
         if self.watch is not None or model is None:
             return
-        from tensorscope.hooks.watch import Watch
+        from tensorscope.hooks.framework_steps import attach_for_callback
 
-        self.watch = Watch(model, None, **self.options)
-        self.watch.external_steps()
+        self.watch, self._owned = attach_for_callback(model, self.options,
+                                                      "TensorScopeCallback")
         if optimizer is not None:
             self.watch.add_optimizer(optimizer)
 
@@ -56,7 +59,10 @@ class TensorScopeCallback(TrainerCallback):
         """Detach: the last step is flushed and every hook removed."""
         watch, self.watch = self.watch, None
         if watch is not None:
-            watch.close()
+            if self._owned:
+                watch.close()
+            else:
+                watch.end_open_step()
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """A training step (its first micro-batch) begins: close what ran since."""

@@ -36,6 +36,9 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "06_mixed_precision.py": ([], ["--steps", "3"]),
     "07_transformer_encoder.py": ([], ["--steps", "3"]),
     "08_attach.py": ([], ["--steps", "5", "--delay", "0"]),
+    "09_lightning.py": ([], ["--epochs", "1", "--steps", "3"]),
+    "10_transformers.py": ([], ["--steps", "2"]),
+    "11_compiled.py": (["--compile-eager-steps", "1"], ["--steps", "3", "--backend", "eager"]),
 }
 CORRECT = [name for name in RUNS if not name.startswith("05_")]
 
@@ -62,6 +65,7 @@ def _env() -> dict[str, str]:
     for key in ("TENSORSCOPE_CONNECT", "TENSORSCOPE_TOKEN", "TENSORSCOPE_PORT_FILE"):
         env.pop(key, None)
     env.update(TENSORSCOPE_NO_DISCOVERY="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               HF_HUB_OFFLINE="1",
                PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
     return env
 
@@ -310,6 +314,39 @@ def test_08_attach_runs_short(runs):
     root = find_root(report, "Model")
     find_module(root, "body.1.1", "Linear")
     assert report["steps"] == 5
+
+
+def test_09_lightning_loops_are_steps(runs):
+    report = report_of(runs, "09_lightning.py")
+    root = find_root(report, "Regressor")
+    head = find_module(root, "head", "Linear")
+    assert tensor(head["outputs"], "out")["shape"] == [16, 1]
+    # 2 sanity-check batches, 3 training batches, 2 validation batches
+    assert report["steps"] == 7 and len(report["losses"]) == 3
+    assert all(loss > 0 for _, loss in report["losses"])   # mse_loss: functional, backpropagated
+
+
+def test_10_transformers_trainer_steps_and_logged_metrics(runs):
+    report = report_of(runs, "10_transformers.py")
+    root = find_root(report, "GPT2LMHeadModel")
+    find_module(root, "transformer.h.0.attn", "GPT2Attention")
+    # 2 optimizer steps of two micro-batches each, then 2 evaluation batches
+    assert report["steps"] == 4 and len(report["losses"]) == 2
+    assert root["calls"] == 6
+    for name in ("loss", "learning_rate", "grad_norm", "eval_loss"):
+        assert report["scalars"][name], name
+    assert [step for step, _ in report["scalars"]["learning_rate"]] == [0, 1]
+
+
+def test_11_compiled_is_one_card_and_an_info_finding(runs):
+    report = report_of(runs, "11_compiled.py")
+    root = find_root(report, "OptimizedModule")
+    assert root["name"] == "MLP (compiled)" and root["compiled"] == 6 and root["calls"] == 3
+    layer = find_module(root, "_orig_mod.net.0", "Linear")
+    assert layer["inside_compiled"] == "" and layer["calls"] == 1   # the one eager step
+    assert tensor(root["outputs"], "out")["shape"] == [64, 4] and root["last_grad_norm"] > 0
+    compiled = [f for f in report["findings"] if f["kind"] == "compiled"]
+    assert [f["severity"] for f in compiled] == ["info"]
 
 
 # ----------------------------------------------------------------- the watch API ---

@@ -137,7 +137,7 @@ def test_eager_steps_capture_inside_then_hand_over(order, capsys):
     for name in ("a", "act", "b"):
         assert steps_of[prefix + name] == eager, steps_of   # inside: the eager steps only
     assert steps_of[""] == [0, 1, 2, 3]   # the card: every step, once
-    assert "2 steps from its first step on run the original eager module" in \
+    assert "its first 2 steps under TensorScope run the original eager module" in \
         w.emitter.findings[("compiled", 0, "")].message
     assert "forward" in compiled.__dict__ and compiled.forward is not compiled_inner(compiled).__call__
 
