@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -76,9 +77,72 @@ def body_of(msg: Message) -> dict[str, Any]:
     return {name: getattr(msg, name) for name in names}
 
 
+#: message types already reported as lossily encoded (one note per type and process)
+_LOSSY_NOTED: set[str] = set()
+
+
+def _lossy(value: Any) -> Any:
+    """``value`` made msgpack-safe: strings with lone surrogates (undecodable bytes
+    from ``sys.argv`` or file names) escaped as ``\\xNN``, integers too large for
+    msgpack as strings, anything else not plain data as its ``repr``."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            try:
+                return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:
+                return value.encode("utf-8", "backslashreplace").decode("ascii")
+    if value is None or isinstance(value, bool):
+        return None if value is None else bool(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, int):
+        return int(value) if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, dict):
+        return {_lossy(k) if isinstance(k, (str, int)) else repr(k): _lossy(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lossy(v) for v in value]
+    return repr(value)
+
+
+def pack_body(type_: str, body: dict[str, Any]) -> bytes:
+    """msgpack bytes of a message body; never raises for a body made of Python values.
+
+    A body that msgpack refuses (a string with lone surrogates, an integer out of
+    range, an object that is not plain data) is encoded lossily instead (see
+    ``_lossy``) with a ``_lossy`` field saying why; the first time per message type
+    a note goes to stderr. The note field is ignored by decoders.
+    """
+    try:
+        return msgpack.packb(body, use_bin_type=True)
+    except (ValueError, TypeError, OverflowError) as exc:  # UnicodeEncodeError is a ValueError
+        why = f"{type(exc).__name__}: {exc}"
+        safe = _lossy(body)
+        safe["_lossy"] = _lossy(why)
+        if type_ not in _LOSSY_NOTED:
+            _LOSSY_NOTED.add(type_)
+            print(f"tensorscope: a {type_!r} message could not be encoded as it is ({why}); "
+                  f"it was encoded lossily (undecodable characters escaped as \\xNN)",
+                  file=sys.stderr)
+        try:
+            return msgpack.packb(safe, use_bin_type=True)
+        except (ValueError, TypeError, OverflowError):  # e.g. an int key out of range
+            return msgpack.packb({"_lossy": safe["_lossy"]}, use_bin_type=True)
+
+
 def encode(msg: Message) -> bytes:
-    """Encode a message as one frame."""
-    return encode_frame(msg.TYPE, msg.seq, body_of(msg))
+    """Encode a message as one frame (lossily if it must be: see ``pack_body``)."""
+    try:
+        return encode_frame(msg.TYPE, msg.seq, body_of(msg))
+    except (ValueError, TypeError, OverflowError):
+        head = b"".join(msgpack.packb(x) for x in (PROTOCOL_VERSION, str(msg.TYPE), msg.seq))
+        payload = b"\x94" + head + pack_body(msg.TYPE, body_of(msg))  # [version, type, seq, body]
+        return HEADER.pack(len(payload)) + payload
 
 
 def _unpack(payload: bytes) -> Frame:

@@ -16,16 +16,18 @@ from __future__ import annotations
 import os
 import queue
 import sqlite3
+import stat
 import sys
 import threading
 import time
-from typing import Iterator
+import urllib.parse
+from typing import Iterable, Iterator
 
 import msgpack
 
 from tensorscope.common.events import (PROTOCOL_VERSION, Bye, ExceptionRaised, Finding, Hello, Message,
                                 PausedAt, StepSummary)
-from tensorscope.common.protocol import Frame, ProtocolError, body_of, to_message
+from tensorscope.common.protocol import Frame, ProtocolError, body_of, pack_body, to_message
 
 FORMAT = "tensorscope-session"
 FORMAT_VERSION = 2
@@ -65,7 +67,7 @@ class RecordingError(OSError):
 def _rows(msgs: list[tuple[int, int, Message]]) -> dict[str, list[tuple]]:
     rows: dict[str, list[tuple]] = {"messages": [], "steps": [], "findings": [], "calls": []}
     for rank, step, m in msgs:
-        body = msgpack.packb(body_of(m), use_bin_type=True)
+        body = pack_body(m.TYPE, body_of(m))
         rows["messages"].append((step, m.seq, m.TYPE, body, rank))
         if isinstance(m, StepSummary):
             rows["steps"].append((rank, m.step, m.kind, m.loss, m.duration, m.calls,
@@ -90,12 +92,93 @@ _INSERT = {
 }
 
 
-class Recorder:
-    """Session sink writing a ``.tscope`` SQLite file (see module docstring)."""
+def _ro_uri(path: str) -> str:
+    """A read-only SQLite URI for ``path`` (quoted: names may hold ``?`` or ``#``)."""
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
 
-    def __init__(self, path: str, *, max_backlog: int = 50_000, batch_limit: int = 4096) -> None:
+
+def _foreign_reason(path: str) -> str | None:
+    """Why the existing file ``path`` is not a TensorScope recording (None if it is one,
+    or is empty). Reads only: opens SQLite read-only and changes nothing."""
+    with open(path, "rb") as f:
+        head = f.read(len(SQLITE_MAGIC))
+    if not head:
+        return None
+    if head != SQLITE_MAGIC:
+        return "it is not an SQLite file"
+    try:
+        db = sqlite3.connect(_ro_uri(path), uri=True)
+        try:
+            fmt = dict(db.execute("SELECT key, value FROM meta")).get("format")
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return f"it is an SQLite database of another schema ({exc})"
+    if fmt != FORMAT:
+        return f"it is an SQLite database of another schema (format {fmt!r})"
+    return None
+
+
+def prepare_path(path: str, overwrite: bool = False) -> None:
+    """Create ``path`` as a new, empty file for a recording, or raise ``RecordingError``.
+
+    A recording is never merged into an existing file: an existing ``path`` is
+    refused unless ``overwrite``, and even then only a TensorScope recording (or an
+    empty file) is replaced, with its ``-wal``/``-shm`` files. Another program's
+    SQLite database, or any other file, is left exactly as it was (nothing is
+    written to it, its journal mode is not changed).
+    """
+    try:
+        st: os.stat_result | None = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise RecordingError(f"cannot record to {path}: {exc.strerror or exc}") from exc
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordingError(f"cannot record to {path}: it exists and is not a regular file")
+        if not overwrite:
+            raise RecordingError(
+                f"cannot record to {path}: the file exists and recordings are never merged; "
+                f"pass --overwrite (overwrite=True) to replace it, or choose another name")
+        try:
+            why = _foreign_reason(path)
+        except OSError as exc:
+            raise RecordingError(f"cannot record to {path}: {exc.strerror or exc}") from exc
+        if why is not None:
+            raise RecordingError(f"refusing to overwrite {path}: {why}, not a TensorScope "
+                                 f"recording; delete it yourself if you mean to replace it")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.unlink(path + suffix)
+            except FileNotFoundError:
+                pass
+    else:
+        for suffix in ("-wal", "-shm", "-journal"):
+            if os.path.lexists(path + suffix):
+                raise RecordingError(f"cannot record to {path}: a leftover {path + suffix} "
+                                     f"exists (from an earlier database of that name); "
+                                     f"remove it first")
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        raise RecordingError(f"cannot record to {path}: another process created it "
+                             f"meanwhile") from None
+    except OSError as exc:
+        raise RecordingError(f"cannot record to {path}: {exc.strerror or exc}") from exc
+
+
+class Recorder:
+    """Session sink writing a ``.tscope`` SQLite file (see module docstring).
+
+    ``path`` must not exist unless ``overwrite`` (see ``prepare_path``).
+    """
+
+    def __init__(self, path: str, *, overwrite: bool = False, max_backlog: int = 50_000,
+                 batch_limit: int = 4096) -> None:
         self.path = path
         self.batch_limit = batch_limit
+        prepare_path(path, overwrite)
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -169,10 +252,10 @@ class Recorder:
             try:
                 if self.error is None:
                     self._commit(batch)
-            except (sqlite3.Error, ValueError, TypeError) as exc:
+            except Exception as exc:  # the writer thread never dies: it keeps draining
                 self.error = f"{type(exc).__name__}: {exc}"
-                print(f"tensorscope: recording to {self.path} failed and stopped: {self.error}",
-                      file=sys.stderr)
+                print(f"tensorscope: recording to {self.path} failed and stopped: {self.error}; "
+                      f"training continues", file=sys.stderr)
             finally:
                 with self._cond:
                     self._backlog -= len(batch)
@@ -231,6 +314,9 @@ class SessionReader:
         self.steps: list[int] = []
         self.meta: dict[str, str] = {}
         self._last_id = 0
+        #: per step: [messages, first id, last id], from the table scan at open
+        self._extents: dict[int, list[int]] = {}
+        self._index_ok = True
         self._db = self._open(path)
         try:
             self._check_meta()
@@ -242,14 +328,23 @@ class SessionReader:
     @staticmethod
     def _open(path: str) -> sqlite3.Connection:
         try:
-            with open(path, "rb") as f:
-                magic = f.read(len(SQLITE_MAGIC))
+            # O_NONBLOCK: a FIFO or device named like a recording must not block open()
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
             raise RecordingError(f"cannot open {path}: {exc.strerror or exc}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RecordingError(f"cannot open {path}: not a regular file (a TensorScope "
+                                     f"recording is a file written by --record)")
+            magic = os.read(fd, len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise RecordingError(f"cannot open {path}: {exc.strerror or exc}") from exc
+        finally:
+            os.close(fd)
         if magic != SQLITE_MAGIC:
             raise RecordingError(f"{path} is not a TensorScope recording (not an SQLite file)")
         try:
-            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            db = sqlite3.connect(_ro_uri(path), uri=True, check_same_thread=False)
         except sqlite3.Error:
             db = sqlite3.connect(path, check_same_thread=False)
         # A truncated file is shorter than its header says; SQLite then refuses
@@ -279,10 +374,17 @@ class SessionReader:
     def _scan(self) -> None:
         steps: set[int] = set()
         last_step = None
+        extents = self._extents
         try:
             for id_, step, type_ in self._db.execute(
                     "SELECT id, step, type FROM messages ORDER BY id"):
                 self._last_id, last_step = id_, step
+                extent = extents.get(step)
+                if extent is None:
+                    extents[step] = [1, id_, id_]
+                else:
+                    extent[0] += 1
+                    extent[2] = id_
                 if type_ == "step_summary":
                     steps.add(step)
                 elif type_ == "hello":
@@ -330,11 +432,45 @@ class SessionReader:
         return self._query("+step BETWEEN ? AND ?", (lo, hi))
 
     def step_messages(self, step: int) -> list[Message]:
-        """Every message recorded during ``step``."""
+        """Every message recorded during ``step``.
+
+        Read through the step index, checked against the table scan made at open:
+        a damaged index (rows missing, or rows of other steps) is reported once in
+        ``warnings`` and the step is read from the table itself from then on.
+        """
+        extent = self._extents.get(step)
+        if extent is None:
+            return []
+        count, first, last = extent
+        if self._index_ok:
+            try:
+                rows = list(self._db.execute(
+                    "SELECT id, step, type, seq, body FROM messages WHERE id <= ? AND step = ? "
+                    "ORDER BY id", (self._last_id, step)))
+            except sqlite3.DatabaseError as exc:
+                rows, why = None, str(exc)
+            else:
+                why = f"{len(rows)} of its {count} messages found through it"
+                if len(rows) == count and all(r[1] == step for r in rows):
+                    return self._decoded((r[0], r[2], r[3], r[4]) for r in rows)
+            self._index_ok = False
+            self.warnings.append(f"the step index is damaged (step {step}: {why}); steps are "
+                                 f"read by scanning the messages table instead")
+        sql = ("SELECT id, type, seq, body FROM messages WHERE id BETWEEN ? AND ? AND +step = ? "
+               "ORDER BY id")
         try:
-            return list(self._rows("step = ?", (step,)))
-        except sqlite3.DatabaseError:  # a damaged index: scan the table instead
-            return list(self._query("+step = ?", (step,)))
+            return self._decoded(self._db.execute(sql, (first, min(last, self._last_id), step)))
+        except sqlite3.DatabaseError as exc:
+            self.warnings.append(f"reading step {step} stopped early: {exc}")
+            return []
+
+    def _decoded(self, rows: Iterable[tuple]) -> list[Message]:
+        out = []
+        for id_, type_, seq, body in rows:
+            msg = self._decode_or_warn(id_, type_, seq, body)
+            if msg is not None:
+                out.append(msg)
+        return out
 
     def close(self) -> None:
         """Close the file."""
