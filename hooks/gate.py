@@ -291,12 +291,24 @@ class Gate:
         self._cond.notify_all()
 
     # ---------------------------------------------------- requests (any thread) ---
-    def handle_request(self, req: Request) -> Response:
-        """Serve one request from a GUI (transport thread); never raises."""
+    def handle_request(self, req: Request,
+                       reply: Callable[[Response], None] | None = None) -> Response | None:
+        """Serve one request from a GUI (transport thread); never raises.
+
+        Without ``reply`` the answer is returned (a ``GetTensor`` waits for the
+        training thread). With ``reply`` the caller never waits: a request that
+        needs the training thread returns None and its job calls ``reply`` with
+        the answer when done (debugpy style), so a slow slice cannot hold up a
+        ``Pause`` or ``Continue`` read after it.
+        """
         handler = getattr(self, f"{req.TYPE}_request", None)
         try:
             if handler is None:
                 resp = Response(ok=False, error=f"unsupported request {req.TYPE!r}")
+            elif reply is not None and handler == self.get_tensor_request:
+                resp = self.get_tensor_request(req, reply)
+                if resp is None:
+                    return None
             else:
                 resp = handler(req)
         except (BreakpointError, ConditionError, ValueError) as exc:
@@ -367,17 +379,24 @@ class Gate:
         self._pinned_cur = {}
         self._pinned_bytes = 0
 
-    def get_tensor_request(self, req: GetTensor) -> Response:
-        """Slice a tensor of the current pause (done on the training thread)."""
+    def get_tensor_request(self, req: GetTensor,
+                           reply: Callable[[Response], None] | None = None) -> Response | None:
+        """Slice a tensor of the current pause (done on the training thread).
+
+        With ``reply``, returns None at once and the job posts its own answer.
+        """
         with self._cond:
             if self._paused is None:
                 return Response(ok=False, error="training is not paused: tensor values are "
                                                 "available only at a pause")
             if req.ref not in self._tensors:
                 return Response(ok=False, error=f"no tensor {req.ref!r} at this pause")
-            job = Job(lambda: self._slice(req))
+            on_done = None if reply is None else (lambda r: reply(_answering(r, req)))
+            job = Job(lambda: self._slice(req), on_done)
             self._jobs.append(job)
             self._cond.notify_all()
+        if reply is not None:
+            return None
         if not job.done.wait(JOB_TIMEOUT):
             return Response(ok=False, error="timed out waiting for the training thread")
         assert job.result is not None
@@ -413,6 +432,11 @@ class Gate:
             self._pinned_cur = {}
             self._pinned_prev = {}
             self._resume_locked()
+
+
+def _answering(resp: Response, req: Request) -> Response:
+    resp.request_seq = req.seq
+    return resp
 
 
 def count_non_finite(tensors: Any) -> tuple[int, int]:

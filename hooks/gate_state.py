@@ -2,6 +2,7 @@
 (no torch import)."""
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -105,25 +106,40 @@ def describe_tensors(tensors: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class Job:
-    """Work done on the training thread while paused."""
+    """Work done on the training thread while paused.
 
-    def __init__(self, fn: Callable[[], Response]) -> None:
+    The requester either waits on ``done`` or, with ``on_done``, is called back
+    with the response by whichever thread finishes the job (it never waits).
+    """
+
+    def __init__(self, fn: Callable[[], Response],
+                 on_done: Callable[[Response], None] | None = None) -> None:
         self.fn = fn
+        self.on_done = on_done
         self.done = threading.Event()
         self.result: Response | None = None
 
     def run(self) -> None:
-        """Do the work (training thread) and wake the waiting requester."""
+        """Do the work (training thread) and answer the requester."""
         try:
-            self.result = self.fn()
+            result = self.fn()
         except Exception as exc:  # reported to the GUI, training goes on
-            self.result = Response(ok=False, error=f"{type(exc).__name__}: {exc}")
-        self.done.set()
+            result = Response(ok=False, error=f"{type(exc).__name__}: {exc}")
+        self._finish(result)
 
     def fail(self, why: str) -> None:
         """Answer with an error without running (the pause ended first)."""
-        self.result = Response(ok=False, error=why)
+        self._finish(Response(ok=False, error=why))
+
+    def _finish(self, result: Response) -> None:
+        self.result = result
         self.done.set()
+        if self.on_done is not None:
+            try:
+                self.on_done(result)
+            except Exception:  # the answer's path is the caller's: never the training's
+                logging.getLogger("tensorscope.gate").warning("posting a response failed",
+                                                              exc_info=True)
 
 
 def nbytes(t: Any) -> int:

@@ -68,7 +68,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
     checks and gradient norms every step, statistics every ``stats_every``
     steps on a bounded sample) or ``"full"`` (exact statistics on every
     activation every step). ``report`` writes the JSON report on close;
-    ``record``/``listen``/``connect`` start the live links. ``global_hooks``
+    ``record``/``listen``/``connect`` start the live links (``record`` refuses an
+    existing file unless ``overwrite``). ``global_hooks``
     instruments every module and optimizer of the process (``tensorscope run``).
     Otherwise a loss module called outside the watched models
     (``nn.CrossEntropyLoss()`` built in the training loop) is found through a
@@ -81,7 +82,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
     """
 
     def __init__(self, model: Any, optimizer: Any = None, *, mode: str = "default",
-                 stats_every: int = 10, record: str | None = None,
+                 stats_every: int = 10, record: str | None = None, overwrite: bool = False,
                  listen: str | int | None = None, wait: bool = False,
                  allow_remote: bool = False, connect: bool | str = True,
                  report: str | None = None, break_on: Sequence[str] | str = (),
@@ -116,7 +117,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         self._report: Any = None
         self.closed = False
         kinds = _breakpoint_kinds(break_on)
-        self._start_sinks(report, dict(record=record, listen=listen, wait=wait,
+        self._start_sinks(report, dict(record=record, overwrite=overwrite,
+                                       listen=listen, wait=wait,
                                        allow_remote=allow_remote, connect=connect))
         try:
             self._hello(name, script, argv)

@@ -53,7 +53,11 @@ def _build_run(sub: argparse._SubParsersAction) -> None:
                    help="write the JSON report here when the script ends (even on "
                         "an exception, sys.exit or Ctrl-C)")
     p.add_argument("--record", metavar="FILE.tscope",
-                   help="record the whole session losslessly to a SQLite file")
+                   help="record the whole session losslessly to a new SQLite file "
+                        "(an existing file is refused: recordings are never merged)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --record: replace an existing TensorScope recording of that "
+                        "name (never another program's file)")
     p.add_argument("--listen", metavar="[HOST:]PORT",
                    help="serve on this address so that `tensorscope attach` can "
                         "connect at any time (loopback unless --allow-remote)")
@@ -88,8 +92,12 @@ def _build_attach(sub: argparse._SubParsersAction) -> None:
                     "`tensorscope run --listen` or `watch(..., listen=PORT)`, at any "
                     "time during training.")
     p.add_argument("address", metavar="HOST:PORT")
-    p.add_argument("--token", help="the token the script printed (default: "
-                                   "$TENSORSCOPE_TOKEN)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="read the token from FILE (mode 0600), the token file the script "
+                        "printed (default: $TENSORSCOPE_TOKEN, else a prompt)")
+    p.add_argument("--token", help="the token itself; discouraged: other local users can "
+                                   "read a command line (use TENSORSCOPE_TOKEN or "
+                                   "--token-file)")
 
 
 def _build_open(sub: argparse._SubParsersAction) -> None:

@@ -127,13 +127,13 @@ def gui_command(args: argparse.Namespace) -> int:
 
 def attach_command(args: argparse.Namespace) -> int:
     """``tensorscope attach HOST:PORT``: connect to a script serving with --listen."""
-    from tensorscope.viewer.client import attach
-    window = _window(f"TensorScope — {args.address}")
-    token = getattr(args, "token", None) or os.environ.get("TENSORSCOPE_TOKEN", "")
-    if not token:
-        print("tensorscope attach: no token; pass --token (the script printed it) or set "
-              "TENSORSCOPE_TOKEN", file=sys.stderr)
+    from tensorscope.viewer.client import TokenError, attach, resolve_token
+    try:
+        token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
+    except TokenError as exc:
+        print(f"tensorscope attach: {exc}", file=sys.stderr)
         return 2
+    window = _window(f"TensorScope — {args.address}")
 
     def connect() -> None:  # worker thread: the GUI never waits on a socket
         try:

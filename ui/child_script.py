@@ -21,6 +21,8 @@ def child_command(address: tuple[str, int], script: str, script_args: Sequence[s
             cmd += ["--break-on", args.break_on]
         if getattr(args, "record", None):
             cmd += ["--record", args.record]
+            if getattr(args, "overwrite", False):
+                cmd.append("--overwrite")
     return cmd + [script, *script_args]
 
 

@@ -19,13 +19,15 @@ import logging
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tensorscope.common.events import (ExceptionRaised, Finding, GraphStructure, Hello, Message,
                                 ModuleTree, PausedAt, Request, Resumed, StepSummary)
 from tensorscope.training.sender import Sender
-from tensorscope.common.transport import (Channel, HandshakeError, Listener, connect as open_channel,
-                                   find_gui, parse_address)
+from tensorscope.common.transport import (Channel, HandshakeError, Listener,
+                                          connect as open_channel, find_gui, parse_address,
+                                          remove_discovery, write_token_file)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.gate import Gate
@@ -53,7 +55,10 @@ class _Peer:
 
     def _on_message(self, msg: Message) -> None:
         if isinstance(msg, Request):
-            self.sender.put(self.hub.gate.handle_request(msg))
+            # Never waits: a tensor slice answers through the sender when it is ready.
+            resp = self.hub.gate.handle_request(msg, reply=self.sender.put)
+            if resp is not None:
+                self.sender.put(resp)
         else:
             log.warning("ignoring a %r message from the GUI at %s", msg.TYPE, self.channel.peer)
 
@@ -61,7 +66,7 @@ class _Peer:
         reason = self.channel.read_loop(self._on_message)
         log.info("GUI at %s detached: %s", self.channel.peer, reason)
         self.sender.close(timeout=0.5)
-        self.hub.detached(self)
+        self.hub.detached(self, self.sender.stopped_reason or reason)
 
 
 class LiveHub:
@@ -81,6 +86,10 @@ class LiveHub:
             maxlen=MAX_EXCEPTIONS)
         self._paused: PausedAt | None = None
         self._closed = False
+        #: in connect mode, where to look for a GUI again after losing one
+        self.reconnect_to: bool | str | None = None
+        self._reconnecting = False
+        self._stop = threading.Event()
 
     def _remember(self, msg: Message) -> None:
         if isinstance(msg, Hello):
@@ -131,16 +140,43 @@ class LiveHub:
         self.gate.set_interactive(True)
         peer.start()
 
-    def detached(self, peer: _Peer) -> None:
+    def detached(self, peer: _Peer, reason: str = "") -> None:
         """A GUI went away (its reader thread)."""
         with self._lock:
             if peer in self._peers:
                 self._peers.remove(peer)
             last = not self._peers
+            again = (last and not self._closed and self.reconnect_to is not None
+                     and not self._reconnecting)
+            if again:
+                self._reconnecting = True
         if last and not self._closed:
             self.gate.release()
             if not self.keep_interactive:
                 self.gate.set_interactive(False)
+        if again:
+            print(f"tensorscope: lost the GUI at {peer.channel.peer} ({reason}); training "
+                  f"continues and looks for a GUI again in the background", file=sys.stderr)
+            threading.Thread(target=self._reconnect_loop, name="tensorscope-reconnect",
+                             daemon=True).start()
+
+    def _reconnect_loop(self, first: float = 0.5, longest: float = 30.0) -> None:
+        """Look for a GUI again with exponential backoff until one attaches or we close."""
+        delay = first
+        try:
+            while not self._stop.wait(delay):
+                try:
+                    channel = _open(self.reconnect_to)
+                except (OSError, ValueError) as exc:
+                    log.debug("no GUI yet: %s", exc)
+                    channel = None
+                if channel is not None:
+                    self.attach(channel)
+                    return
+                delay = min(delay * 2, longest)
+        finally:
+            with self._lock:
+                self._reconnecting = False
 
     @property
     def peers(self) -> int:
@@ -154,6 +190,7 @@ class LiveHub:
                 return
             self._closed = True
             peers = list(self._peers)
+        self._stop.set()
         for peer in peers:
             peer.sender.close(timeout=2.0)
             peer.channel.close()
@@ -167,6 +204,7 @@ class LiveLinks:
         self.hub = hub
         self.recorder: Any = None
         self.listener: Listener | None = None
+        self.token_file: Path | None = None
         self._closed = False
 
     @property
@@ -186,6 +224,7 @@ class LiveLinks:
         self._closed = True
         if self.listener is not None:
             self.listener.close()
+        remove_discovery(self.token_file)
         self.hub.close()
         if self.recorder is not None:
             self.recorder.close()
@@ -193,11 +232,26 @@ class LiveLinks:
         self.hub.gate.set_interactive(False)
 
 
-def _announce(listener: Listener) -> None:
+def _announce(listener: Listener) -> Path | None:
+    """Say where the script listens and where its token is; returns the token file.
+
+    The token itself is not printed (terminal scroll-back and CI logs are often
+    shared) and never needs to go on a command line (``ps`` shows those to
+    every local user): it is in a 0600 file in the user's runtime folder.
+    """
     host, port = listener.address
-    print(f"tensorscope: listening on {host}:{port} token {listener.token}\n"
-          f"tensorscope: attach with: tensorscope attach {host}:{port} --token "
-          f"{listener.token}", file=sys.stderr)
+    try:
+        token_file: Path | None = write_token_file(port, listener.token)
+    except OSError as exc:
+        token_file = None
+        print(f"tensorscope: listening on {host}:{port}; could not write the token file "
+              f"({exc}); set TENSORSCOPE_TOKEN before starting the script to choose the "
+              f"token yourself", file=sys.stderr)
+    if token_file is not None:
+        print(f"tensorscope: listening on {host}:{port}; the token is in {token_file} "
+              f"(readable by you only)\n"
+              f"tensorscope: attach with:  export TENSORSCOPE_TOKEN=$(cat {token_file}); "
+              f"tensorscope attach {host}:{port}", file=sys.stderr)
     port_file = os.environ.get("TENSORSCOPE_PORT_FILE")
     if port_file:
         tmp = port_file + ".tmp"
@@ -206,6 +260,7 @@ def _announce(listener: Listener) -> None:
             json.dump({"host": host, "port": port, "token": listener.token,
                        "pid": os.getpid()}, f)
         os.replace(tmp, port_file)
+    return token_file
 
 
 def _connect_target(connect: bool | str) -> tuple[str, int, str, str] | None:
@@ -224,49 +279,59 @@ def _connect_target(connect: bool | str) -> tuple[str, int, str, str] | None:
     return str(info["host"]), int(info["port"]), str(info["token"]), "the running GUI"
 
 
+def _open(connect: bool | str | None) -> Channel | None:
+    """An authenticated channel to the GUI ``connect`` designates; None if none is found.
+
+    Raises ``OSError`` (``HandshakeError`` included) or ``ValueError``.
+    """
+    target = _connect_target(connect)
+    if target is None:
+        return None
+    host, port, token, _ = target
+    try:
+        return open_channel(host, port, token)
+    except (OSError, HandshakeError) as exc:
+        raise ConnectionError(f"could not connect to the TensorScope GUI at {host}:{port} "
+                              f"({exc})") from exc
+
+
 def _connect(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
     try:
-        target = _connect_target(connect)
-    except ValueError as exc:
-        print(f"tensorscope: {exc}; training continues without a GUI", file=sys.stderr)
+        channel = _open(connect)
+    except (OSError, ValueError) as exc:
+        print(f"tensorscope: {exc}; training continues without it", file=sys.stderr)
         return False
-    if target is None:
+    if channel is None:
         if connect is True and not quiet:
             print("tensorscope: no TensorScope GUI found (start `tensorscope gui`, or use "
                   "--listen); training continues without one", file=sys.stderr)
         return False
-    host, port, token, what = target
-    try:
-        channel = open_channel(host, port, token)
-    except (OSError, HandshakeError) as exc:
-        print(f"tensorscope: could not connect to the TensorScope GUI at {host}:{port} "
-              f"({exc}); training continues without it", file=sys.stderr)
-        return False
+    hub.reconnect_to = connect
     hub.attach(channel)
     return True
 
 
 def start_live(session: "Session", gate: "Gate", *, record: str | None = None,
-               listen: str | int | None = None, wait: bool = False, allow_remote: bool = False,
+               overwrite: bool = False, listen: str | int | None = None, wait: bool = False, allow_remote: bool = False,
                connect: bool | str = True, rank: int = 0) -> LiveLinks:
     """Start recording / serving / connecting as asked (interfaces.md §4)."""
     hub = LiveHub(gate)
     links = LiveLinks(session, hub)
     try:
-        _start(links, record, listen, wait, allow_remote, connect)
+        _start(links, record, overwrite, listen, wait, allow_remote, connect)
     except BaseException:
         links.close()
         raise
     return links
 
 
-def _start(links: LiveLinks, record: str | None, listen: str | int | None, wait: bool,
+def _start(links: LiveLinks, record: str | None, overwrite: bool, listen: str | int | None, wait: bool,
            allow_remote: bool, connect: bool | str) -> None:
     session, hub, gate = links.session, links.hub, links.hub.gate
     if record:
         from tensorscope.training.recording import Recorder
 
-        links.recorder = Recorder(record)
+        links.recorder = Recorder(record, overwrite=overwrite)
         session.add_sink(links.recorder)
     session.add_sink(hub)
     if listen is not None and listen != "":
@@ -277,10 +342,15 @@ def _start(links: LiveLinks, record: str | None, listen: str | int | None, wait:
         hub.keep_interactive = True
         gate.set_interactive(True)
         links.listener.start()
-        _announce(links.listener)
+        links.token_file = _announce(links.listener)
     connected = _connect(hub, connect, quiet=links.listener is not None) if connect else False
     if wait:
         if links.listener is None and not connected:
             print("tensorscope: --wait needs --listen or a GUI; not waiting", file=sys.stderr)
         else:
+            where = ("on %s:%d" % links.listener.address if links.listener is not None
+                     else "for the connected GUI")
+            print(f"tensorscope: --wait: training is held before its first step, waiting "
+                  f"{where} until a GUI attaches and presses Continue (Ctrl-C stops the "
+                  f"script)", file=sys.stderr)
             gate.wait_for_client()

@@ -28,6 +28,11 @@ def run_command(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.script):
         print(f"tensorscope: cannot run {args.script!r}: no such file", file=sys.stderr)
         return 2
+    if args.wait and args.headless and not args.listen:
+        print("tensorscope: --wait holds training until a GUI attaches, and --headless runs "
+              "without one; use --listen [HOST:]PORT --wait to wait for `tensorscope attach`",
+              file=sys.stderr)
+        return 2
     connect: bool | str = False
     if args.connect:
         connect = args.connect
@@ -49,7 +54,8 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
     try:
         watch = Watch([], None, mode=args.mode, stats_every=args.stats_every,
                       compile_eager_steps=getattr(args, "compile_eager_steps", 0),
-                      record=args.record, listen=args.listen, wait=args.wait,
+                      record=args.record, overwrite=getattr(args, "overwrite", False),
+                      listen=args.listen, wait=args.wait,
                       allow_remote=args.allow_remote, connect=connect, report=args.report,
                       break_on=args.break_on, global_hooks=True,
                       script=args.script, argv=list(args.args))

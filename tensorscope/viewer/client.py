@@ -11,16 +11,18 @@ and routes the matching ``Response`` to its callback.
 from __future__ import annotations
 
 import atexit
+import getpass
 import itertools
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Callable
 
 from tensorscope.common.events import Message, Request, Response
 from tensorscope.common.transport import (Channel, Listener, connect, parse_address,
-                                   remove_discovery, write_discovery)
+                                          read_token_file, remove_discovery, write_discovery)
 
 log = logging.getLogger("tensorscope.client")
 
@@ -106,6 +108,42 @@ class Connection:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=2.0)
+
+
+class TokenError(ValueError):
+    """No usable token was given to ``attach`` (the message says how to give one)."""
+
+
+def resolve_token(token: str | None = None, token_file: str | None = None, *,
+                  prompt: bool = True) -> str:
+    """The token ``tensorscope attach`` uses, from the first of these that is given:
+
+    ``--token`` (works, but warns: a command line is visible to every local user
+    through ``ps``), ``--token-file`` (must be mode 0600), ``$TENSORSCOPE_TOKEN``,
+    or a prompt when stdin is a terminal. Raises ``TokenError`` otherwise.
+    """
+    if token:
+        print("tensorscope attach: warning: --token puts the token on the command line, "
+              "where other local users can read it (ps, /proc); use TENSORSCOPE_TOKEN or "
+              "--token-file instead", file=sys.stderr)
+        return token.strip()
+    if token_file:
+        try:
+            return read_token_file(token_file)
+        except OSError as exc:
+            raise TokenError(f"cannot use the token file: {exc}") from exc
+    env = os.environ.get("TENSORSCOPE_TOKEN", "").strip()
+    if env:
+        return env
+    if prompt and sys.stdin is not None and sys.stdin.isatty():
+        try:
+            typed = getpass.getpass("TensorScope token (the script's token file holds it): ")
+        except (EOFError, KeyboardInterrupt):
+            typed = ""
+        if typed.strip():
+            return typed.strip()
+    raise TokenError("no token: set TENSORSCOPE_TOKEN (export TENSORSCOPE_TOKEN=$(cat FILE), "
+                     "FILE being the token file the script printed) or pass --token-file FILE")
 
 
 def attach(address: str, token: str, timeout: float = 5.0) -> Connection:

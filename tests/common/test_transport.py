@@ -250,10 +250,10 @@ def test_sender_disconnects_a_gui_that_stopped_reading():
     ch = _SlowChannel()  # never released: the GUI is frozen
     closed = threading.Event()
     ch.close = closed.set
-    sender = Sender(ch, max_essential=5)
+    sender = Sender(ch, max_other=5)
     sender.start()
-    for i in range(20):
-        sender.put(StepSummary(step=i))  # returns at once every time
+    for i in range(20):  # messages no ring or coalescing bounds pile up to max_other
+        sender.put(Hello(script=str(i)))  # returns at once every time
     assert closed.is_set() and "stopped reading" in sender.stopped_reason
     ch.gate.set()
     sender.close(timeout=2)
