@@ -8,10 +8,12 @@ Start it serving on a local port::
 
     tensorscope run --listen 127.0.0.1:7007 examples/08_attach.py
 
-It prints the address and a token, then trains; nothing waits for a GUI.
-Whenever you like, from another terminal, attach::
+It prints the address and the file that holds its token (mode 0600), then
+trains; nothing waits for a GUI. Whenever you like, from another terminal,
+attach (the token never goes on a command line, where ``ps`` shows it)::
 
-    tensorscope attach 127.0.0.1:7007 --token <the token it printed>
+    export TENSORSCOPE_TOKEN=$(cat <the token file it printed>)
+    tensorscope attach 127.0.0.1:7007
 
 or do the same without ``tensorscope run``, with the two-line API
 (``tensorscope.watch(model, optimizer, listen=...)``, see ``main``)::

@@ -81,7 +81,7 @@ def body_of(msg: Message) -> dict[str, Any]:
 _LOSSY_NOTED: set[str] = set()
 
 
-def _lossy(value: Any) -> Any:
+def lossy_value(value: Any) -> Any:
     """``value`` made msgpack-safe: strings with lone surrogates (undecodable bytes
     from ``sys.argv`` or file names) escaped as ``\\xNN``, integers too large for
     msgpack as strings, anything else not plain data as its ``repr``."""
@@ -103,10 +103,10 @@ def _lossy(value: Any) -> Any:
     if isinstance(value, int):
         return int(value) if -(2**63) <= value < 2**64 else str(value)
     if isinstance(value, dict):
-        return {_lossy(k) if isinstance(k, (str, int)) else repr(k): _lossy(v)
+        return {lossy_value(k) if isinstance(k, (str, int)) else repr(k): lossy_value(v)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_lossy(v) for v in value]
+        return [lossy_value(v) for v in value]
     return repr(value)
 
 
@@ -115,15 +115,15 @@ def pack_body(type_: str, body: dict[str, Any]) -> bytes:
 
     A body that msgpack refuses (a string with lone surrogates, an integer out of
     range, an object that is not plain data) is encoded lossily instead (see
-    ``_lossy``) with a ``_lossy`` field saying why; the first time per message type
+    ``lossy_value``) with a ``_lossy`` field saying why; the first time per message type
     a note goes to stderr. The note field is ignored by decoders.
     """
     try:
         return msgpack.packb(body, use_bin_type=True)
     except (ValueError, TypeError, OverflowError) as exc:  # UnicodeEncodeError is a ValueError
         why = f"{type(exc).__name__}: {exc}"
-        safe = _lossy(body)
-        safe["_lossy"] = _lossy(why)
+        safe = lossy_value(body)
+        safe["_lossy"] = lossy_value(why)
         if type_ not in _LOSSY_NOTED:
             _LOSSY_NOTED.add(type_)
             print(f"tensorscope: a {type_!r} message could not be encoded as it is ({why}); "

@@ -27,7 +27,8 @@ import msgpack
 
 from tensorscope.common.events import (PROTOCOL_VERSION, Bye, ExceptionRaised, Finding, Hello, Message,
                                 PausedAt, StepSummary)
-from tensorscope.common.protocol import Frame, ProtocolError, body_of, pack_body, to_message
+from tensorscope.common.protocol import (Frame, ProtocolError, body_of, lossy_value, pack_body,
+                                         to_message)
 
 FORMAT = "tensorscope-session"
 FORMAT_VERSION = 2
@@ -81,6 +82,16 @@ def _rows(msgs: list[tuple[int, int, Message]]) -> dict[str, list[tuple]]:
                                   m.grad_norm, s.get("mean"), s.get("std"), s.get("min"),
                                   s.get("max")))
     return rows
+
+
+def _sql_safe(value: object) -> object:
+    """A column value SQLite can bind: text with lone surrogates escaped (as in the
+    message body, see ``lossy_value``), integers beyond 64 bits as text."""
+    if isinstance(value, str):
+        return lossy_value(value)
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        return str(value)
+    return value
 
 
 _INSERT = {
@@ -263,12 +274,19 @@ class Recorder:
 
     def _commit(self, batch: list[tuple[int, int, Message]]) -> None:
         rows = _rows(batch)
+        try:
+            self._insert(rows)
+        except (UnicodeEncodeError, OverflowError):  # a column SQLite cannot bind as it is
+            self._insert({table: [tuple(_sql_safe(v) for v in row) for row in values]
+                          for table, values in rows.items()})
+        self.steps_written += len(rows["steps"])
+
+    def _insert(self, rows: dict[str, list[tuple]]) -> None:
         with self._db:
             self._db.execute("BEGIN")
             for table, values in rows.items():
                 if values:
                     self._db.executemany(_INSERT[table], values)
-        self.steps_written += len(rows["steps"])
 
     def close(self) -> None:
         """Write what is pending, mark the file complete, checkpoint the WAL (idempotent)."""
