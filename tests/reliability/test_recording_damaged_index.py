@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from tensorscope.events import CallDigest, Hello, StepSummary
-from tensorscope.recording import Recorder, SessionReader
-from tensorscope.session import Session
+from tensorscope.common.events import CallDigest, Hello, StepSummary
+from tensorscope.training.recording import Recorder, SessionReader
+from tensorscope.training.session import Session
 
 
 def _damage_step_index(path) -> None:

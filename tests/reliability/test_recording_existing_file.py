@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tensorscope.events import Bye, Hello, StepSummary
-from tensorscope.recording import Recorder, RecordingError, SessionReader
-from tensorscope.session import Session
+from tensorscope.common.events import Bye, Hello, StepSummary
+from tensorscope.training.recording import Recorder, RecordingError, SessionReader
+from tensorscope.training.session import Session
 
 
 def _record(path: Path, script: str, overwrite: bool = False) -> None:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tensorscope.recording import RecordingError, SessionReader
+from tensorscope.training.recording import RecordingError, SessionReader
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 

@@ -12,14 +12,14 @@ import socket
 import subprocess
 import sys
 
-from tensorscope.events import CallDigest, Hello, StepSummary
+from tensorscope.common.events import CallDigest, Hello, StepSummary
 from tensorscope.hooks.gate import Gate
-from tensorscope.live import LiveHub
-from tensorscope.protocol import FrameDecoder
-from tensorscope.recording import Recorder, SessionReader
-from tensorscope.sender import Sender
-from tensorscope.session import Session
-from tensorscope.transport import Channel
+from tensorscope.training.live import LiveHub
+from tensorscope.common.protocol import FrameDecoder
+from tensorscope.training.recording import Recorder, SessionReader
+from tensorscope.training.sender import Sender
+from tensorscope.training.session import Session
+from tensorscope.common.transport import Channel
 
 ARG = os.fsdecode(b"data_\xe9t\xe9.csv")  # what sys.argv holds for that byte string
 

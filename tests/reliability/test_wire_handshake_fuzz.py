@@ -10,9 +10,9 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tensorscope.events import PROTOCOL_VERSION
-from tensorscope.protocol import FrameDecoder, ProtocolError, encode_frame
-from tensorscope.transport import (HandshakeError, Listener, client_handshake, new_token,
+from tensorscope.common.events import PROTOCOL_VERSION
+from tensorscope.common.protocol import FrameDecoder, ProtocolError, encode_frame
+from tensorscope.common.transport import (HandshakeError, Listener, client_handshake, new_token,
                                    server_handshake)
 
 REFUSALS = (HandshakeError, ProtocolError, OSError)

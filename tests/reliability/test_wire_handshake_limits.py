@@ -13,13 +13,13 @@ import time
 
 import pytest
 
-from tensorscope import transport
-from tensorscope.client import GuiServer
+from tensorscope.common import transport
+from tensorscope.viewer.client import GuiServer
 from tensorscope.hooks.gate import Gate
-from tensorscope.live import start_live
-from tensorscope.protocol import HEADER
-from tensorscope.session import Session
-from tensorscope.transport import (HANDSHAKE_LIMIT, MAX_UNAUTHENTICATED, HandshakeError,
+from tensorscope.training.live import start_live
+from tensorscope.common.protocol import HEADER
+from tensorscope.training.session import Session
+from tensorscope.common.transport import (HANDSHAKE_LIMIT, MAX_UNAUTHENTICATED, HandshakeError,
                                    connect, new_token, server_handshake)
 
 REFUSALS = (HandshakeError, OSError, transport.ProtocolError)

@@ -7,11 +7,11 @@ import threading
 
 import numpy as np
 
-from tensorscope.client import attach
-from tensorscope.events import Continue, GetTensor, Pause, PausedAt, Response, tensor_ref
+from tensorscope.viewer.client import attach
+from tensorscope.common.events import Continue, GetTensor, Pause, PausedAt, Response, tensor_ref
 from tensorscope.hooks.gate import Gate
-from tensorscope.live import start_live
-from tensorscope.session import Session
+from tensorscope.training.live import start_live
+from tensorscope.training.session import Session
 
 
 def test_continue_is_answered_while_a_slice_is_being_prepared(tmp_path, monkeypatch):

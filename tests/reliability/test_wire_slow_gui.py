@@ -13,14 +13,14 @@ import os
 import socket
 import threading
 
-from tensorscope.client import GuiServer
-from tensorscope.events import CallDigest, Finding, Hello, PausedAt, Resumed, StepSummary
+from tensorscope.viewer.client import GuiServer
+from tensorscope.common.events import CallDigest, Finding, Hello, PausedAt, Resumed, StepSummary
 from tensorscope.hooks.gate import Gate
-from tensorscope.live import start_live
-from tensorscope.protocol import FrameDecoder
-from tensorscope.sender import RING, Sender
-from tensorscope.session import Session
-from tensorscope.transport import Channel
+from tensorscope.training.live import start_live
+from tensorscope.common.protocol import FrameDecoder
+from tensorscope.training.sender import RING, Sender
+from tensorscope.training.session import Session
+from tensorscope.common.transport import Channel
 
 STEPS = 120_000  # more essential messages than the old cap (100,000) allowed
 

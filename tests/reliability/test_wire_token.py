@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tensorscope.client import GuiServer, TokenError, resolve_token
+from tensorscope.viewer.client import GuiServer, TokenError, resolve_token
 from tensorscope.hooks.gate import Gate
-from tensorscope.live import start_live
-from tensorscope.session import Session
+from tensorscope.training.live import start_live
+from tensorscope.training.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
 

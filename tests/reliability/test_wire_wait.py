@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from tensorscope.hooks.gate import Gate
-from tensorscope.live import start_live
-from tensorscope.session import Session
+from tensorscope.training.live import start_live
+from tensorscope.training.session import Session
 
 
 def test_wait_says_it_waits_where_and_how_to_stop(capsys, tmp_path, monkeypatch):
