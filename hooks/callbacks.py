@@ -87,7 +87,8 @@ class CaptureCallbacks:
         tensors = _tensors(call.inputs)
         nf = self.gate.check_non_finite and _non_finite(tensors)
         self.gate.at_module("forward_pre", step=call.step, root=call.root, path=call.path,
-                            call=call.index, type=call.type, tensors=tensors, non_finite=nf)
+                            call=call.index, type=call.type, tensors=tensors, non_finite=nf,
+                            module=call.module)
 
     def gate_forward(self, call: CallRecord) -> None:
         """Pause point after a module's forward (gate armed)."""
@@ -97,7 +98,8 @@ class CaptureCallbacks:
             self.gate.keep_pinned(call.root, call.path, call.index, tensors)
         nf = self.gate.check_non_finite and _non_finite(outs)
         self.gate.at_module("forward", step=call.step, root=call.root, path=call.path,
-                            call=call.index, type=call.type, tensors=tensors, non_finite=nf)
+                            call=call.index, type=call.type, tensors=tensors, non_finite=nf,
+                            module=call.module)
 
     def output_grad(self, call: CallRecord, path: str, grad: torch.Tensor) -> None:
         """An output gradient of ``call`` arrived (autograd's thread)."""
@@ -111,7 +113,7 @@ class CaptureCallbacks:
             nf = self.gate.check_non_finite and _non_finite({name: grad})
             self.gate.at_module("backward", step=call.step, root=call.root, path=call.path,
                                 call=call.index, type=call.type, tensors={name: grad},
-                                non_finite=nf)
+                                non_finite=nf, module=call.module)
 
     def module_raised(self, call: CallRecord, exc: BaseException, first: bool) -> None:
         """``call``'s forward raised ``exc`` (``first``: the innermost module)."""

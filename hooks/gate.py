@@ -139,8 +139,12 @@ class Gate:
             self._pinned_bytes = sum(nbytes(t) for t in self._pinned_cur.values())
 
     def at_module(self, where: str, *, step: int, root: int, path: str, call: int, type: str,
-                  tensors: dict[str, "torch.Tensor"], non_finite: bool = False) -> None:
-        """At a module boundary: ``forward_pre``, ``forward`` or ``backward``."""
+                  tensors: dict[str, "torch.Tensor"], non_finite: bool = False,
+                  module: Any = None) -> None:
+        """At a module boundary: ``forward_pre``, ``forward`` or ``backward``.
+
+        ``module``: the ``nn.Module``; a pause also serves its own parameters
+        (``param.weight``) and their gradients (``param.weight.grad``)."""
         with self._cond:
             reason = self._module_reason(where, root, path, non_finite, step)
             detail = self._pending[1] if self._pending and reason == self._pending[0] else ""
@@ -151,7 +155,8 @@ class Gate:
             return
         if reason == "non_finite":
             detail = self._non_finite_stop(where, step, root, path, type, tensors)
-        refs = {tensor_ref(self.rank, root, path, call, k): v for k, v in tensors.items()}
+        refs = {tensor_ref(self.rank, root, path, call, k): v
+                for k, v in {**tensors, **module_parameters(module)}.items()}
         with self._cond:
             refs.update(self._pinned_cur)
         self._pause(PausedAt(step=step, rank=self.rank, where=where, reason=reason, root=root,
@@ -437,6 +442,21 @@ class Gate:
 def _answering(resp: Response, req: Request) -> Response:
     resp.request_seq = req.seq
     return resp
+
+
+def module_parameters(module: Any) -> dict[str, Any]:
+    """A module's own parameters and their ``.grad`` by inspector name (at a pause)."""
+    out: dict[str, Any] = {}
+    if module is None:
+        return out
+    try:
+        for name, p in module.named_parameters(recurse=False):
+            out[f"param.{name}"] = p
+            if p.grad is not None:
+                out[f"param.{name}.grad"] = p.grad
+    except Exception:   # an odd module must not break the pause
+        log.debug("listing parameters failed", exc_info=True)
+    return out
 
 
 def count_non_finite(tensors: Any) -> tuple[int, int]:

@@ -23,7 +23,7 @@ from tensorscope.ui.graph_panel import GraphPanel
 from tensorscope.ui.module_tree import ModuleTreePanel
 from tensorscope.ui.plots import PlotsPanel
 from tensorscope.ui.model.session_model import SessionModel
-from tensorscope.ui.status import StatusPanel, paused_banner
+from tensorscope.ui.status import StatusPanel, paused_banner, paused_where
 from tensorscope.ui.theme import Theme, make_theme
 from tensorscope.ui.window_actions import build_actions
 
@@ -251,14 +251,41 @@ class MainWindow(QMainWindow):
         show = getattr(self.inspector, "show_tensor", None)
         if show is None:
             return
-        ref, meta = paused_tensor(self.model, root, path)
         state = self.model.module(root, path)
-        if meta is None and state is not None and state.shape is not None:
+        stats = state.stats if state is not None else None
+        entries = paused_choices(self.model, root, path)
+        if entries:   # every input, output, gradient, parameter and .grad kept at this pause
+            self.inspector.show_choices(entries, stats)
+            return
+        meta = None
+        if state is not None and state.shape is not None:
             from tensorscope.common.events import tensor_meta
             meta = tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
                                device=state.device)
         if meta is not None:
-            show(ref, meta, state.stats if state is not None else None)
+            show(None, meta, stats, unavailable=self._unavailable(root, path))
+
+    def _unavailable(self, root: int, path: str) -> str:
+        """Why module ``(root, path)``'s values cannot be fetched now (what to do instead)."""
+        name = f"`{path or self.model.root_names.get(root, '<root>')}`"
+        pinned = (root, path) in self.controller.pinned
+        p = self.model.paused
+        if self.connection is None:
+            return (f"No values for {name}: a recording holds statistics, not tensors"
+                    if getattr(self, "reader", None) is not None else
+                    f"No values for {name}: no training script is connected")
+        if p is None:
+            return (f"{name} is pinned: its tensors are kept every step and served at the "
+                    "next pause (F6)" if pinned else
+                    f"Training is running: pause (F6) to fetch {name}'s values, or pin it "
+                    "(Ctrl+P) to keep its tensors for the next pause")
+        where = f"paused at {paused_where(p)}"
+        if pinned:
+            return (f"{name} is pinned, but its tensors were not kept in this step ({where}): "
+                    "it ran before the pin was set, has not run yet, or the pin budget is "
+                    "full. Step batch (F10) to see them")
+        return (f"Training is {where}; {name}'s tensors of this step were not kept. "
+                "Pin it (Ctrl+P), then Step batch (F10) to see them")
 
     def _tensor_requested(self, ref: str, slice_text: str, max_elements: int) -> None:
         if not self.controller.get_tensor(ref, slice_text, max_elements, self._slice_response):
@@ -347,24 +374,31 @@ def freeze_startup_heap() -> None:
         gc.freeze()
 
 
-def paused_tensor(model: SessionModel, root: int, path: str) -> tuple[str | None, dict | None]:
-    """The ref and meta of a module's tensor available at the current pause."""
+def paused_choices(model: SessionModel, root: int, path: str) -> list[dict]:
+    """The tensors of a module's newest call kept at the current pause (its inputs,
+    outputs, gradients, parameters and their ``.grad``): TensorMeta dicts with ``ref``."""
     p = model.paused
     if p is None:
-        return None, None
-    best = None
+        return []
+    calls: dict[int, list[dict]] = {}
     for entry in p.tensors:
         ref = str(entry.get("ref", ""))
         try:
-            _rank, r_root, r_path, _call, name = parse_tensor_ref(ref)
+            _rank, r_root, r_path, call, _name = parse_tensor_ref(ref)
         except ValueError:
             continue
-        if (r_root, r_path) != (root, path):
-            continue
-        order = 0 if name.startswith("out") else 1 if name.startswith("grad") else 2
-        if best is None or order < best[0]:
-            best = (order, ref, entry.get("meta", entry))
-    return (best[1], best[2]) if best else (None, None)
+        if (r_root, r_path) == (root, path):
+            calls.setdefault(call, []).append({**entry.get("meta", entry), "ref": ref})
+    return calls[max(calls)] if calls else []
+
+
+def paused_tensor(model: SessionModel, root: int, path: str) -> tuple[str | None, dict | None]:
+    """The ref and meta of a module's main tensor at the current pause (output first)."""
+    def order(e: dict) -> int:
+        name = e["ref"].rsplit("/", 1)[-1]
+        return 0 if name.startswith("out") else 1 if name.startswith("grad") else 2
+    entries = sorted(paused_choices(model, root, path), key=order)
+    return (entries[0]["ref"], entries[0]) if entries else (None, None)
 
 
 def _make_inspector(parent: QWidget) -> QWidget:

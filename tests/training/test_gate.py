@@ -316,3 +316,23 @@ def test_non_finite_stop_fires_once_per_module_and_step_and_explains_itself(gate
     assert (p.path, p.step) == ("norm", 3)
     gate.handle_request(Continue())
     t.join(5)
+
+
+def test_a_pause_serves_the_module_parameters_and_their_grads(gate):
+    lin = torch.nn.Linear(3, 2)
+    lin(torch.ones(1, 3)).sum().backward()
+    gate.handle_request(SetBreakpoints(breakpoints=[
+        {"kind": "module", "root": 0, "path": "fc", "on": "forward"}]))
+    t = run(lambda: gate.at_module("forward", step=0, root=0, path="fc", call=4,
+                                   type="Linear", tensors={"out": torch.zeros(1, 2)},
+                                   module=lin))
+    p = gate.sink.wait_paused(1)
+    names = sorted(e["ref"].rsplit("/", 1)[-1] for e in p.tensors)
+    assert names == ["out", "param.bias", "param.bias.grad", "param.weight",
+                     "param.weight.grad"]
+    ref = next(e["ref"] for e in p.tensors if e["ref"].endswith("/param.weight.grad"))
+    r = gate.handle_request(GetTensor(ref=ref, slice=":, :"))
+    assert r.ok
+    assert np.allclose(decode_slice(r.body), lin.weight.grad.numpy())
+    gate.handle_request(Continue())
+    t.join(5)

@@ -110,3 +110,34 @@ def test_disconnect_is_shown(qtbot, live):
     w.refresh()
     assert "disconnected" in w.status.text("connection")
     assert not w.actions.pause.isEnabled()
+
+
+def _entry(path: str, name: str, shape: list[int], call: int = 2) -> dict:
+    from tensorscope.common.events import tensor_ref
+    return {**tensor_meta(name, shape=shape, dtype="float32", device="cpu"),
+            "ref": tensor_ref(0, 0, path, call, name)}
+
+
+def test_inspector_picker_offers_every_tensor_of_the_paused_call(qtbot, live):
+    """Inputs, outputs, gradient, parameters and their .grad of the selected call; another
+    module of the paused step says why its values are missing and what to do."""
+    w, peer = live
+    names = ["in[0]", "out", "grad", "param.weight", "param.weight.grad", "param.bias"]
+    tensors = [_entry("network.2", n, [64, 64]) for n in names]
+    tensors.append(_entry("network.2", "out", [64, 64], call=1))   # an older call: not offered
+    peer.send(PausedAt(step=5, where="forward", reason="breakpoint", root=0, path="network.2",
+                       call=2, tensors=tensors))
+    qtbot.waitUntil(lambda: w.model.paused is not None, timeout=5000)
+    w.refresh()
+    w.select_module(0, "network.2")
+    picker = w.inspector.header.picker
+    offered = [picker.itemText(i) for i in range(picker.count())]
+    assert offered == names
+    assert w.inspector.state.ref.endswith("#2/out")      # the output first
+    picker.setCurrentIndex(offered.index("param.weight.grad"))
+    picker.activated.emit(picker.currentIndex())
+    assert w.inspector.state.ref.endswith("#2/param.weight.grad")
+    w.select_module(0, "network.0")
+    hint = w.inspector.state.hint
+    assert "paused at `network.2` (forward, step 5)" in hint and "not kept" in hint
+    assert "Pin it (Ctrl+P)" in hint

@@ -9,6 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from tensorscope.common.events import parse_tensor_ref
 from tensorscope.ui.inspector.theme import (accent_color, error_color, mute, plot_colors,
                                             style_plot)
 
@@ -28,6 +29,7 @@ def format_stat(name: str, value: Any) -> str:
     return f"{float(value):.4g}"
 
 
+
 _REF = re.compile(r"^(?P<root>\d+):(?P<path>.*)#(?P<call>\d+)/(?P<name>.+)$")
 
 
@@ -35,11 +37,16 @@ def title_for(ref: str | None, meta: dict[str, Any]) -> tuple[str, str]:
     """(title, detail) for a tensor ref ``"0:network.0#3/out"`` → ``network.0 › out``."""
     if not meta and ref is None:
         return "No tensor selected", ""
-    match = _REF.match(ref or "")
-    if match is None:
-        return (ref or str(meta.get("path") or "(tensor)")), ""
-    path = match["path"] or "(root)"
-    return f"{path} › {match['name']}", f"root {match['root']} · call {match['call']}"
+    try:
+        rank, root, path, call, name = parse_tensor_ref(ref or "")
+    except ValueError:
+        match = _REF.match(ref or "")   # a ref without a rank (older recordings)
+        if match is None:
+            return (ref or str(meta.get("path") or "(tensor)")), ""
+        rank, root, path, call, name = 0, match["root"], match["path"], match["call"], \
+            match["name"]
+    where = f"rank {rank} · " if rank else ""
+    return f"{path or '(root)'} › {name}", f"{where}root {root} · call {call}"
 
 
 def describe_meta(meta: dict[str, Any], original_dtype: str = "") -> str:

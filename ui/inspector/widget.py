@@ -120,11 +120,13 @@ class TensorInspector(QWidget):
             getattr(events, name).connect(lambda e: self._render())
 
     # -------------------------------------------------------------- host API --
-    def show_tensor(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None) -> None:
-        """Inspect a tensor; ``ref`` None when only metadata/stats are known (not paused)."""
+    def show_tensor(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None,
+                    unavailable: str = "") -> None:
+        """Inspect a tensor; ``ref`` None when only metadata/stats are known, with
+        ``unavailable`` saying why there are no values (and what to do)."""
         self._timer.stop()
         self.header.set_choices(list(self._choices) if ref in self._choices else [], ref)
-        self.state.select(ref, meta, stats)
+        self.state.select(ref, meta, stats, unavailable=unavailable)
         self.request_now()
         self._render()
 

@@ -54,6 +54,7 @@ class InspectorState:
         self.ref: str | None = None
         self.meta: dict[str, Any] = {}
         self.stats: dict[str, Any] | None = None
+        self.unavailable = ""   # why no values can be fetched (shown as the hint)
         self.shape: tuple[int, ...] = ()
         self.view = "heatmap"
         self.colormap = "viridis"
@@ -100,10 +101,13 @@ class InspectorState:
             return f"Not a tensor: {self.meta.get('dtype') or self.meta.get('kind', 'object')}"
         if self.is_empty:
             return f"Empty tensor: shape {list(self.shape)} holds no values"
-        return "" if self.ref is not None else HINT_NOT_PAUSED
+        return "" if self.ref is not None else (self.unavailable or HINT_NOT_PAUSED)
 
-    def select(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None) -> None:
-        """Show a tensor: ``ref`` None when only metadata and stats are known."""
+    def select(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None,
+               unavailable: str = "") -> None:
+        """Show a tensor: ``ref`` None when only metadata and stats are known
+        (``unavailable`` says why, replacing the generic hint)."""
+        self.unavailable = unavailable
         shape = tuple(int(n) for n in (meta.get("shape") or ()))
         same_tensor = shape == self.shape and ref is not None and ref == self.ref
         first = not self.meta
