@@ -128,7 +128,12 @@ class ModuleTreePanel(QWidget):
         grad = "—" if s.grad_norm is None else format_number(s.grad_norm)
         if not s.grad_finite:
             grad = "NaN/Inf"
-        values = (s.type, shape_text(s.shape), s.dtype, s.device,
+        kind, shape = s.type, shape_text(s.shape)
+        if s.compiled is not None:
+            kind = f"{s.type} (compiled: {s.compiled} modules inside)"
+        elif s.inside_compiled is not None and s.last_step < 0:
+            shape = "not observed (compiled)"   # never drawn as if captured
+        values = (kind, shape, s.dtype, s.device,
                   _human(s.params) if s.params else "", grad, str(s.findings or ""))
         sorts = (s.type, str(s.shape), s.dtype, s.device, s.params,
                  -1.0 if s.grad_norm is None else float(s.grad_norm), s.findings)

@@ -120,6 +120,8 @@ class ModuleState:
     grad_finite: bool = True
     findings: int = 0
     last_step: int = -1
+    compiled: int | None = None          # a torch.compile card: modules inside its graph
+    inside_compiled: str | None = None   # inside the compiled card at this path: not observed
 
     @property
     def key(self) -> ModuleKey:
@@ -360,6 +362,8 @@ class SessionModel:
                 state.params = int(mod.get("params", 0) or 0)
                 state.config = str(mod.get("config", "") or "")
                 state.children = list(mod.get("children", []))
+                state.compiled = mod.get("compiled")
+                state.inside_compiled = mod.get("inside_compiled")
                 self.modules[key] = state
         self.tree_rev += 1
 
