@@ -91,6 +91,7 @@ class GraphPanel(QWidget):
         self._breakpoints: set[ModuleKey] = set()
         self._executing: tuple[int | None, str | None] = (None, None)
         self._paused_non_finite: tuple[int, str] | None = None
+        self._reveal_after: tuple[int, str] | None = None   # select once laid out
         self.banner = QLabel(self)
         self.banner.setObjectName("pause_banner")
         self.banner.setWordWrap(True)
@@ -222,6 +223,9 @@ class GraphPanel(QWidget):
             self.select_module(*self.selected, centre=False)
         self.set_breakpoints(self._breakpoints)
         self.set_executing(*self._executing, non_finite=self._paused_non_finite is not None)
+        if self._reveal_after is not None and kind == self.kind:
+            key, self._reveal_after = self._reveal_after, None
+            self.select_module(*key, centre=True)
         self.layout_applied.emit(kind)
 
     def pending_layouts(self) -> int:
@@ -317,16 +321,30 @@ class GraphPanel(QWidget):
             view.set_related(related - set(ids))
 
     def find(self, text: str) -> bool:
-        """Search the current view; select and centre the first match."""
-        ids = self.view.find(text)
-        if not ids:
+        """Reveal the first module whose path or class contains ``text`` (folded ones too)."""
+        from tensorscope.ui.search import module_matches
+        pairs = [((m.root, m.path), m.type) for m in self.model.modules.values()
+                 if m.rank == self.model.rank]
+        matches = module_matches(text, pairs)
+        if not matches:
             return False
-        key = self.graphs[self.kind].module_of(ids[0])
-        self.view.select_nodes(ids[:1], centre=True)
-        if key is not None:
-            self.select_module(*key, centre=True)
-            self.module_selected.emit(*key)
+        self.reveal_module(*matches[0])
         return True
+
+    def reveal_module(self, root: int, path: str) -> None:
+        """Select a module and show it: containers folding it are expanded first
+        (laid out off the GUI thread, then selected and centred)."""
+        graph = self.graphs[self.kind]
+        folding = [k for k in graph.collapsed
+                   if k[0] == root and k[1] != path and (not k[1] or path.startswith(k[1] + "."))]
+        self.select_module(root, path, centre=True)
+        self.module_selected.emit(root, path)
+        if folding and graph.has_module(root, path):
+            changed = graph.copy()
+            for key in sorted(folding, key=lambda k: len(k[1])):
+                changed.expand(key)
+            self._reveal_after = (root, path)
+            self.relayout(self.kind, incremental=True, model=changed)
 
     def set_banner(self, text: str, alarm: bool = False) -> None:
         """Say above the graph why training stopped (empty: hide)."""

@@ -117,7 +117,10 @@ class MainWindow(QMainWindow):
         a.show_autograd.triggered.connect(lambda: self.show_graph("autograd"))
         a.metric.currentIndexChanged.connect(
             lambda _i: self.graph.set_metric(a.metric.currentData()))
-        a.search.returnPressed.connect(lambda: self.graph.find(a.search.text()))
+        from tensorscope.ui.search import ModuleSearch
+        self.search = ModuleSearch(a.search, a.search_status, self.graph, lambda: [
+            ((m.root, m.path), m.type) for m in self.model.modules.values()
+            if m.rank == self.model.rank])
         self.tree.module_selected.connect(self._tree_selected)
         self.graph.module_selected.connect(self._graph_selected)
         self.plots.point_selected.connect(self._point_selected)

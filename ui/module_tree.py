@@ -1,6 +1,8 @@
 """The module tree dock: hierarchy plus live columns, sortable and filterable."""
 from __future__ import annotations
 
+import re
+
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QBrush, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
@@ -8,6 +10,7 @@ from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QW
 from tensorscope.ui.graph_items import shape_text
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.model.session_model import LocalKey, ModuleState, SessionModel
+from tensorscope.ui.search import natural_key
 from tensorscope.ui.theme import Theme, make_theme
 
 COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",
@@ -22,6 +25,11 @@ def _human(n: int) -> str:
         if n >= div:
             return f"{n / div:.1f}{unit}"
     return str(n)
+
+
+def natural_text(path: str) -> str:
+    """``path`` with digit runs zero-padded, so that text order is natural order."""
+    return re.sub(r"\d+", lambda m: m.group(0).zfill(10), path)
 
 
 class ModuleTreePanel(QWidget):
@@ -93,7 +101,7 @@ class ModuleTreePanel(QWidget):
     def _add_missing(self, model: SessionModel) -> None:
         added = False
         modules = model.rank_modules()
-        for key in sorted(modules, key=lambda k: (k[0], k[1].count("."), k[1])):
+        for key in sorted(modules, key=lambda k: (k[0], k[1].count("."), natural_key(k[1]))):
             if key in self.items:
                 continue
             state = modules[key]
@@ -104,7 +112,7 @@ class ModuleTreePanel(QWidget):
             for item in row:
                 item.setEditable(False)
                 item.setData(f"{key[0]}:{key[1]}", KEY_ROLE)
-            row[0].setData(key[1], SORT_ROLE)
+            row[0].setData(natural_text(key[1]), SORT_ROLE)   # h.2 before h.10
             row[0].setToolTip(key[1] or "(root)")
             parent.appendRow(row)
             self.items[key] = row

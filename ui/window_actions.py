@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QComboBox, QLineEdit, QMainWindow, QMenu, QToolBar, QWidget
+from PySide6.QtWidgets import (QComboBox, QLabel, QLineEdit, QMainWindow, QMenu, QToolBar,
+                               QWidget)
 
 from tensorscope.ui.model.session_model import METRICS
 
@@ -35,6 +36,7 @@ class WindowActions:
     show_autograd: QAction
     metric: QComboBox
     search: QLineEdit
+    search_status: QLabel = None  # type: ignore[assignment]  # "3 of 12" / "no match"
 
     def debugger(self) -> list[QAction]:
         """Actions that need a live connection."""
@@ -83,6 +85,10 @@ def build_actions(win: QMainWindow, parent: QWidget) -> WindowActions:
     a.metric.setCurrentIndex(list(METRICS).index("grad_norm"))
     a.metric.setToolTip("Colour graph nodes by this metric")
     a.search.setPlaceholderText("Find module (path or class)…")
+    a.search.setToolTip("Enter: next match · Shift+Enter: previous match")
+    a.search_status = QLabel("", parent)
+    a.search_status.setObjectName("search_status")
+    a.search_status.setMinimumWidth(70)
     a.search.setClearButtonEnabled(True)
     a.search.setMaximumWidth(260)
     _toolbar(win, a)
@@ -104,6 +110,7 @@ def _toolbar(win: QMainWindow, a: WindowActions) -> None:
     bar.addAction(a.fit)
     bar.addSeparator()
     bar.addWidget(a.search)
+    bar.addWidget(a.search_status)
     win.addToolBar(bar)
 
 

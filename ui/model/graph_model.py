@@ -360,6 +360,15 @@ class GraphModel:
                 return self.owner(nid) if self.owner(nid) in vis else None
         return group_id((root, path)) if group_id((root, path)) in vis else None
 
+    def has_module(self, root: int, path: str) -> bool:
+        """Whether some node of the full graph is module ``(root, path)`` or inside it."""
+        for attrs in self.full.nodes.values():
+            p = self._path_of(attrs)
+            if p is not None and int(attrs.get("root", 0) or 0) == root and (
+                    p == path or p.startswith(path + ".")):
+                return True
+        return False
+
     def nodes_for_module(self, root: int, path: str) -> list[str]:
         """Visible nodes belonging to module ``(root, path)`` or its children."""
         vis = self.visible_graph()
