@@ -408,7 +408,8 @@ class Gate:
         return job.result
 
     def _slice(self, req: GetTensor) -> Response:
-        from tensorscope.common.slicing import SliceError, encode_slice
+        from tensorscope.common.slicing import SliceError
+        from tensorscope.training.slice_encode import encode_slice
 
         try:
             body = encode_slice(self._tensors[req.ref], req.slice, ref=req.ref,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -26,14 +27,33 @@ def test_import_tensorscope_loads_neither_torch_nor_qt():
     assert not _loaded(mods, ("torch",) + QT)
 
 
-@pytest.mark.parametrize("module", [
-    "tensorscope.common.protocol", "tensorscope.common.transport", "tensorscope.training.recording",
-    "tensorscope.common.slicing", "tensorscope.common.conditions", "tensorscope.training.report",
-    "tensorscope.viewer.client",
+def _walk(package: str) -> str:
+    """Code that imports ``package`` and every module under it."""
+    return (f"import importlib, pkgutil\n"
+            f"import {package} as pkg\n"
+            f"for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+            f"    importlib.import_module(m.name)")
+
+
+@pytest.mark.parametrize("package", [
+    "tensorscope.common", "tensorscope.training", "tensorscope.viewer",
 ])
-def test_session_layer_loads_neither_torch_nor_qt(module):
-    mods = _modules_after(f"import importlib.util, importlib\n"
-                          f"importlib.util.find_spec('{module}') and importlib.import_module('{module}')")
+def test_session_layer_loads_neither_torch_nor_qt(package):
+    mods = _modules_after(_walk(package))
+    assert not _loaded(mods, ("torch",) + QT)
+
+
+@pytest.mark.parametrize("package, never", [
+    ("tensorscope.common", ("tensorscope.training", "tensorscope.viewer")),
+    ("tensorscope.viewer", ("tensorscope.training",)),
+])
+def test_each_process_side_imports_only_the_common_part(package, never):
+    mods = _modules_after(_walk(package))
+    assert not sorted(m for m in mods if m.startswith(never + ("tensorscope.hooks", "tensorscope.ui")))
+
+
+def test_gui_models_load_neither_qt_nor_torch():
+    mods = _modules_after(_walk("tensorscope.ui.model"))
     assert not _loaded(mods, ("torch",) + QT)
 
 
@@ -64,3 +84,17 @@ def test_integrations_load_no_framework_until_used():
     mods = _modules_after("import tensorscope, tensorscope.integrations")
     assert not _loaded(mods, ("torch", "lightning", "pytorch_lightning", "transformers",
                               "accelerate") + QT)
+
+
+def test_gui_model_tests_run_without_qt():
+    """tests/ui/model passes with PySide6 and pyqtgraph made unimportable."""
+    code = ("import sys\n"
+            "for name in ('PySide6', 'pyqtgraph', 'shiboken6'):\n"
+            "    sys.modules[name] = None\n"
+            "import pytest\n"
+            "sys.exit(pytest.main(['-q', '-x', '-p', 'no:cacheprovider', '-p', 'no:pytest-qt',\n"
+            "                      'tests/ui/model']))")
+    root = pathlib.Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

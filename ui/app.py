@@ -149,7 +149,7 @@ def attach_command(args: argparse.Namespace) -> int:
 
 def open_command(args: argparse.Namespace) -> int:
     """``tensorscope open FILE.tscope``: replay a recording."""
-    from tensorscope.training.recording import RecordingError
+    from tensorscope.common.recording_format import RecordingError
     screenshot = getattr(args, "screenshot", None)
     # The file is checked before the display: a missing file is the error to name.
     if not os.path.exists(args.file):

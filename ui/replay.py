@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
                                QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from tensorscope.training.recording import SessionReader
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.ui.graph_panel import relative_change
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.main_window import MainWindow

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from tensorscope.common.slicing import SliceError, decode_slice, encode_slice, parse_slice
+from tensorscope.common.slicing import SliceError, decode_slice, parse_slice
+from tensorscope.training.slice_encode import encode_slice
 
 
 @pytest.mark.parametrize("text,ndim,expected", [
@@ -98,7 +99,7 @@ def test_statistics_of_an_all_nan_tensor_are_nan_not_the_float_limits():
 
     import torch
 
-    from tensorscope.common.slicing import tensor_stats
+    from tensorscope.training.slice_encode import tensor_stats
     stats = tensor_stats(torch.full((4,), float("nan")))
     assert all(math.isnan(stats[k]) for k in ("min", "max", "mean", "std", "norm"))
     assert stats["nan"] == 4

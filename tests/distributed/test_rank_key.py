@@ -13,7 +13,7 @@ from tensorscope.distributed import RankInfo, current_rank, env_rank, rank_path
 from tensorscope.common.events import (CallDigest, Finding, Hello, ModuleTree, StepSummary,
                                 parse_tensor_ref, tensor_ref)
 from tensorscope.hooks.watch import Watch
-from tensorscope.training.recording import SessionReader
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.training.session import Session
 from tensorscope.ui.model.session_model import SessionModel
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sqlite3
 
 from tensorscope.common.events import CallDigest, Hello, StepSummary
-from tensorscope.training.recording import Recorder, SessionReader
+from tensorscope.training.recording import Recorder
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.training.session import Session
 
 

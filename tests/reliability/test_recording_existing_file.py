@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from tensorscope.common.events import Bye, Hello, StepSummary
-from tensorscope.training.recording import Recorder, RecordingError, SessionReader
+from tensorscope.common.recording_format import RecordingError
+from tensorscope.training.recording import Recorder
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.training.session import Session
 
 

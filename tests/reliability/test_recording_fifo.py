@@ -6,7 +6,9 @@ import threading
 
 import pytest
 
-from tensorscope.training.recording import RecordingError, SessionReader
+from tensorscope.common.recording_format import RecordingError
+
+from tensorscope.viewer.reader import SessionReader
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 

@@ -16,7 +16,8 @@ from tensorscope.common.events import CallDigest, Hello, StepSummary
 from tensorscope.hooks.gate import Gate
 from tensorscope.training.live import LiveHub
 from tensorscope.common.protocol import FrameDecoder
-from tensorscope.training.recording import Recorder, SessionReader
+from tensorscope.training.recording import Recorder
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.training.sender import Sender
 from tensorscope.training.session import Session
 from tensorscope.common.transport import Channel

@@ -10,7 +10,7 @@ from tensorscope.common.events import (Finding, GraphStructure, Hello, ModuleTre
                                 StepSummary)
 from tensorscope.hooks.gate import Gate
 from tensorscope.training.live import start_live
-from tensorscope.training.recording import SessionReader
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.training.session import Session
 
 

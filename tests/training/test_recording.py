@@ -12,7 +12,9 @@ import time
 import pytest
 
 from tensorscope.common.events import CallDigest, Finding, Hello, ModuleTree, StepSummary, Bye
-from tensorscope.training.recording import Recorder, RecordingError, SessionReader
+from tensorscope.common.recording_format import RecordingError
+from tensorscope.training.recording import Recorder
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.training.session import Session
 
 

@@ -1,4 +1,4 @@
-"""The inspector against real bodies from ``tensorscope.common.slicing.encode_slice`` (torch tensors)."""
+"""The inspector against real bodies from ``tensorscope.training.slice_encode.encode_slice`` (torch tensors)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,7 @@ from tensorscope.common.events import tensor_meta
 from tensorscope.ui.inspector import TensorInspector
 
 torch = pytest.importorskip("torch")
-from tensorscope.common.slicing import encode_slice  # noqa: E402  (after the torch check)
+from tensorscope.training.slice_encode import encode_slice  # noqa: E402  (after the torch check)
 
 TENSORS = {
     "bool": lambda: torch.tensor([[True, False, True], [False, False, True]]),

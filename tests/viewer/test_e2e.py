@@ -18,7 +18,7 @@ from tensorscope.viewer.client import Connection, GuiServer, attach
 from tensorscope.common.events import (Bye, Continue, GetTensor, GraphStructure, Hello,
                                 ModuleTree, PinModules, Resumed, RunToStep,
                                 SetBreakpoints, StepBatch, StepModule, StepSummary)
-from tensorscope.training.recording import SessionReader
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.common.slicing import decode_slice
 from tensorscope.common.transport import HandshakeError
 

@@ -236,8 +236,8 @@ def _components(n: int, dag: list[tuple[int, int]], seed: list[float] | None) ->
         total.setdefault(c, [0.0, 0.0])
         total[c][0] += seed[v]
         total[c][1] += 1
-    ranked = sorted(total, key=lambda c: (total[c][0] / total[c][1], c))
-    renumber = {c: i for i, c in enumerate(ranked)}
+    ordered = sorted(total, key=lambda c: (total[c][0] / total[c][1], c))
+    renumber = {c: i for i, c in enumerate(ordered)}
     return [renumber[c] for c in comp]
 
 

@@ -144,8 +144,8 @@ def assign_x(g: LayeredGraph, layers: list[list[int]], widths: Sequence[float],
                 x[row[i]] = c
     n_layers = len(layers)
     for side in PASSES:
-        ranks = range(n_layers - 1, -1, -1) if side == "up" else range(n_layers)
-        for r in ranks:
+        order = range(n_layers - 1, -1, -1) if side == "up" else range(n_layers)
+        for r in order:
             if side != "both" and r == (0 if side == "down" else n_layers - 1):
                 continue
             _place_row(layers[r], x, g, side, all_seps[r])

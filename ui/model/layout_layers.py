@@ -1,4 +1,4 @@
-"""Ranking for the layered layout: cycle removal, layering and long-edge splitting.
+"""Layering for the layered layout: cycle removal, layering and long-edge splitting.
 
 Internal to :mod:`tensorscope.ui.model.layout`. Nodes are the integers ``0..n-1`` and
 every function is plain Python (no Qt, no numpy), deterministic for a given
@@ -28,8 +28,8 @@ def break_cycles(n: int, edges: list[tuple[int, int]]) -> list[bool]:
         pred[v].append(u)
     if is_acyclic(n, succ, pred):
         return [False] * len(edges)
-    rank = _GreedyOrder(succ, pred).ranks()
-    return [rank[u] > rank[v] for u, v in edges]
+    position = _GreedyOrder(succ, pred).positions()
+    return [position[u] > position[v] for u, v in edges]
 
 
 class _GreedyOrder:
@@ -47,10 +47,10 @@ class _GreedyOrder:
                      if self.outd[v] and self.ind[v]]
         heapq.heapify(self.heap)
 
-    def ranks(self) -> list[int]:
+    def positions(self) -> list[int]:
         """Position of every node in the sequence (sources first, sinks last)."""
         n = len(self.succ)
-        rank = [0] * n
+        position = [0] * n
         front, back = 0, n - 1
         alive, ind, outd = self.alive, self.ind, self.outd
         for _ in range(n):
@@ -58,7 +58,7 @@ class _GreedyOrder:
                 if self.sinks:
                     v = self.sinks.popleft()
                     if alive[v]:
-                        rank[v], back = back, back - 1
+                        position[v], back = back, back - 1
                         break
                     continue
                 if self.sources:
@@ -68,10 +68,10 @@ class _GreedyOrder:
                     if prio != ind[v] - outd[v]:
                         continue
                 if alive[v] and outd[v]:
-                    rank[v], front = front, front + 1
+                    position[v], front = front, front + 1
                     break
             self._remove(v)
-        return rank
+        return position
 
     def _remove(self, v: int) -> None:
         self.alive[v] = False

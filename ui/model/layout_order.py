@@ -81,8 +81,8 @@ def _median(nb: list[int], pos: list[int]) -> float:
 
 
 def _sweep(layers: list[list[int]], pos: list[int], nbrs: list[list[int]], nbr1: list[int],
-           comp: list[int] | None, ranks: Iterable[int], flip_ties: bool) -> list[bool]:
-    """Sort each layer in ``ranks`` by the median of its neighbours in ``nbrs``.
+           comp: list[int] | None, order: Iterable[int], flip_ties: bool) -> list[bool]:
+    """Sort each layer in ``order`` (layer indices) by the median of its neighbours in ``nbrs``.
 
     Returns, per layer, whether its order changed.
     ``nbr1[v]`` is v's lone neighbour (or -1); with several components,
@@ -90,7 +90,7 @@ def _sweep(layers: list[list[int]], pos: list[int], nbrs: list[list[int]], nbr1:
     """
     sign = -1 if flip_ties else 1
     changed = [False] * len(layers)
-    for r in ranks:
+    for r in order:
         row = layers[r]
         if len(row) < 2:
             continue

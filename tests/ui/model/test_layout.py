@@ -32,7 +32,7 @@ def _dag(n: int, seed: int = 1, width: int = 5, skip: float = 0.3) -> nx.DiGraph
 
 
 def _layered(g: nx.DiGraph, compact: bool = True, components: bool = True):
-    """``g`` ranked (and compacted) with long edges split, as the layout's first
+    """``g`` layered (and compacted) with long edges split, as the layout's first
     stages do; ``components=False`` puts every node in component 0."""
     n, idx = g.number_of_nodes(), {v: i for i, v in enumerate(g.nodes)}
     edges = [(idx[u], idx[v]) for u, v in g.edges]

@@ -1,0 +1,209 @@
+"""Random access by step to a ``.tscope`` recording (the GUI's replay reads it).
+
+``SessionReader`` gives random access by step. A truncated or corrupt file
+opens up to its last good message, with the rest described in ``warnings``.
+The schema is documented in docs/session-format.md.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from typing import Iterable, Iterator
+
+import msgpack
+
+from tensorscope.common.events import (PROTOCOL_VERSION, Hello, Message)
+from tensorscope.common.protocol import (Frame, ProtocolError, to_message)
+from tensorscope.common.recording_format import (FORMAT, READABLE_VERSIONS, SQLITE_MAGIC,
+                                                 RecordingError, read_only_uri)
+
+
+def _decode(type_: str, seq: int, body: bytes) -> Message | None:
+    try:
+        fields = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several exception types
+        raise ProtocolError(f"undecodable body: {exc}") from exc
+    if not isinstance(fields, dict):
+        raise ProtocolError("body is not a map")
+    return to_message(Frame(PROTOCOL_VERSION, type_, seq, fields))
+
+
+class SessionReader:
+    """Random access by step to a ``.tscope`` recording (any thread, one at a time)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.warnings: list[str] = []
+        self.hello: Hello | None = None
+        self.rank = 0  # the rank that recorded the file
+        self.steps: list[int] = []
+        self.meta: dict[str, str] = {}
+        self._last_id = 0
+        #: per step: [messages, first id, last id], from the table scan at open
+        self._extents: dict[int, list[int]] = {}
+        self._index_ok = True
+        self._db = self._open(path)
+        try:
+            self._check_meta()
+            self._scan()
+        except BaseException:
+            self._db.close()
+            raise
+
+    @staticmethod
+    def _open(path: str) -> sqlite3.Connection:
+        try:
+            # O_NONBLOCK: a FIFO or device named like a recording must not block open()
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            raise RecordingError(f"cannot open {path}: {exc.strerror or exc}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RecordingError(f"cannot open {path}: not a regular file (a TensorScope "
+                                     f"recording is a file written by --record)")
+            magic = os.read(fd, len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise RecordingError(f"cannot open {path}: {exc.strerror or exc}") from exc
+        finally:
+            os.close(fd)
+        if magic != SQLITE_MAGIC:
+            raise RecordingError(f"{path} is not a TensorScope recording (not an SQLite file)")
+        try:
+            db = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
+        except sqlite3.Error:
+            db = sqlite3.connect(path, check_same_thread=False)
+        # A truncated file is shorter than its header says; SQLite then refuses
+        # every query unless told to read on (the reader never writes).
+        db.execute("PRAGMA writable_schema=ON")
+        return db
+
+    def _check_meta(self) -> None:
+        try:
+            self.meta = dict(self._db.execute("SELECT key, value FROM meta"))
+        except sqlite3.DatabaseError as exc:
+            raise RecordingError(f"{self.path} is not a readable TensorScope recording: {exc}"
+                                 ) from exc
+        if self.meta.get("format") != FORMAT:
+            raise RecordingError(f"{self.path} is not a TensorScope recording "
+                                 f"(format {self.meta.get('format')!r})")
+        version = self.meta.get("format_version", "?")
+        if version not in READABLE_VERSIONS:
+            raise RecordingError(
+                f"{self.path} uses session format version {version}; this TensorScope reads "
+                f"version {' and '.join(READABLE_VERSIONS)}. Open it with the TensorScope that recorded it "
+                f"({self.meta.get('tensorscope', 'unknown version')})")
+        if self.meta.get("complete") != "1":
+            self.warnings.append("the recording did not end cleanly (the script was killed or "
+                                 "crashed); it holds every step committed before that")
+
+    def _scan(self) -> None:
+        steps: set[int] = set()
+        last_step = None
+        extents = self._extents
+        try:
+            for id_, step, type_ in self._db.execute(
+                    "SELECT id, step, type FROM messages ORDER BY id"):
+                self._last_id, last_step = id_, step
+                extent = extents.get(step)
+                if extent is None:
+                    extents[step] = [1, id_, id_]
+                else:
+                    extent[0] += 1
+                    extent[2] = id_
+                if type_ == "step_summary":
+                    steps.add(step)
+                elif type_ == "hello":
+                    hello = self._first_hello(id_)
+                    self.hello = hello if self.hello is None else self.hello
+                    if hello is not None:
+                        self.rank = hello.rank  # the latest: a rank known once dist started
+        except sqlite3.DatabaseError as exc:
+            self.warnings.append(
+                f"the recording is truncated or corrupt after message {self._last_id} "
+                f"(step {last_step}): {exc}; later messages are not available")
+        self.steps = sorted(steps)
+
+    def _first_hello(self, id_: int) -> Hello | None:
+        (seq, body), = self._db.execute("SELECT seq, body FROM messages WHERE id = ?", (id_,))
+        msg = self._decode_or_warn(id_, "hello", seq, body)
+        return msg if isinstance(msg, Hello) else None
+
+    def _decode_or_warn(self, id_: int, type_: str, seq: int, body: bytes) -> Message | None:
+        try:
+            return _decode(type_, seq, body)
+        except ProtocolError as exc:
+            self.warnings.append(f"message {id_} ({type_}) is corrupt and was skipped: {exc}")
+            return None
+
+    def _rows(self, where: str, args: tuple) -> Iterator[Message]:
+        sql = (f"SELECT id, type, seq, body FROM messages WHERE id <= ? AND {where} "
+               f"ORDER BY id")
+        for id_, type_, seq, body in self._db.execute(sql, (self._last_id, *args)):
+            msg = self._decode_or_warn(id_, type_, seq, body)
+            if msg is not None:
+                yield msg
+
+    def _query(self, where: str, args: tuple) -> Iterator[Message]:
+        try:
+            yield from self._rows(where, args)
+        except sqlite3.DatabaseError as exc:
+            self.warnings.append(f"reading stopped early: {exc}")
+
+    def messages(self, start_step: int | None = None,
+                 end_step: int | None = None) -> Iterator[Message]:
+        """Messages in recorded order, of steps in [start_step, end_step] (inclusive)."""
+        lo = -(2**62) if start_step is None else start_step
+        hi = 2**62 if end_step is None else end_step
+        return self._query("+step BETWEEN ? AND ?", (lo, hi))
+
+    def step_messages(self, step: int) -> list[Message]:
+        """Every message recorded during ``step``.
+
+        Read through the step index, checked against the table scan made at open:
+        a damaged index (rows missing, or rows of other steps) is reported once in
+        ``warnings`` and the step is read from the table itself from then on.
+        """
+        extent = self._extents.get(step)
+        if extent is None:
+            return []
+        count, first, last = extent
+        if self._index_ok:
+            try:
+                rows = list(self._db.execute(
+                    "SELECT id, step, type, seq, body FROM messages WHERE id <= ? AND step = ? "
+                    "ORDER BY id", (self._last_id, step)))
+            except sqlite3.DatabaseError as exc:
+                rows, why = None, str(exc)
+            else:
+                why = f"{len(rows)} of its {count} messages found through it"
+                if len(rows) == count and all(r[1] == step for r in rows):
+                    return self._decoded((r[0], r[2], r[3], r[4]) for r in rows)
+            self._index_ok = False
+            self.warnings.append(f"the step index is damaged (step {step}: {why}); steps are "
+                                 f"read by scanning the messages table instead")
+        sql = ("SELECT id, type, seq, body FROM messages WHERE id BETWEEN ? AND ? AND +step = ? "
+               "ORDER BY id")
+        try:
+            return self._decoded(self._db.execute(sql, (first, min(last, self._last_id), step)))
+        except sqlite3.DatabaseError as exc:
+            self.warnings.append(f"reading step {step} stopped early: {exc}")
+            return []
+
+    def _decoded(self, rows: Iterable[tuple]) -> list[Message]:
+        out = []
+        for id_, type_, seq, body in rows:
+            msg = self._decode_or_warn(id_, type_, seq, body)
+            if msg is not None:
+                out.append(msg)
+        return out
+
+    def close(self) -> None:
+        """Close the file."""
+        self._db.close()
+
+    def __enter__(self) -> "SessionReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
