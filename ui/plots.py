@@ -15,14 +15,15 @@ other two every time.
 """
 from __future__ import annotations
 
+import html
 import math
 import time
 from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from tensorscope.ui.model.session_model import LocalKey, ModuleKey, SessionModel
 from tensorscope.ui.theme import Theme, make_theme
@@ -50,6 +51,42 @@ def nice_ceil(x: float) -> float:
         return 1.0
     scale = 10.0 ** math.floor(math.log10(x))
     return next(n * scale for n in NICE_STEPS if n * scale >= x * (1 - 1e-12))
+
+
+def elide_middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis in the middle
+    (``resnet.enco…layers.0.shortcut``): both ends of a module path say the most."""
+    if len(text) <= width:
+        return text
+    tail = (width - 1) * 3 // 5
+    return text[:width - 1 - tail] + "…" + text[len(text) - tail:]
+
+
+def legend_label(path: str, others, width: int = 30) -> str:
+    """``path`` elided in the middle, wide enough that no other path reads the same."""
+    others = [o for o in others if o != path]
+    for w in range(width, len(path) + 1):
+        label = elide_middle(path, w)
+        if all(elide_middle(o, w) != label for o in others):
+            return label
+    return path
+
+
+def module_filter(text: str) -> Callable[[str], bool] | None:
+    """A predicate on module paths: a substring (any case), or a regex written ``/…/``;
+    None when ``text`` is an invalid regex (the caller says so)."""
+    import re
+    t = text.strip()
+    if not t:
+        return lambda _path: True
+    if len(t) > 1 and t.startswith("/") and t.endswith("/"):
+        try:
+            pattern = re.compile(t[1:-1], re.IGNORECASE)
+        except re.error:
+            return None
+        return lambda path: pattern.search(path) is not None
+    low = t.lower()
+    return lambda path: low in path.lower()
 
 
 def peak_decimate(steps: np.ndarray, values: np.ndarray, max_points: int
@@ -180,6 +217,21 @@ class PlotsPanel(QWidget):
         self.logged_choice.currentIndexChanged.connect(lambda _i: self._force(LOGGED))
         for w in (self.logged_label, self.logged_choice):
             w.hide()
+        self.module_filter = QLineEdit(self)
+        self.module_filter.setPlaceholderText("Modules: text or /regex/")
+        self.module_filter.setClearButtonEnabled(True)
+        self.module_filter.setMaximumWidth(240)
+        self.module_filter.setToolTip("Plot the modules whose path contains this text, or "
+                                      "matches a regular expression written /like.*this/")
+        self.module_filter.textChanged.connect(lambda _t: self._filter_changed())
+        self._matches: Callable[[str], bool] = lambda _path: True
+        # legends sit under the plots, never over the curves
+        self.legends = {kind: QLabel(self) for kind in ("grad", "stat")}
+        for label in self.legends.values():
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.TextFormat.RichText)
+        self._paths: list[str] = []
+        self._legend_entries: dict[str, list[str]] = {kind: [] for kind in self.legends}
         self._logged: dict[tuple[int, str], pg.PlotDataItem] = {}
         self.focus: LocalKey | None = None
         self._rank_loss: dict[int, pg.PlotDataItem] = {}   # other ranks' loss curves
@@ -198,10 +250,18 @@ class PlotsPanel(QWidget):
         controls.addWidget(self.stat_choice)
         controls.addWidget(self.logged_label)
         controls.addWidget(self.logged_choice)
+        controls.addWidget(self.module_filter)
         controls.addStretch(1)
         row = QHBoxLayout()
-        for plot in self.plots.values():
-            row.addWidget(plot)
+        for kind, plot in self.plots.items():
+            if kind not in self.legends:
+                row.addWidget(plot)
+                continue
+            column = QVBoxLayout()
+            column.setSpacing(0)
+            column.addWidget(plot, 1)
+            column.addWidget(self.legends[kind])
+            row.addLayout(column)
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 2, 4, 2)
         box.addLayout(controls)
@@ -236,6 +296,10 @@ class PlotsPanel(QWidget):
         for (kind, _key), item in list(self._curves.items()):
             self._remove_curve(kind, item)
         self._curves.clear()
+        for kind, label in self.legends.items():
+            label.setText("")
+            self._legend_entries[kind] = []
+        self._paths = []
         for item in self._logged.values():
             self.logged_plot.getPlotItem().legend.removeItem(item)
             self.logged_plot.removeItem(item)
@@ -346,6 +410,18 @@ class PlotsPanel(QWidget):
             item.setData(steps, values, symbol="o" if len(steps) < 24 else None, symbolSize=5,
                          symbolPen=None, symbolBrush=CURVE_COLOURS[key[0] % len(CURVE_COLOURS)])
 
+    def legend_entries(self, kind: str) -> list[str]:
+        """The legend's labels of the ``grad`` or ``stat`` plot, in order."""
+        return list(self._legend_entries.get(kind, []))
+
+    def _filter_changed(self) -> None:
+        matches = module_filter(self.module_filter.text())
+        self.module_filter.setStyleSheet(
+            "" if matches is not None else f"color: {self.theme.non_finite.name()}")
+        self.module_filter.setToolTip("" if matches is not None else "not a valid regex")
+        self._matches = matches or (lambda _path: False)
+        self._force("grad", "stat")
+
     def _update_modules(self, kind: str, model: SessionModel) -> None:
         """The grad-norm or statistic curves of the chosen modules."""
         keys = self._chosen(model)
@@ -354,6 +430,31 @@ class PlotsPanel(QWidget):
             self._remove_curve(kind, self._curves.pop(tag))
         for key in keys:
             self._update_curve((kind, key), model.module_series.get(key), column)
+        if len(self._paths) != len(model.module_series):
+            self._paths = sorted({k[2] for k in model.module_series})
+        self._update_legend(kind, keys)
+
+    def _update_legend(self, kind: str, keys: list[ModuleKey]) -> None:
+        """One entry per curve: its colour and full path, elided in the middle."""
+        entries, plain = [], []
+        for key in keys:
+            if (kind, key) not in self._curves:
+                continue
+            label = legend_label(key[2], self._paths) if key[2] else "(root)"
+            if key[0]:
+                label += f" r{key[0]}"
+            plain.append(label)
+            weight = "bold" if key[1:] == self.focus else "normal"
+            entries.append(f"<span style='color:{self._colour(key)}'>■</span>&nbsp;"
+                           f"<span style='font-weight:{weight}'>{html.escape(label)}</span>")
+        text = "&nbsp;&nbsp; ".join(entries) or (
+            "<i>no module matches the filter</i>" if self.module_filter.text().strip() else "")
+        self._legend_entries[kind] = plain
+        label = self.legends[kind]
+        if label.text() != text:
+            label.setText(f"<span style='font-size:7.5pt;color:{self.theme.subtle.name()}'>"
+                          f"{text}</span>" if text else "")
+            label.setToolTip("\n".join(k[2] for k in keys))
 
     def _remove_curve(self, kind: str, item: pg.PlotDataItem) -> None:
         plot = self.plots[kind]
@@ -382,8 +483,8 @@ class PlotsPanel(QWidget):
         def largest(kv) -> float:
             last = kv[1].last("grad_norm")
             return -last if last is not None and last == last else 0.0
-        ranked = sorted(((k, v) for k, v in model.module_series.items() if k[0] == model.rank),
-                        key=largest)
+        ranked = sorted(((k, v) for k, v in model.module_series.items()
+                         if k[0] == model.rank and self._matches(k[2])), key=largest)
         leaves = [k for k, _ in ranked
                   if k[2] and not getattr(model.modules.get(k), "children", None)]
         keys = leaves[:MAX_CURVES]
@@ -421,8 +522,6 @@ class PlotsPanel(QWidget):
         plot.addItem(item)
         item.curve.setClickable(True, width=8)
         item.sigClicked.connect(lambda it, ev, k=key, p=plot: self._clicked(k, p, ev))
-        label = ".".join(key[2].split(".")[-2:])
-        plot.getPlotItem().legend.addItem(item, f"{label} r{key[0]}" if key[0] else label)
         self._curves[tag] = item
         return item
 

@@ -38,6 +38,8 @@ def _panel(qtbot) -> tuple[PlotsPanel, Clock]:
 
 
 def _legend(panel: PlotsPanel, kind: str) -> list[str]:
+    if kind in panel.legends:   # module plots: legends under the plot, full paths
+        return sorted(panel.legend_entries(kind))
     legend = panel.plots[kind].getPlotItem().legend
     return sorted(label.text for _sample, label in legend.items)
 
@@ -196,3 +198,33 @@ def test_logged_scalars_get_a_plot_of_their_own_once_they_arrive(qtbot):
     assert _legend(panel, "logged") == ["learning_rate"]
     panel.clear()
     assert panel.logged_plot.isHidden() and panel._logged == {}
+
+
+def test_legends_name_full_paths_elided_in_the_middle_without_duplicates():
+    from tensorscope.ui.plots import elide_middle, legend_label
+    paths = [f"transformer.h.{i}.mlp.c_fc" for i in range(12)] + ["resnet.encoder.stages.1."
+                                                                   "layers.0.shortcut"]
+    labels = [legend_label(p, paths, width=16) for p in paths]
+    assert len(set(labels)) == len(labels)
+    assert all(label.endswith("mlp.c_fc") for label in labels[:12])
+    assert elide_middle("resnet.encoder.stages.1.layers.0.shortcut", 24) \
+        == "resnet.enc…rs.0.shortcut"
+
+
+def test_a_substring_or_regex_filter_chooses_the_modules(qtbot):
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    _steps(model, 0, 10)
+    panel.module_filter.setText("/layers\\.[12]$/")
+    for _ in range(9):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    assert sorted(k[2] for t, k in panel._curves if t == "grad") == ["layers.1", "layers.2"]
+    assert _legend(panel, "grad") == ["layers.1", "layers.2"]
+    panel.module_filter.setText("layers.3")
+    for _ in range(6):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    assert _legend(panel, "stat") == ["layers.3"]
+    panel.module_filter.setText("/[/")   # not a regex: nothing matches, said in red
+    assert panel.module_filter.toolTip() == "not a valid regex"

@@ -166,15 +166,15 @@ class RankState:
         self.eval_loss = Series(16384)   # inference (evaluation) steps
         self.dropped = 0
         self.last_step_at: float | None = None  # monotonic time of its latest step summary
-        self._rates: deque[tuple[float, int]] = deque(maxlen=64)
+        self._rates = RateMeter()
 
     def note_rate(self, now: float) -> None:
         """Add a (time, steps seen) sample."""
-        self._rates.append((now, self.steps_seen))
+        self._rates.note(now, self.steps_seen)
 
     def steps_per_s(self) -> float:
-        """Steps a second over the last few seconds of samples."""
-        return _rate(self._rates, 1)
+        """Steps a second, a moving average that stays right for slow steps."""
+        return self._rates.rate()
 
     def state(self, now: float, newest_step_at: float | None) -> str:
         """``running``, ``paused``, ``ended``, ``stalled`` (no step for ``STALL_AFTER_S``
@@ -192,13 +192,42 @@ class RankState:
         return "running"
 
 
-def _rate(samples: deque, column: int) -> float:
-    if len(samples) < 2:
-        return 0.0
-    now = samples[-1]
-    old = next((r for r in samples if now[0] - r[0] <= 5.0), samples[0])
-    dt = now[0] - old[0]
-    return (now[column] - old[column]) / dt if dt > 0 else 0.0
+class RateMeter:
+    """A moving-average rate of a growing count, right for slow and fast counts alike.
+
+    Only the moments the count changed are kept (the last ``KEEP``), so ten-second
+    steps give 0.1 steps/s, not 0 between two steps; the rate is taken over the
+    last ``WINDOW_S`` seconds of changes (at least the last two), and counts as
+    stopped once nothing changed for three average intervals (at least 5 s).
+    """
+
+    KEEP = 32
+    WINDOW_S = 10.0
+
+    def __init__(self) -> None:
+        self._changes: deque[tuple[float, int]] = deque(maxlen=self.KEEP)
+        self._now = 0.0
+
+    def note(self, now: float, count: int) -> None:
+        """The count at time ``now`` (called often; only changes are kept)."""
+        self._now = now
+        if not self._changes or count != self._changes[-1][1]:
+            self._changes.append((now, count))
+
+    def rate(self) -> float:
+        """Counts a second (0 before two changes, or once the count stopped)."""
+        c = self._changes
+        if len(c) < 2:
+            return 0.0
+        last = c[-1]
+        first = next((x for x in c if last[0] - x[0] <= self.WINDOW_S and x is not last), c[-2])
+        dt = last[0] - first[0]
+        if dt <= 0:
+            return 0.0
+        per_change = dt / max(1, sum(1 for x in c if x[0] >= first[0]) - 1)
+        if self._now - last[0] > max(3.0 * per_change, 5.0):
+            return 0.0
+        return (last[1] - first[1]) / dt
 
 
 class SessionModel:
@@ -223,7 +252,7 @@ class SessionModel:
         self.devices: set[str] = set()
         self.events = 0
         self.steps_seen = 0
-        self._rates: deque[tuple[float, int, int]] = deque(maxlen=64)
+        self._event_rate = RateMeter()
         self.tree_rev = self.graph_rev = self.data_rev = 0
         self.findings_rev = self.paused_rev = self.rank_rev = 0
         self._unheard = RankState(0)
@@ -493,7 +522,7 @@ class SessionModel:
     # ------------------------------------------------------------- reads ---
     def rates(self) -> tuple[float, float]:
         """(steps/s of the selected rank, events/s of all) over the last few seconds."""
-        return self.current.steps_per_s(), _rate(self._rates, 1)
+        return self.current.steps_per_s(), self._event_rate.rate()
 
     def note_idle(self) -> None:
         """Add a rate sample with no new events (rates decay when idle)."""
@@ -501,7 +530,7 @@ class SessionModel:
 
     def _note_rates(self) -> None:
         now = time.monotonic()
-        self._rates.append((now, self.events, self.steps_seen))
+        self._event_rate.note(now, self.events)
         for rank in self.ranks.values():
             rank.note_rate(now)
 
