@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tensorscope.common.events import (ExceptionRaised, Finding, GraphStructure, Hello, Message,
-                                ModuleTree, PausedAt, Request, Resumed, StepSummary)
+                                ModuleTree, PausedAt, Request, Resumed, Scalars,
+                                StepSummary)
 from tensorscope.training.sender import Sender
 from tensorscope.common.transport import (Channel, HandshakeError, Listener,
                                           connect as open_channel, find_gui, parse_address,
@@ -81,6 +82,7 @@ class LiveHub:
         self._tree: ModuleTree | None = None
         self._graphs: dict[str, GraphStructure] = {}
         self._summaries: collections.deque[StepSummary] = collections.deque(maxlen=ring)
+        self._scalars: collections.deque[Scalars] = collections.deque(maxlen=ring)
         self._findings: dict[tuple[int, str, int, str], Finding] = {}
         self._exceptions: collections.deque[ExceptionRaised] = collections.deque(
             maxlen=MAX_EXCEPTIONS)
@@ -100,6 +102,8 @@ class LiveHub:
             self._graphs[msg.kind] = msg
         elif isinstance(msg, StepSummary):
             self._summaries.append(msg)
+        elif isinstance(msg, Scalars):
+            self._scalars.append(msg)
         elif isinstance(msg, Finding):
             self._findings[msg.key] = msg
         elif isinstance(msg, ExceptionRaised):
@@ -114,6 +118,7 @@ class LiveHub:
         out: list[Message] = [m for m in (self._hello, self._tree) if m is not None]
         out += list(self._graphs.values())
         out += list(self._summaries)
+        out += list(self._scalars)
         out += list(self._findings.values())
         out += list(self._exceptions)
         if self._paused is not None:

@@ -21,8 +21,7 @@ def main(out: str) -> None:
     g = torch.Generator().manual_seed(1)
     rows = [{"input_ids": ids, "labels": ids.clone()}
             for ids in torch.randint(0, 32, (16, 8), generator=g)]
-    rank = os.environ.get("RANK", "0")
-    cb = TensorScopeCallback(connect=False, report=os.path.join(out, f"report-{rank}.json"))
+    cb = TensorScopeCallback(connect=False, report=os.path.join(out, "report-{rank}.json"))
     args = transformers.TrainingArguments(
         output_dir=out, max_steps=3, per_device_train_batch_size=2, logging_steps=1,
         save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,

@@ -151,3 +151,15 @@ def test_remote_bind_needs_allow_remote():
         start_live(s, Gate(s), listen="0.0.0.0:0", connect=False)
     links = start_live(s, Gate(s), listen="0.0.0.0:0", allow_remote=True, connect=False)
     links.close()
+
+
+def test_logged_scalars_are_replayed_to_a_gui_that_attaches_late():
+    from tensorscope.common.events import Scalars
+    from tensorscope.training.live import LiveHub
+
+    hub = LiveHub(Gate(Session()))
+    hub.handle(Hello(script="t.py"))
+    for step in range(3):
+        hub.handle(Scalars(step=step, source="transformers", values={"loss": 1.0 / (step + 1)}))
+    replayed = [m for m in hub.replay() if isinstance(m, Scalars)]
+    assert [m.step for m in replayed] == [0, 1, 2] and replayed[0].values == {"loss": 1.0}
