@@ -7,7 +7,7 @@ is decided per kind of message (``POLICIES``):
 * call digests (the bulk, repeated every step) beyond ``max_digests`` queued
   are dropped; the number dropped rides on the next ``StepSummary`` (a copy:
   the original object is shared with other sinks) and in a ``Dropped`` event;
-* step summaries and step starts are kept in a ring (``RING``): only a GUI
+* step summaries, step starts and logged scalars are kept in a ring (``RING``): only a GUI
   that stalls for longer than the ring lasts loses the oldest of them;
 * exceptions and responses are kept in smaller rings;
 * findings, pause state, graphs and ``Dropped`` counts coalesce once the
@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable
 
 from tensorscope.common.events import (CallDigest, Dropped, ExceptionRaised, Finding,
                                        GraphStructure, Message, PausedAt, Response, Resumed,
-                                       StepBegin, StepSummary)
+                                       Scalars, StepBegin, StepSummary)
 from tensorscope.common.protocol import encode
 from tensorscope.common.transport import Channel
 
@@ -50,6 +50,7 @@ STALL_TIMEOUT = 120.0  # seconds without a byte accepted before the GUI is given
 POLICIES: dict[type, tuple[Any, ...]] = {
     StepSummary: ("ring", "summaries", RING),
     StepBegin: ("ring", "step starts", RING),
+    Scalars: ("ring", "logged scalars", RING),
     ExceptionRaised: ("ring", "exceptions", 64),
     Response: ("ring", "responses", 1024),
     Finding: ("latest", lambda m: ("finding", m.rank, m.kind, m.root, m.module)),

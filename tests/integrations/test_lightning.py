@@ -154,6 +154,18 @@ def test_an_exception_in_training_is_reported_and_detaches(tmp_path):
         assert not mod._forward_hooks
 
 
+def test_every_watch_option_is_accepted():
+    import inspect
+
+    from tensorscope.hooks.watch import Watch
+    from tensorscope.integrations._options import DECIDED_BY_CALLBACK
+
+    params = inspect.signature(Watch.__init__).parameters
+    options = {n: p.default for n, p in params.items() if n not in DECIDED_BY_CALLBACK}
+    assert {"listen", "record", "mode", "report"} <= set(options)
+    assert TensorScopeCallback(**options).options == options
+
+
 def test_options_are_checked_when_the_callback_is_built():
     with pytest.raises(TypeError, match="unknown option 'lisen'"):
         TensorScopeCallback(lisen=7007)
