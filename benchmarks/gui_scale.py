@@ -13,6 +13,10 @@ crossings (dummies included) and ``bends`` (dummy nodes).
 When Graphviz ``dot`` is on PATH, the same graph is laid out by ``dot -Tplain``
 up to ``--dot-max`` nodes and its crossings are counted by the same counter
 (layers from its y coordinates, long edges read off its splines).
+
+``models``: the same for real graphs captured by TensorScope's own hooks (see
+``benchmarks/real_models.py``), per view: module/autograd graph, folded by default
+or expanded all.
 """
 from __future__ import annotations
 
@@ -87,8 +91,10 @@ def dot_layout(graph: nx.DiGraph, timeout: float) -> tuple[Layout, float]:
     """Run Graphviz dot; return its layout in our coordinates and the seconds taken."""
     w, h = NODE_SIZE[0] / 72, NODE_SIZE[1] / 72
     lines = ["digraph G {", f"node [shape=box, fixedsize=true, width={w:.3f}, height={h:.3f}];"]
-    lines += [f"{v};" for v in graph.nodes]
-    lines += [f"{u} -> {v};" for u, v in graph.edges]
+    safe = {v: f"v{i}" for i, v in enumerate(graph.nodes)}   # ids dot accepts as they are
+    back = {i: v for v, i in safe.items()}
+    lines += [f"{safe[v]};" for v in graph.nodes]
+    lines += [f"{safe[u]} -> {safe[v]};" for u, v in graph.edges]
     lines.append("}")
     t0 = time.perf_counter()
     out = subprocess.run(["dot", "-Tplain"], input="\n".join(lines), capture_output=True,
@@ -99,11 +105,11 @@ def dot_layout(graph: nx.DiGraph, timeout: float) -> tuple[Layout, float]:
     for line in out.splitlines():
         f = line.split()
         if f and f[0] == "node":
-            positions[f[1]] = (float(f[2]) * 72, -float(f[3]) * 72)
+            positions[back[f[1]]] = (float(f[2]) * 72, -float(f[3]) * 72)
         elif f and f[0] == "edge":
             k = int(f[3])
             pts = [(float(f[4 + 2 * i]) * 72, -float(f[5 + 2 * i]) * 72) for i in range(k)]
-            edge_points[(f[1], f[2])] = _bezier_points(pts)
+            edge_points[(back[f[1]], back[f[2]])] = _bezier_points(pts)
     ys = sorted({round(p[1], 2) for p in positions.values()})
     rank = {y: i for i, y in enumerate(ys)}
     layers = {v: rank[round(p[1], 2)] for v, p in positions.items()}
@@ -141,8 +147,63 @@ def bench_layout(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def bench_models(args: argparse.Namespace) -> list[dict]:
+    """Real graphs captured by TensorScope (a 12-layer GPT-2 and a ResNet-50-shaped
+    net from transformers' configs, and plain-PyTorch copies): the time to prepare each
+    view as the GUI does (visible graph, cards, layout: what Expand all costs before
+    drawing), its crossings, and dot's crossings on the same visible graph."""
+    import os
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    from real_models import MODELS, captured
+    from tensorscope.ui.graph_panel import ModuleLabels
+    from tensorscope.ui.layout_runner import prepare
+    from tensorscope.ui.model.graph_model import GraphModel
+    _app = QApplication.instance() or QApplication([])
+    have_dot = shutil.which("dot") is not None and not args.no_dot
+    rows = []
+    for name in MODELS:
+        try:
+            sink = captured(name)
+        except ImportError as exc:   # transformers missing: the plain copies still run
+            rows.append({"model": name, "view": f"skipped ({exc})"})
+            continue
+        labels = ModuleLabels(types=sink.types)
+        for kind, gs in sorted(sink.graphs.items()):
+            for fold in ("default", "all"):
+                times, prep = [], None
+                for _ in range(args.repeat):
+                    g = GraphModel(kind, type_of=labels.type_of)
+                    t0 = time.perf_counter()
+                    g.set_structure(gs, budget=None)
+                    if fold == "default":
+                        g.collapse_to_budget()
+                    prep = prepare(g, labels.describe)
+                    times.append(time.perf_counter() - t0)
+                vis = nx.DiGraph()
+                vis.add_nodes_from(prep.visible.nodes)
+                vis.add_edges_from(prep.visible.edges)
+                row = {"model": name, "view": f"{kind} {fold}", "nodes": vis.number_of_nodes(),
+                       "edges": vis.number_of_edges(),
+                       "side_inputs": len(prep.visible.graph.get("side_inputs", {})),
+                       "seconds": statistics.median(times),
+                       "layers": 1 + max(prep.layout.layers.values(), default=0),
+                       "crossings": count_crossings(vis, prep.layout)}
+                if have_dot:
+                    try:
+                        dl, secs = dot_layout(vis, args.dot_timeout)
+                        row["dot_seconds"] = secs
+                        row["dot_crossings"] = count_crossings(vis, dl)
+                    except subprocess.TimeoutExpired:
+                        row["dot_seconds"] = f">{args.dot_timeout:g}"
+                rows.append(row)
+    return rows
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace], list[dict]]] = {
     "layout": bench_layout,
+    "models": bench_models,
 }
 
 # recolour, ingest and memory: benchmarks/gui_live.py (each runs in a fresh interpreter)
