@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 CONTROL_FLOW_EXCEPTIONS = frozenset({"_StopRecomputationError"})
 # Capture's lists of (observer, bound method), one per callback an observer overrides.
 OBSERVER_BUCKETS = ("observers_pre", "observers_fwd", "observers_grad", "observers_exc",
-                    "observers_opt_pre", "observers_opt", "observers_end")
+                    "observers_opt_pre", "observers_opt", "observers_end", "observers_bwd")
 
 
 class CaptureCallbacks:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from tensorscope.hooks.backward_calls import backward_loss, in_backward
 from tensorscope.hooks.flatten import flatten, flatten_args, meta
 from tensorscope.hooks.observer import CallRecord
 from tensorscope.hooks.registry import is_loss_module
@@ -78,6 +79,7 @@ class Capture:
         self.observers_opt_pre: list[tuple[Any, Any]] = []
         self.observers_opt: list[tuple[Any, Any]] = []
         self.observers_end: list[tuple[Any, Any]] = []
+        self.observers_bwd: list[tuple[Any, Any]] = []
         # module type -> forward pre/post observers of inner calls, then of root calls
         # (see ``observers_for``)
         self.dispatch: dict[type, tuple[list[tuple[Any, Any]], ...]] = {}
@@ -129,6 +131,11 @@ class Capture:
             if loc is None:
                 return
         if parent is None:
+            if in_backward():
+                # a recomputation during backward (torch.utils.checkpoint, transformers'
+                # gradient checkpointing): part of the call being differentiated, not a
+                # call, a root or a step of its own
+                return
             self._root_starting(loc[0])
         step = self.step
         calls = step.calls
@@ -358,6 +365,23 @@ class Capture:
             self.watch.internal_error("gradient hook", exc)
         return None
 
+    def backward_called(self, tensors: Any) -> None:
+        """``torch.autograd.backward`` was called outside any backward: the first
+        scalar it was given is the step's loss (no host read), and the observers
+        see the tensors."""
+        try:
+            first = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
+            loss = backward_loss(first)
+            if loss is not None:
+                self.step.backward_loss = loss
+            for obs, fn in self.observers_bwd:
+                try:
+                    fn(first)
+                except Exception as exc:
+                    self.watch.observer_failed(obs, "on_backward", exc)
+        except Exception as exc:
+            self.watch.internal_error("backward wrapper", exc)
+
     # ------------------------------------------------------------- root calls
     def _root_finished(self, call: CallRecord) -> None:
         step = self.step
@@ -381,6 +405,10 @@ class Capture:
             ent = step.flow.get(id(v))
             if ent is not None and ent.grad is not None:
                 step.loss_candidates.append((ent.grad, v.detach()))
+        if not call.grad_enabled:   # an evaluation forward that returns its loss
+            named = [v for p, v in scalars if "loss" in p.lower()]
+            if named or len(scalars) == 1:
+                step.output_loss = (named or [scalars[0][1]])[0].detach()
 
     # ------------------------------------------------------------- exceptions
     def _raised(self, call: CallRecord, exc: BaseException) -> None:

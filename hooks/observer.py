@@ -96,20 +96,24 @@ class StepRecord:
 
     ``digests`` hold host values (stats, grad norms, finite flags);
     ``deferred`` maps each ``WatchContext.defer`` handle to a dict of Python
-    numbers; ``calls`` keep metadata only (their tensors are dropped).
+    numbers; ``calls`` keep metadata, and until ``on_step_end`` returns their
+    ``in_entries``/``out_entries`` (tensors by weak reference).
     """
 
-    __slots__ = ("step", "kind", "digests", "summary", "calls", "deferred")
+    __slots__ = ("step", "kind", "digests", "summary", "calls", "deferred", "values")
 
     def __init__(self, step: int, kind: str, digests: "list[CallDigest]",
                  summary: "StepSummary", calls: list[CallRecord],
-                 deferred: dict[int, dict[str, Any]]) -> None:
+                 deferred: dict[int, dict[str, Any]], values: list[float] | None = None) -> None:
         self.step = step
         self.kind = kind
         self.digests = digests
         self.summary = summary
         self.calls = calls
         self.deferred = deferred
+        # the step's flushed host values: ``values[entry.finite]`` is the sum probed of a
+        # ``FlowEntry`` (NaN when the tensor held a NaN or infinities of both signs)
+        self.values = values if values is not None else []
 
 
 class WatchContext(Protocol):
@@ -127,6 +131,13 @@ class WatchContext(Protocol):
         """Report a finding; deduplicated per (kind, root, module): the first
         time a ``Finding`` event is emitted (and the gate told), later times
         only its ``count`` grows."""
+
+    def current_call(self) -> CallRecord | None:
+        """The innermost module call running now (None outside every forward)."""
+
+    def note_eval_loss(self, value: "torch.Tensor") -> None:
+        """A loss computed with gradients off outside the models: the current
+        (inference) step's loss."""
 
     def module_path(self, module: "nn.Module") -> tuple[int, str] | None:
         """``(root, path)`` of a module, or None if it is not under a root."""
@@ -167,6 +178,10 @@ class Observer:
 
     def on_output_grad(self, call: CallRecord, grad_path: str, grad: "torch.Tensor") -> None:
         """The gradient of output ``grad_path`` of ``call`` arrived."""
+
+    def on_backward(self, tensor: "torch.Tensor") -> None:
+        """``backward()`` is about to run on ``tensor`` (the first tensor given to
+        ``torch.autograd.backward``; not called for autograd's nested backwards)."""
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """An optimizer is about to step."""

@@ -93,6 +93,8 @@ class StepBuffer:
         self.noted_loss: _Tensor | None = None   # Watch.note_loss: what a framework backpropagated
         self.loop = ""                           # Watch.label_step: the framework loop running it
         self.loss_candidates: list[tuple[GradEntry, _Tensor]] = []
+        self.backward_loss: _Tensor | None = None   # what backward() was last called on
+        self.output_loss: _Tensor | None = None     # a loss returned by an evaluation forward
         self.saw_backward = False
         self.any_grad = False
         self.roots_called: set[int] = set()

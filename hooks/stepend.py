@@ -68,14 +68,20 @@ def digest(call: CallRecord, values: list[float], rank: int) -> CallDigest:
 
 def queue_loss(step: "StepBuffer") -> int | None:
     """Queue the step's loss: what a framework said it backpropagated
-    (``Watch.note_loss``), else the last loss-module output, else the last
-    scalar root output that backward ran through."""
-    loss = step.noted_loss if step.noted_loss is not None else step.loss
+    (``Watch.note_loss``), else what ``backward()`` was last called on (the
+    loss, whatever computed it), else the last loss-module output, else the
+    last scalar root output that backward ran through, else a loss an
+    evaluation forward returned."""
+    loss = step.noted_loss if step.noted_loss is not None else step.backward_loss
+    if loss is None:
+        loss = step.loss
     if loss is None:
         for entry, value in reversed(step.loss_candidates):
             if entry.arrived:
                 loss = value
                 break
+    if loss is None:
+        loss = step.output_loss
     if loss is None:
         return None
     return step.buf.add(loss.reshape(()))
@@ -99,4 +105,4 @@ def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int
         params=rows, memory=memory, time=time.time())
     deferred: dict[int, dict[str, Any]] = {
         handle: {k: values[i] for k, i in names.items()} for handle, names in step.deferred}
-    return StepRecord(step.index, kind, digests, summary, step.calls, deferred)
+    return StepRecord(step.index, kind, digests, summary, step.calls, deferred, values)

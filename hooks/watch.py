@@ -22,8 +22,9 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from tensorscope.distributed import RankInfo, current_rank
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree
+from tensorscope.distributed import RankInfo, current_rank
+from tensorscope.hooks.backward_calls import BackwardWrapper
 from tensorscope.hooks.callbacks import CaptureCallbacks
 from tensorscope.hooks.capture import Capture, StepBuffer
 from tensorscope.hooks.compiled import CompiledModules, compiled_inner
@@ -207,6 +208,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
                 self._handles.append(mod.register_forward_pre_hook(cap.forward_pre, with_kwargs=True))
                 self._handles.append(mod.register_forward_hook(cap.forward, with_kwargs=True,
                                                                always_call=True))
+        self._handles.append(BackwardWrapper(cap))   # the loss: what backward() is called on
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self.optimizer_pre))
             self._handles.append(opt.register_step_post_hook(self.optimizer_post))
@@ -272,7 +274,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
                                ("on_exception", cap.observers_exc),
                                ("on_optimizer_step_pre", cap.observers_opt_pre),
                                ("on_optimizer_step", cap.observers_opt),
-                               ("on_step_end", cap.observers_end)):
+                               ("on_step_end", cap.observers_end),
+                               ("on_backward", cap.observers_bwd)):
             fn = getattr(obs, method, None)
             if fn is not None and getattr(type(obs), method, None) is not getattr(Observer, method):
                 bucket.append((obs, fn))  # bound once: hooks call it directly
@@ -300,6 +303,18 @@ class Watch(CaptureCallbacks, FrameworkSteps):
     def step_index(self) -> int:
         """The index of the current (unfinished) step."""
         return self.capture.step.index
+
+    def note_eval_loss(self, value: torch.Tensor) -> None:
+        """A loss computed with gradients off outside the models (a validation step's
+        functional loss): the inference step's loss unless a forward returned one."""
+        step = self.capture.step
+        if step.output_loss is None and value.numel() == 1 and value.is_floating_point():
+            step.output_loss = value.detach().reshape(())
+
+    def current_call(self) -> CallRecord | None:
+        """The innermost module call running now (None outside every forward)."""
+        stack = self.capture.stack
+        return stack[-1] if stack else None
 
     def module_path(self, module: nn.Module) -> tuple[int, str] | None:
         """``(root, path)`` of a module, or None."""

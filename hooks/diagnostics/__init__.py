@@ -23,7 +23,7 @@ KINDS = (
     "eval_mode_in_training", "grad_tracking_in_inference", "double_activation",
     "loss_broadcast", "graph_retained", "unused_parameter", "param_not_in_optimizer",
     "dead_activation", "vanishing_gradient", "exploding_gradient", "fp16_overflow",
-    "host_sync_in_forward", "compiled",
+    "host_sync_in_forward", "compiled", "tiny_updates", "huge_updates",
 )
 
 
@@ -31,7 +31,8 @@ def default_observers(mode: str) -> "list[Observer]":
     """The diagnostics for a capture ``mode`` (``shapes``, ``default`` or ``full``).
 
     ``shapes`` mode takes no device values, so the diagnostics that need
-    finite flags, norms or activation samples are left out there.
+    finite flags, norms or activation samples are left out there; the
+    non-finite check still reads the loss there.
     """
     from tensorscope.hooks.diagnostics.activations import DeadActivationObserver, \
         Fp16OverflowObserver
@@ -44,17 +45,18 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.memory import GraphObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
+    from tensorscope.hooks.diagnostics.updates import UpdateRatioObserver
 
     graphs = GraphObserver()
     observers: list[Observer] = [
         ModeObserver(), LossInputObserver(), graphs, GradAccumulationObserver(graphs),
-        ParamCoverageObserver(),
+        ParamCoverageObserver(), NonFiniteObserver(),   # the loss is checked in every mode
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())
     if mode != "shapes":
-        observers += [NonFiniteObserver(), GradScaleObserver(), DeadActivationObserver(),
-                      Fp16OverflowObserver()]
+        observers += [GradScaleObserver(), DeadActivationObserver(), Fp16OverflowObserver(),
+                      UpdateRatioObserver()]
     if HostSyncObserver.available():
         observers.append(HostSyncObserver())
     return observers

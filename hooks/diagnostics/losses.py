@@ -20,27 +20,33 @@ Both run in the loss module's forward pre-hook and read metadata only.
   PyTorch silently broadcasts (``[N, 1]`` vs ``[N]`` gives ``[N, N]``). It does
   not depend on PyTorch's warning, so filtered warnings do not hide it.
 
-Functional losses (``F.cross_entropy``, ``F.binary_cross_entropy_with_logits``,
-``F.mse_loss``, ``F.smooth_l1_loss``, ``F.huber_loss``) are seen from the
-loss's autograd graph when ``backward()`` is called: while a watch is
-attached, ``torch.Tensor.backward`` is wrapped (and put back on detach; the
-wrapper only reads the top of the graph, then calls the original). Under the
-loss: ``NllLossBackward0`` fed by the loss's own ``LogSoftmaxBackward0`` fed
-by a softmax or log-softmax, or ``BinaryCrossEntropyWithLogitsBackward0`` fed
-by a sigmoid, is a double activation; an ``ExpandBackward0`` right under
+Functional losses are seen two ways. While a watch is attached, the loss
+functions of ``torch.nn.functional`` (``mse_loss``, ``l1_loss``,
+``smooth_l1_loss``, ``huber_loss``, ``binary_cross_entropy``,
+``binary_cross_entropy_with_logits``, ``cross_entropy``) are wrapped (put back
+on detach; a wrapper a script still holds then only forwards): a call made
+outside a loss module's forward has its input and target shapes compared, and
+the ``grad_fn`` that produced its input read, as for the modules. A loss
+imported before the watch attached is seen from its autograd graph when
+``backward()`` is called (``Observer.on_backward``): ``NllLossBackward0`` fed by
+the loss's own ``LogSoftmaxBackward0`` fed by a softmax or log-softmax, or
+``BinaryCrossEntropyWithLogitsBackward0`` fed by a sigmoid, is a double
+activation; an ``ExpandBackward0`` right under
 ``MseLossBackward0``/``SmoothL1LossBackward0``/``HuberLossBackward0`` is a
-broadcast (PyTorch only expands when the shapes differ). Steps that called a
-loss module are left to the module check. Functional findings are reported on
-the module that produced the prediction (the activation's module, else the
-last root forward).
+broadcast. Steps that called a loss module or a wrapped function skip the graph
+check. Functional findings are reported on the module that produced the
+activation, else the module whose forward computes the loss, else the last
+root forward.
 """
 from __future__ import annotations
 
 import functools
 import sys
+import types
 from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
@@ -67,6 +73,11 @@ _NOT_ACTIVATION_OUTPUT = (
 _ELEMENTWISE = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.KLDivLoss,
                 nn.PoissonNLLLoss)
 _GRAPH_SEARCH = 24          # nodes looked at under the loss in the functional check
+# The functional losses wrapped while attached, and what their inputs are checked for.
+_FUNCTIONAL = {"mse_loss": "broadcast", "l1_loss": "broadcast", "smooth_l1_loss": "broadcast",
+               "huber_loss": "broadcast", "binary_cross_entropy": "broadcast",
+               "binary_cross_entropy_with_logits": "binary_logits",
+               "cross_entropy": "logits"}
 _BROADCAST_LOSSES = {"MseLossBackward0": "F.mse_loss", "SmoothL1LossBackward0":
                      "F.smooth_l1_loss", "HuberLossBackward0": "F.huber_loss"}
 
@@ -79,58 +90,131 @@ class LossInputObserver(Diagnostic):
         self._acts: dict[int, tuple[Any, CallRecord]] = {}
         self._last_root: tuple[int, str, int] | None = None
         self._functional = functional
-        self._patched: dict[str, Callable[..., Any]] = {}
+        self._patched: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._active = False
         self._module_loss_called = False
+        self._in_loss_module = 0        # inside a hooked loss module's forward
+        self._functional_step = -1      # the last step a wrapped functional loss ran in
 
     # ---------------------------------------------------------------- attach
     def on_attach(self, ctx: Any) -> None:
-        """Wrap ``torch.Tensor.backward`` to see functional losses (restored on detach)."""
+        """Wrap the functional losses of ``torch.nn.functional`` (restored on detach)."""
         super().on_attach(ctx)
-        orig = torch.Tensor.backward
-        if not self._functional or getattr(orig, "__tensorscope_wrapped__", False):
+        if not self._functional:
             return
-
-        @functools.wraps(orig)
-        def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if self._active:
-                self._functional_loss(tensor)
-            return orig(tensor, *args, **kwargs)
-
-        backward.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
-        self._patched["backward"] = orig
+        for name, check in _FUNCTIONAL.items():
+            orig = getattr(F, name, None)
+            if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
+                continue
+            wrapper = self._wrap(orig, name, check)
+            setattr(F, name, wrapper)
+            self._patched[name] = (orig, wrapper)
         self._active = True
 
+    def _wrap(self, orig: Callable[..., Any], name: str, check: str) -> Callable[..., Any]:
+        observer, ts_orig, ts_name, ts_check = self, orig, name, check
+
+        def loss(*args: Any, **kwargs: Any) -> Any:
+            if observer._active and not observer._in_loss_module:
+                observer._functional_call(ts_name, ts_check, args, kwargs)
+                value = ts_orig(*args, **kwargs)
+                observer._functional_value(value)
+                return value
+            return ts_orig(*args, **kwargs)
+
+        # The wrapper lives in torch.nn.functional's globals: TorchScript, which
+        # compiles the original's source (``__wrapped__``), then resolves its names there.
+        wrapper = types.FunctionType(loss.__code__, vars(F), orig.__name__, None,
+                                     loss.__closure__)
+        functools.update_wrapper(wrapper, orig)
+        wrapper.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
+        return wrapper
+
     def on_detach(self) -> None:
-        """Put the original ``torch.Tensor.backward`` back."""
+        """Put the original functions back (a wrapper still held by a script only
+        forwards from now on)."""
         self._active = False
-        orig = self._patched.pop("backward", None)
-        if orig is not None and getattr(torch.Tensor.backward, "__wrapped__", None) is orig:
-            torch.Tensor.backward = orig  # type: ignore[method-assign]
+        for name, (orig, wrapper) in self._patched.items():
+            if getattr(F, name, None) is wrapper:
+                setattr(F, name, orig)
+        self._patched.clear()
         self._acts.clear()
 
-    def _functional_loss(self, loss: torch.Tensor) -> None:
+    def _functional_call(self, name: str, check: str, args: tuple, kwargs: dict) -> None:
+        """A functional loss is called (outside a loss module): check its inputs."""
         try:
-            if self._module_loss_called or self._last_root is None or loss.grad_fn is None:
+            pred = args[0] if args else kwargs.get("input")
+            target = args[1] if len(args) > 1 else kwargs.get("target")
+            if not isinstance(pred, torch.Tensor):
                 return
-            root, path, step = self._last_root
-            for node in _top_nodes(loss.grad_fn):
-                name = fn_name(node)
-                if name in ("NllLossBackward0", "NllLoss2DBackward0"):
-                    inner = producing_fn_of(node)
-                    if fn_name(inner) == "LogSoftmaxBackward0":
-                        self._activation_under(inner, "F.cross_entropy",
-                                               ("softmax", "log-softmax"), root, path, step)
-                elif name == "BinaryCrossEntropyWithLogitsBackward0":
-                    self._activation_under(node, "F.binary_cross_entropy_with_logits",
-                                           ("sigmoid", "softmax"), root, path, step)
-                elif name in _BROADCAST_LOSSES:
-                    self._expanded(node, _BROADCAST_LOSSES[name], root, path, step)
-        except Exception as exc:  # never break the user's backward
+            self._functional_step = self.ctx.step_index
+            root, path, step = self._where()
+            loss = f"F.{name}"
+            if check == "broadcast" and isinstance(target, torch.Tensor):
+                self._broadcast(loss, pred, target, root, path, step)
+            elif check in ("logits", "binary_logits"):
+                if check == "binary_logits" and isinstance(target, torch.Tensor):
+                    self._broadcast(loss, pred, target, root, path, step)
+                expects = ("softmax", "log-softmax") if check == "logits" else \
+                    ("sigmoid", "softmax")
+                self._double_activation(loss, pred, expects, root, path, step)
+        except Exception as exc:  # never break the user's loss
             self._active = False
             print(f"tensorscope: the functional loss check failed ({type(exc).__name__}: "
                   f"{exc}); it is off for the rest of the run", file=sys.stderr)
+
+    def _functional_value(self, value: Any) -> None:
+        """An evaluation loss computed outside the model (gradients off, no module
+        running: a validation step's ``F.cross_entropy``) is the step's loss."""
+        try:
+            if not torch.is_grad_enabled() and isinstance(value, torch.Tensor):
+                current = getattr(self.ctx, "current_call", None)
+                if current is None or current() is None:
+                    note = getattr(self.ctx, "note_eval_loss", None)
+                    if note is not None:
+                        note(value)
+        except Exception as exc:  # never break the user's loss
+            self._active = False
+            print(f"tensorscope: the functional loss check failed ({type(exc).__name__}: "
+                  f"{exc}); it is off for the rest of the run", file=sys.stderr)
+
+    def _where(self) -> tuple[int, str, int]:
+        """Where a functional loss is reported by default: the module whose forward
+        computes it, else the last root forward."""
+        current = getattr(self.ctx, "current_call", None)
+        call = current() if current is not None else None
+        step = self.ctx.step_index
+        if call is not None:
+            return call.root, call.path, step
+        if self._last_root is not None:
+            return self._last_root[0], self._last_root[1], step
+        return 0, "", step
+
+    def on_backward(self, loss: torch.Tensor) -> None:
+        """Read the top of the loss's graph: a functional loss imported before the
+        watch attached (so not wrapped) is still seen there."""
+        if not self._active:
+            return
+        if self._functional_step == self.ctx.step_index:
+            return   # the wrapped functional losses checked this step's losses already
+        self._functional_loss(loss)
+
+    def _functional_loss(self, loss: torch.Tensor) -> None:
+        if self._module_loss_called or self._last_root is None or loss.grad_fn is None:
+            return
+        root, path, step = self._last_root
+        for node in _top_nodes(loss.grad_fn):
+            name = fn_name(node)
+            if name in ("NllLossBackward0", "NllLoss2DBackward0"):
+                inner = producing_fn_of(node)
+                if fn_name(inner) == "LogSoftmaxBackward0":
+                    self._activation_under(inner, "F.cross_entropy",
+                                           ("softmax", "log-softmax"), root, path, step)
+            elif name == "BinaryCrossEntropyWithLogitsBackward0":
+                self._activation_under(node, "F.binary_cross_entropy_with_logits",
+                                       ("sigmoid", "softmax"), root, path, step)
+            elif name in _BROADCAST_LOSSES:
+                self._expanded(node, _BROADCAST_LOSSES[name], root, path, step)
 
     def _activation_under(self, node: Any, loss: str, expects: tuple[str, ...], root: int,
                           path: str, step: int) -> None:
@@ -153,6 +237,8 @@ class LossInputObserver(Diagnostic):
     # ------------------------------------------------------------- tracking
     def on_forward(self, call: CallRecord) -> None:
         """Remember calls whose output comes straight from an activation."""
+        if self._in_loss_module and is_loss_module(call.module):
+            self._in_loss_module -= 1
         if call.parent is None and not is_loss_module(call.module):
             self._last_root = (call.root, "", call.step)
         if not call.grad_enabled:
@@ -164,11 +250,12 @@ class LossInputObserver(Diagnostic):
             self._acts[id(fn)] = (fn, call)   # innermost first: children finish first
 
     def watches(self, module_type: type, hook: str) -> bool:
-        """Inputs of loss modules only; outputs of every module that may return an
-        activation's output (not of layers whose own last op is known to be none)."""
+        """Inputs of loss modules only; outputs of loss modules and of every module
+        that may return an activation's output (not of layers whose own last op is
+        known to be none)."""
         if hook == "on_forward_pre":
             return is_loss_type(module_type)
-        return not issubclass(module_type, _NOT_ACTIVATION_OUTPUT)
+        return is_loss_type(module_type) or not issubclass(module_type, _NOT_ACTIVATION_OUTPUT)
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Check the inputs of loss modules."""
@@ -176,6 +263,7 @@ class LossInputObserver(Diagnostic):
         if not is_loss_module(module):
             return
         self._module_loss_called = True
+        self._in_loss_module += 1
         expects = next((acts for cls, acts in _EXPECTS_LOGITS.items()
                         if isinstance(module, cls)), None)
         tensors = [v for _, v in iter_tensors(call.inputs)]
@@ -189,6 +277,7 @@ class LossInputObserver(Diagnostic):
         """Forget this step's activation outputs (and their graph nodes)."""
         self._acts.clear()
         self._module_loss_called = False
+        self._in_loss_module = 0
 
     # --------------------------------------------------------------- checks
     def _double_activation(self, loss: str, pred: torch.Tensor, expects: tuple[str, ...],
@@ -208,7 +297,7 @@ class LossInputObserver(Diagnostic):
             origin = f"the output of {module_label(self.ctx, root, path)} ({hit[1].type})"
         else:
             origin = f"a {act} applied outside any module"
-        ce = "cross_entropy" in loss or "CrossEntropy" in loss
+        ce = "binary" not in loss.lower() and ("cross_entropy" in loss or "CrossEntropy" in loss)
         applies = "log-softmax" if ce else "sigmoid"
         fix = (f"remove the softmax and give {loss} the raw logits" if ce else
                "return raw logits (apply torch.sigmoid only for predictions), or keep the "

@@ -1,27 +1,44 @@
-"""``non_finite``: where NaN/Inf first appears, with provenance.
+"""``non_finite``: never a silent NaN/Inf, and where it came from.
 
-The hooks already probe every call's inputs, outputs and output gradients
-for NaN/Inf on the device each step (one fused reduction per tensor, brought
-over in the step's single transfer), and the parameter norms after each
-optimizer step. This observer only reads those host flags in
-``on_step_end``: it costs nothing on the device.
+The invariant: if a loss, an activation, a gradient norm or a parameter norm
+that TensorScope saw in a step is NaN/Inf, one ``non_finite`` finding of
+severity ``error`` names the incident (the one exception is below). The
+hooks already probe every call's inputs and outputs on the device each step
+(one sum per tensor, NaN/Inf exactly when the tensor holds NaN/Inf), the
+output gradients' norms, and the parameter norms on statistics steps; this
+observer reads those host values in ``on_step_end``. Once, before the first
+forward, it also queues one sum per parameter into that step's transfer, so
+weights that were non-finite before training are told apart from an update
+that diverged.
 
-Provenance, in the order things happen in a step:
+Provenance, first match wins:
 
-* ``input``: the first root call (forward order) whose output is non-finite
-  received non-finite tensors and nothing inside it produced them;
-* ``forward``/``loss``: inside that root, the innermost call whose output is
-  non-finite although its inputs were finite (a loss module's call is phase
-  ``loss``); a root whose output stays finite is ignored, so ``-inf``
-  attention masks built or consumed inside a model are not findings;
-* ``backward``: the forward was finite but an output gradient was not: the
-  call whose output gradient arrived first (the latest in forward order);
-* ``optimizer``: everything was finite but parameters are NaN/Inf after the
-  update: the modules owning them.
+* ``forward``, weights: a parameter was NaN/Inf before the first forward
+  (loaded from a checkpoint, set by hand): the module owning it, naming it;
+* ``input``: a root call received non-finite data (an input whose name says
+  it is a mask, or whose finite values are all zero, is an additive mask, not
+  data), even when the forward stayed finite and the first NaN appears in the
+  backward or after the update;
+* ``forward``/``loss``: the innermost call whose output is non-finite
+  although its inputs were finite (a loss module's call is phase ``loss``).
+  When that module's own weights are non-finite: either they were so before
+  this step's forward (no update since they were last seen finite) or the
+  last update made them so (phase ``optimizer``, at that step);
+* ``backward``: the module whose output gradient was finite while the
+  gradient it passed back to an input (the output of the module that
+  produced it) was not; for code inline in a forward, the nearest enclosing
+  call whose output gradient was finite; a parameter's gradient that is
+  non-finite while every output gradient is finite is named itself;
+* ``optimizer``: parameters finite before the update and non-finite after,
+  with finite gradients;
+* ``loss``: nothing else explains it: the loss itself is non-finite (a
+  functional loss, or ``shapes`` mode, which probes nothing on the device; the
+  message then says to rerun in ``default`` mode).
 
-In a training step whose loss, gradients and parameters all stay finite, a
-non-finite model output was absorbed on purpose (``-inf`` logits of masked
-actions or classes, which softmax turns into zeros): not a finding.
+Not a finding: a step whose only non-finite values are ``-inf``/``+inf``
+(never NaN) model outputs while the loss, the gradients, the parameters and
+the data stay finite, e.g. ``-inf`` logits of masked actions or classes,
+which softmax turns into zeros.
 
 One incident is reported once: after a finding, later steps stay silent
 until a step is entirely finite again (a NaN spreads to everything after it).
@@ -36,36 +53,185 @@ import torch
 from tensorscope.common.events import CallDigest
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
     module_label
+from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord, StepRecord
+
+# Root inputs whose name marks an additive mask or bias (``-inf`` on purpose).
+MASK_NAMES = ("mask", "bias")
 
 
 def _finite(x: Any) -> bool:
     return x is None or (isinstance(x, (int, float)) and math.isfinite(x))
 
 
+def _value(values: list[float], handle: int | None) -> float | None:
+    return values[handle] if handle is not None and 0 <= handle < len(values) else None
+
+
 class NonFiniteObserver(Diagnostic):
     """Finds the producer of the first NaN/Inf of an incident."""
 
+    roots_only = frozenset({"on_forward_pre"})
+
     def __init__(self) -> None:
         self._broken = False
+        self._initial: tuple[int, int] | None = None   # (step, defer handle) of the weights
+        self._initial_names: list[tuple[int, str, str]] = []   # (root, module, name)
+        self._queued_initial = False
+        self._last_update: int | None = None        # last clean training step (an update)
+        self._params_seen_finite: int | None = None  # last step whose parameter norms were finite
+        self._masks: dict[tuple[int, str], bool] = {}   # (root, input path) -> an additive mask
 
+    # ----------------------------------------------------- weights, once
+    def watches(self, module_type: type, hook: str) -> bool:
+        """Root calls only (``roots_only``)."""
+        return False
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """Before the first root forward: queue one sum per parameter (once)."""
+        if self._queued_initial or call.parent is not None:
+            return
+        self._queued_initial = True
+        sums: dict[str, torch.Tensor] = {}
+        names: list[tuple[int, str, str]] = []
+        with torch.no_grad():
+            for rid, root in enumerate(self.ctx.roots):
+                for mpath, mod in root.named_modules():
+                    for pname, p in mod.named_parameters(recurse=False):
+                        if p.is_meta or p.is_sparse or not (p.is_floating_point() or p.is_complex()):
+                            continue
+                        t = p.detach()
+                        s = torch.view_as_real(t).sum() if t.is_complex() else \
+                            t.sum(dtype=torch.float32)
+                        sums[str(len(names))] = s
+                        names.append((rid, mpath, f"{mpath}.{pname}" if mpath else pname))
+        if sums:
+            self._initial = (call.step, self.ctx.defer(sums))
+            self._initial_names = names
+
+    def _initially_bad(self, record: StepRecord) -> list[tuple[int, str, str]]:
+        if self._initial is None or self._initial[0] != record.step:
+            return []
+        got = record.deferred.get(self._initial[1], {})
+        names, self._initial, self._initial_names = self._initial_names, None, []
+        return [names[int(k)] for k, v in got.items() if not _finite(v)]
+
+    # ----------------------------------------------------------- step end
     def on_step_end(self, record: StepRecord) -> None:
         """Read the step's finite flags and name the producer."""
-        digests = record.digests
-        calls = record.calls
-        bad_params = [r for r in record.summary.params if not _finite(r.get("norm"))]
-        bad_fwd = any(not d.finite for d in digests if d.index < len(calls)
-                      and calls[d.index].parent is None)
+        initial = self._initially_bad(record)
+        digests, calls, values = record.digests, record.calls, record.values
+        rows = record.summary.params
+        bad_params = [r for r in rows if not _finite(r.get("norm"))]
+        bad_pgrads = [r for r in rows if not _finite(r.get("grad_norm"))]
         bad_grad = any(not d.grad_finite for d in digests)
-        if not (bad_fwd or bad_grad or bad_params):
+        bad_loss = not _finite(record.summary.loss)
+        bad_roots = [(calls[d.index], d) for d in digests
+                     if not d.finite and d.index < len(calls) and calls[d.index].parent is None]
+        bad_inputs = self._bad_root_inputs(record)
+        if not (initial or bad_params or bad_pgrads or bad_grad or bad_loss or bad_roots
+                or bad_inputs):
             self._broken = False
+            if record.kind == "train":
+                self._last_update = record.step
+            if any(r.get("norm") is not None for r in rows):
+                self._params_seen_finite = record.step
             return
-        if not (bad_grad or bad_params) and _absorbed(record):
-            return   # e.g. -inf logits masked on purpose: the loss and gradients stay finite
+        if not (initial or bad_params or bad_pgrads or bad_grad or bad_loss or bad_inputs) \
+                and _absorbed(bad_roots, values):
+            return   # e.g. -inf logits masked on purpose: nothing else is non-finite
+        if not (initial or bad_params or bad_loss or bad_inputs or bad_roots) \
+                and grad_scaler_in_use():
+            return   # AMP: the GradScaler skips a step whose gradients overflowed
         if self._broken:
             return
-        self._broken = (self._forward(record) or self._backward(record)
-                        or self._optimizer(record, bad_params))
+        self._broken = True
+        if initial:
+            self._weights_before(record, initial)
+        elif bad_inputs:
+            self._data(record, *bad_inputs[0])
+        elif bad_loss and not bad_roots:
+            self._loss(record)   # every module output was finite: the loss code made it
+        elif not (bad_roots and self._forward(record)) \
+                and not (bad_grad and self._backward(record)) \
+                and not (bad_pgrads and self._param_grads(record, bad_pgrads)) \
+                and not (bad_params and self._optimizer(record, bad_params)):
+            self._loss(record)
+
+    # -------------------------------------------------------------- inputs
+    def _bad_root_inputs(self, record: StepRecord) -> list[tuple[CallRecord, list[str]]]:
+        """Root calls whose data inputs held NaN/Inf, with those inputs' paths.
+
+        With probes (``default``/``full``) from the step's values; in ``shapes``
+        mode a root input still alive is checked on the host, only when
+        something else in the step was non-finite (see ``_loss``)."""
+        out = []
+        values = record.values
+        for call in record.calls:
+            if call.parent is not None or is_loss_module(call.module):
+                continue
+            metas = [m for m in call.in_meta if m.get("kind") == "tensor"]
+            paths = []
+            for m, ent in zip(metas, call.in_entries):
+                v = _value(values, ent.finite)
+                if v is None or math.isfinite(v) or self._mask(call.root, m.get("path", ""), ent):
+                    continue
+                paths.append(m.get("path", ""))
+            if paths:
+                out.append((call, paths))
+        return out
+
+    def _mask(self, root: int, path: str, ent: Any) -> bool:
+        """Whether a root input is an additive mask (decided once per input path:
+        the host check runs at most once for a mask passed every step)."""
+        key = (root, path)
+        hit = self._masks.get(key)
+        if hit is None:
+            hit = _mask_like(path, ent)
+            if hit or len(self._masks) < 256:
+                self._masks[key] = hit
+        return hit
+
+    def _data(self, record: StepRecord, call: CallRecord, paths: list[str]) -> None:
+        name = module_label(self.ctx, call.root, call.path)
+        where = f" (input {', '.join(paths[:3])})" if paths else ""
+        self.emit("non_finite", "error", "input", call.root, "",
+                  f"NaN/Inf already in the data entering {name} at step {record.step}"
+                  f"{where}: it comes from the data pipeline or from code that runs before "
+                  f"the model (a missing value, a division by zero, log(0) in "
+                  f"preprocessing). Even where the forward stays finite, the backward or "
+                  f"the update turns it into NaN. Fix: clean the data (torch.nan_to_num, "
+                  f"torch.isfinite filtering, log(x + eps)).", step=record.step)
+
+    # ------------------------------------------------------------- weights
+    def _weights_before(self, record: StepRecord, bad: list[tuple[int, str, str]],
+                        step: int | None = None) -> None:
+        """Parameters already non-finite before step ``step``'s forward."""
+        n = record.step if step is None else step
+        by_owner: dict[tuple[int, str], list[str]] = {}
+        for rid, mpath, pname in bad:
+            by_owner.setdefault((rid, mpath), []).append(pname)
+        for (rid, mpath), names in by_owner.items():
+            listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+            self.emit("non_finite", "error", "forward", rid, mpath,
+                      f"The weights of {module_label(self.ctx, rid, mpath)} ({listed}) were "
+                      f"already NaN/Inf before step {n}'s forward: they were loaded from a "
+                      f"checkpoint or set by hand that way, not made so by an update. "
+                      f"Everything computed from them is NaN. Fix: check the checkpoint "
+                      f"(torch.isfinite(p).all() for each parameter after loading) and the code "
+                      f"that initialises or edits {listed}.", step=record.step)
+
+    def _own_bad_params(self, call: CallRecord) -> list[tuple[int, str, str]]:
+        """Non-finite parameters of a call's own module (host check: only on the
+        rare path where a producer was found)."""
+        module = call.module
+        if module is None:
+            return []
+        with torch.no_grad():
+            return [(call.root, call.path, f"{call.path}.{n}" if call.path else n)
+                    for n, p in module.named_parameters(recurse=False)
+                    if (p.is_floating_point() or p.is_complex()) and not p.is_meta
+                    and not bool(torch.isfinite(p).all())]
 
     # ---------------------------------------------------------------- forward
     def _forward(self, record: StepRecord) -> bool:
@@ -78,86 +244,127 @@ class NonFiniteObserver(Diagnostic):
             inside = [c for c in calls if c.index > call.index and _root_of(c) is call]
             producer = _innermost_producer(inside, by_index)
             if producer is None:
-                return self._root_itself(record, call, d)
-            self._report_producer(record, producer, by_index[producer.index])
+                if not d.inputs_finite:
+                    self._data(record, call, [])
+                    return True
+                producer, d = call, d
+            else:
+                d = by_index[producer.index]
+            self._report_producer(record, producer, d)
             return True
         return False
-
-    def _root_itself(self, record: StepRecord, call: CallRecord, d: CallDigest) -> bool:
-        name = module_label(self.ctx, call.root, call.path)
-        if not d.inputs_finite:
-            where = _nonfinite_inputs(d)
-            self.emit("non_finite", "error", "input", call.root, "",
-                      f"NaN/Inf already in the data entering {name} at step {record.step}"
-                      f"{where}: it comes from the data pipeline or from code that runs before "
-                      f"the model (a missing value, a division by zero, log(0) in "
-                      f"preprocessing). Fix the data, or drop/clean the batch "
-                      f"(torch.nan_to_num, torch.isfinite filtering).", step=record.step)
-            return True
-        self._report_producer(record, call, d)
-        return True
 
     def _report_producer(self, record: StepRecord, call: CallRecord, d: CallDigest) -> None:
         if _is_half(d):
             return  # float16 overflow: fp16_overflow names it, with the fp16-specific fix
-        if call.module is not None and _params_nonfinite(call.module):
-            self._optimizer_from_module(record, call)
+        weights = self._own_bad_params(call)
+        if weights:
+            updated = self._last_update
+            if updated is None or (self._params_seen_finite is not None
+                                   and self._params_seen_finite >= updated):
+                self._weights_before(record, weights)
+            else:
+                self._diverged(record, call, weights, updated)
             return
         loss = is_loss_module(call.module) if call.module is not None else False
         name = module_label(self.ctx, call.root, call.path)
         what = "the loss " if loss else ""
         self.emit("non_finite", "error", "loss" if loss else "forward", call.root, call.path,
                   f"NaN/Inf first appears in the output of {what}{name} ({call.type}) at step "
-                  f"{record.step}, although its inputs were finite. Typical causes: log or sqrt "
-                  f"of zero/negative values, a division by a value that can be zero, exp "
-                  f"overflow, or values grown too large (learning rate too high). Fix: add an "
-                  f"epsilon or clamp inside {name}, use the numerically stable op "
+                  f"{record.step}, although its inputs and weights were finite. Typical causes: "
+                  f"log or sqrt of zero/negative values, a division by a value that can be "
+                  f"zero, exp overflow, or values grown too large (learning rate too high). "
+                  f"Fix: add an epsilon or clamp inside {name}, use the numerically stable op "
                   f"(log_softmax, logsumexp), or lower the learning rate.", step=record.step)
 
-    def _optimizer_from_module(self, record: StepRecord, call: CallRecord) -> None:
-        """The producer's weights were already NaN/Inf: an earlier update diverged."""
-        rows = []
-        root = call.module
-        top = _root_of(call).module
-        with torch.no_grad():
-            for mpath, mod in (top.named_modules() if top is not None else [(call.path, root)]):
-                for pname, p in mod.named_parameters(recurse=False):
-                    rows.append({"root": call.root, "module": mpath,
-                                 "name": f"{mpath}.{pname}" if mpath else pname,
-                                 "norm": 0.0 if bool(torch.isfinite(p).all()) else math.nan})
-        bad = [r for r in rows if not _finite(r["norm"])]
-        fake = StepRecord(max(0, record.step - 1), record.kind, [], _Summary(rows), [], {})
-        self._optimizer(fake, bad)
+    def _diverged(self, record: StepRecord, call: CallRecord, weights: list[tuple[int, str, str]],
+                  updated: int) -> None:
+        """Weights finite at step ``updated``'s forward and gradients finite, but
+        non-finite at the next forward: that update made them so."""
+        names = [n for _, _, n in weights]
+        listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+        self.emit("non_finite", "error", "optimizer", call.root, call.path,
+                  f"After the optimizer update of step {updated}, parameters of "
+                  f"{module_label(self.ctx, call.root, call.path)} ({listed}) are NaN/Inf, "
+                  f"although that step's forward and gradients were finite: the update "
+                  f"diverged (step {record.step}'s forward is the first to use them). Fix: "
+                  f"lower the learning rate, clip gradients (torch.nn.utils.clip_grad_norm_), "
+                  f"or check optimizer settings (eps=0, weight decay).", step=updated)
 
     # --------------------------------------------------------------- backward
     def _backward(self, record: StepRecord) -> bool:
-        bad = [d for d in record.digests if not d.grad_finite]
+        calls, digests = record.calls, record.digests
+        by_index = {d.index: d for d in digests}
+        bad = sorted((d for d in digests if not d.grad_finite and d.index < len(calls)),
+                     key=lambda x: -x.index)
         if not bad:
             return False
-        d = max(bad, key=lambda x: x.index)
-        if _is_half(d):
+        if _is_half(bad[0]):
             # with a GradScaler this is normal AMP (the step is skipped and the scale
             # lowered); without one, fp16_overflow names it
             return True
-        name = module_label(self.ctx, d.root, d.path)
-        self.emit("non_finite", "error", "backward", d.root, d.path,
-                  f"The forward pass of step {record.step} was finite, but the gradient "
-                  f"flowing into the output of {name} ({d.type}) is NaN/Inf: it is the first "
-                  f"non-finite gradient of the backward pass. The operation that consumes this "
-                  f"output (the next layer or the loss) has an infinite derivative there, e.g. "
-                  f"sqrt(0), x**0.5, norm of a zero vector, or log near 0. Fix: add an epsilon "
-                  f"(sqrt(x + 1e-12)), clamp, or use a stable op.", step=record.step)
+        for d in bad:
+            call = calls[d.index]
+            culprit = _finite_consumer(call, calls, by_index)
+            via = "input"
+            if culprit is None:
+                culprit, via = _finite_ancestor(call, by_index), "inside"
+            if culprit is None:
+                continue
+            self._report_backward(record, culprit, call, via)
+            return True
+        d = bad[0]
+        call = calls[d.index]
+        name = module_label(self.ctx, call.root, call.path)
+        self.emit("non_finite", "error", "backward", call.root, call.path,
+                  f"The gradient arriving at the output of {name} ({call.type}) at step "
+                  f"{record.step} is NaN/Inf while the forward was finite: the backward of the "
+                  f"code after it (the loss computation) has an infinite derivative there, "
+                  f"e.g. sqrt(0), x**0.5, the norm of a zero vector, or log near 0. Fix: add an "
+                  f"epsilon (sqrt(x + 1e-12)), clamp, or use a stable op.", step=record.step)
         return True
+
+    def _report_backward(self, record: StepRecord, culprit: CallRecord, fed: CallRecord,
+                         via: str) -> None:
+        name = module_label(self.ctx, culprit.root, culprit.path)
+        fed_name = module_label(self.ctx, fed.root, fed.path)
+        where = (f"the gradient it passed back to its input (the output of {fed_name}, "
+                 f"{fed.type})" if via == "input" else
+                 f"a gradient computed inside it (the one flowing into {fed_name}, {fed.type})")
+        self.emit("non_finite", "error", "backward", culprit.root, culprit.path,
+                  f"The backward of {name} ({culprit.type}) produced the first NaN/Inf gradient "
+                  f"at step {record.step}: the gradient at its output was finite, but {where} "
+                  f"is not, while the forward was finite. An operation in {name} has an "
+                  f"infinite derivative at these values, e.g. sqrt(0), x**0.5, the norm of a "
+                  f"zero vector (x / x.norm()), or log near 0. Fix: add an epsilon inside the "
+                  f"root or the division (sqrt(x + 1e-12)), clamp, or use a stable op "
+                  f"(F.normalize).", step=record.step)
+
+    def _param_grads(self, record: StepRecord, bad: list[dict[str, Any]]) -> bool:
+        """Parameter gradients non-finite while every output gradient was finite."""
+        by_owner: dict[tuple[int, str], list[str]] = {}
+        for r in bad:
+            rid = r.get("root") if isinstance(r.get("root"), int) else 0
+            by_owner.setdefault((rid, r.get("module", "")), []).append(r["name"])
+        for (rid, mpath), names in by_owner.items():
+            listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+            self.emit("non_finite", "error", "backward", rid, mpath,
+                      f"The gradient of {listed} is NaN/Inf at step {record.step} although the "
+                      f"forward and the gradients of the activations were finite: an "
+                      f"operation on the weight itself (sqrt, log, division, a norm) has an "
+                      f"infinite derivative. Fix: add an epsilon or clamp where "
+                      f"{module_label(self.ctx, rid, mpath)} transforms its weight.",
+                      step=record.step)
+        return bool(by_owner)
 
     # -------------------------------------------------------------- optimizer
     def _optimizer(self, record: StepRecord, bad_params: list[dict[str, Any]]) -> bool:
-        if not bad_params:
-            return False
         by_root: dict[Any, dict[str, str]] = {}
         for r in record.summary.params:
             if r.get("norm") is not None:
                 by_root.setdefault(r.get("root"), {})[r["name"]] = r.get("module", "")
         flagged = {r["name"] for r in bad_params}
+        done = False
         for root, owners in by_root.items():
             names = sorted(n for n in owners if n in flagged)
             if not names:
@@ -165,48 +372,122 @@ class NonFiniteObserver(Diagnostic):
             for mod in maximal_modules(owners, flagged):
                 rid = root if isinstance(root, int) else 0
                 listed = [n for n in names if n.startswith(mod)] if mod else names
+                done = True
                 self.emit("non_finite", "error", "optimizer", rid, mod,
                           f"After optimizer step {record.step}, parameters of "
                           f"{module_label(self.ctx, rid, mod)} became NaN/Inf "
                           f"({', '.join(listed[:4])}{' ...' if len(listed) > 4 else ''}) "
-                          f"although the forward and backward were finite: the update "
-                          f"diverged. Fix: lower the learning rate, clip gradients "
+                          f"although they, the forward and the gradients were finite: the "
+                          f"update diverged. Fix: lower the learning rate, clip gradients "
                           f"(torch.nn.utils.clip_grad_norm_), or check optimizer settings "
-                          f"(eps, weight decay).", step=record.step)
+                          f"(eps=0, weight decay).", step=record.step)
+        return done
+
+    # ------------------------------------------------------------------- loss
+    def _loss(self, record: StepRecord) -> None:
+        """The loss is non-finite while every module output was (a functional loss),
+        or nothing the probes saw explains it (``shapes`` mode, where the live root
+        inputs are checked on the host first, for this incident only)."""
+        calls = record.calls
+        shapes = self.ctx.mode == "shapes"
+        if shapes:
+            for call in calls:
+                if call.parent is None and not is_loss_module(call.module):
+                    paths = _host_bad_inputs(call)
+                    if paths:
+                        self._data(record, call, paths)
+                        return
+        loss_calls = [c for c in calls if c.parent is None and is_loss_module(c.module)]
+        models = [c for c in calls if c.parent is None and not is_loss_module(c.module)]
+        at = loss_calls[-1] if loss_calls else (models[-1] if models else None)
+        rid, path = (at.root, at.path) if at is not None else (0, "")
+        loss = record.summary.loss
+        what = (f"The loss of step {record.step} is {loss}" if not _finite(loss) else
+                f"A value TensorScope checked at step {record.step} is NaN/Inf")
+        hint = (" (shapes mode probes nothing on the device: run with --mode default to "
+                "find the module that produced it)" if shapes else
+                ", although every module output TensorScope checked was finite: it was "
+                "produced by the code that computes the loss outside the modules")
+        self.emit("non_finite", "error", "loss", rid, path,
+                  f"{what}{hint}. Typical causes: log of zero or of a negative value, a "
+                  f"division by zero, sqrt of a negative value. Fix: add an epsilon or clamp "
+                  f"in the loss, or use the stable functional form (F.cross_entropy on "
+                  f"logits, F.binary_cross_entropy_with_logits).", step=record.step)
+
+
+def _mask_like(path: str, ent: Any) -> bool:
+    """An input that is an additive mask: named so, or (checked on the host, on
+    this rare path) holding only zeros besides its infinities."""
+    low = path.lower()
+    if any(n in low for n in MASK_NAMES):
         return True
-
-
-def _params_nonfinite(module: Any) -> bool:
-    """Whether a module's own parameters hold NaN/Inf (host check: only on the rare
-    path where a producer was found)."""
-    with torch.no_grad():
-        return any(not bool(torch.isfinite(p).all()) for p in module.parameters(recurse=False))
-
-
-def _absorbed(record: StepRecord) -> bool:
-    """A training step whose non-finite outputs never reached the loss or a gradient."""
-    if record.kind != "train" or not _finite(record.summary.loss):
+    t = ent.ref() if ent is not None else None
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
         return False
-    calls = record.calls
-    for d in record.digests:
-        call = calls[d.index] if d.index < len(calls) else None
-        if call is not None and call.parent is None and not d.finite \
-                and is_loss_module(call.module):
+    with torch.no_grad():
+        if bool(torch.isnan(t).any()):
             return False
-    return any(d.grad_norm is not None for d in record.digests)
+        fin = t[torch.isfinite(t)]
+        return fin.numel() > 0 and not bool(fin.any())
 
 
-class _Summary:
-    """The part of a StepSummary that ``_optimizer`` reads."""
+def _host_bad_inputs(call: CallRecord) -> list[str]:
+    """``shapes`` mode: the root's data inputs still alive that hold NaN/Inf."""
+    metas = [m for m in call.in_meta if m.get("kind") == "tensor"]
+    out = []
+    with torch.no_grad():
+        for m, ent in zip(metas, call.in_entries):
+            t = ent.ref()
+            if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) \
+                    and not bool(torch.isfinite(t).all()) and not _mask_like(m.get("path", ""), ent):
+                out.append(m.get("path", ""))
+    return out
 
-    def __init__(self, params: list[dict[str, Any]]) -> None:
-        self.params = params
+
+def _absorbed(bad_roots: list[tuple[CallRecord, CallDigest]], values: list[float]) -> bool:
+    """Only model outputs are non-finite, and only as infinities (``-inf`` masked
+    logits), never NaN, and no loss module's output."""
+    for call, _ in bad_roots:
+        if is_loss_module(call.module):
+            return False
+        for ent in call.out_entries:
+            v = _value(values, ent.finite)
+            if v is not None and math.isnan(v):
+                return False
+    return True
 
 
 def _root_of(call: CallRecord) -> CallRecord:
     while call.parent is not None:
         call = call.parent
     return call
+
+
+def _grad_ok(d: CallDigest | None) -> bool:
+    return d is not None and d.grad_norm is not None and d.grad_finite
+
+
+def _finite_consumer(call: CallRecord, calls: list[CallRecord],
+                     by_index: dict[int, CallDigest]) -> CallRecord | None:
+    """The innermost call that took one of ``call``'s outputs as input and whose own
+    output gradient was finite."""
+    outs = {id(e) for e in call.out_entries}
+    if not outs:
+        return None
+    found = [c for c in calls if c.index > call.index and not _encloses(c, call)
+             and any(id(e) in outs for e in c.in_entries)]
+    ok = [c for c in found if _grad_ok(by_index.get(c.index))]
+    inner = [c for c in ok if not any(_encloses(c, o) for o in ok if o is not c)]
+    return min(inner, key=lambda c: c.index) if inner else None
+
+
+def _finite_ancestor(call: CallRecord, by_index: dict[int, CallDigest]) -> CallRecord | None:
+    p = call.parent
+    while p is not None:
+        if _grad_ok(by_index.get(p.index)):
+            return p
+        p = p.parent
+    return None
 
 
 def _innermost_producer(inside: list[CallRecord],
@@ -225,12 +506,6 @@ def _encloses(outer: CallRecord, call: CallRecord) -> bool:
             return True
         p = p.parent
     return False
-
-
-def _nonfinite_inputs(d: CallDigest) -> str:
-    paths = [m["path"] for m in d.inputs if m.get("kind") == "tensor"
-             and str(m.get("dtype", "")).startswith(("float", "bfloat", "complex"))]
-    return f" (input {paths[0]})" if len(paths) == 1 else ""
 
 
 def _is_half(d: CallDigest) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
+import warnings
 
 import torch
 
@@ -32,6 +33,8 @@ def grad_scaler_in_use() -> bool:
     if now - float(_CACHE["at"]) < _TTL:
         return bool(_CACHE["value"])
     types = _scaler_types()
-    found = bool(types) and any(isinstance(o, types) for o in gc.get_objects())
+    with warnings.catch_warnings():   # isinstance on some objects warns (deprecated aliases)
+        warnings.simplefilter("ignore")
+        found = bool(types) and any(isinstance(o, types) for o in gc.get_objects())
     _CACHE["at"], _CACHE["value"] = now, found
     return found

@@ -40,15 +40,25 @@ def json_safe(value: Any) -> Any:
 
 
 class _ModuleInfo:
-    __slots__ = ("calls", "inputs", "outputs", "last_stats", "last_grad_norm", "type")
+    __slots__ = ("calls", "inputs", "outputs", "last_stats", "last_grad_norm", "type",
+                 "signatures", "any_inputs", "any_outputs")
 
     def __init__(self, type_: str) -> None:
         self.type = type_
         self.calls = 0
-        self.inputs: list[dict[str, Any]] = []
+        self.inputs: list[dict[str, Any]] = []    # of the last call of a training step
         self.outputs: list[dict[str, Any]] = []
+        self.any_inputs: list[dict[str, Any]] = []   # of the last call (a fallback)
+        self.any_outputs: list[dict[str, Any]] = []
         self.last_stats: dict[str, Any] | None = None
         self.last_grad_norm: float | None = None
+        # (ids of the input and output metas, training step) -> [inputs, outputs, mode, calls]
+        self.signatures: dict[tuple, list[Any]] = {}
+
+
+def _sig_entry(m: dict[str, Any]) -> dict[str, Any]:
+    """A tensor meta as a signature shows it: path, shape, dtype, device."""
+    return {k: m.get(k) for k in ("path", "shape", "dtype", "device") if k in m}
 
 
 def _news(row: dict[str, Any], known: dict[str, Any]) -> bool:
@@ -71,7 +81,9 @@ class ReportBuilder:
         self.tree: list[dict[str, Any]] = []
         self.modules: dict[tuple[int, str], _ModuleInfo] = {}
         self.devices: list[str] = []
-        self.steps = 0
+        self.steps = 0             # training steps
+        self.inference_steps = 0   # every other step (evaluation, prediction)
+        self._pending: list[tuple[_ModuleInfo, list[dict[str, Any]], list[dict[str, Any]]]] = []
         self.params: dict[str, dict[str, Any]] = {}
         self.losses: list[list[Any]] = []        # [step, loss] of training steps
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
@@ -88,7 +100,7 @@ class ReportBuilder:
         if isinstance(msg, CallDigest):
             self._digest(msg)
         elif isinstance(msg, StepSummary):
-            self.steps += 1
+            self._step_done(msg.kind)
             for row in msg.params:  # keep each field's latest known value
                 known = self.params.get(row.get("name"))
                 if known is None:
@@ -128,7 +140,8 @@ class ReportBuilder:
         if info is None:
             info = self.modules[key] = _ModuleInfo(d.type)
         info.calls += 1
-        info.inputs, info.outputs = d.inputs, d.outputs
+        info.any_inputs, info.any_outputs = d.inputs, d.outputs
+        self._pending.append((info, d.inputs, d.outputs))
         if d.stats is not None:
             info.last_stats = d.stats
         if d.grad_norm is not None:
@@ -137,6 +150,25 @@ class ReportBuilder:
             dev = m.get("device")
             if dev and dev not in self.devices:
                 self.devices.append(dev)
+
+    def _step_done(self, kind: str) -> None:
+        """A step's summary arrived after its digests: count it, and file its calls
+        under their signatures (training or inference)."""
+        training = kind != "inference"
+        if training:
+            self.steps += 1
+        else:
+            self.inference_steps += 1
+        for info, inputs, outputs in self._pending:
+            if training:
+                info.inputs, info.outputs = inputs, outputs
+            key = (tuple(map(id, inputs)), tuple(map(id, outputs)), training)
+            sig = info.signatures.get(key)
+            if sig is None:   # keeps the metas alive, so their ids stay unique
+                info.signatures[key] = [inputs, outputs, training, 1]
+            else:
+                sig[3] += 1
+        self._pending = []
 
     def close(self) -> None:
         """Write the report (once)."""
@@ -152,8 +184,8 @@ class ReportBuilder:
             "script": hello.script, "argv": list(hello.argv),
             "exit_code": self.exit_code if self.exit_code is not None else 0,
             "torch": hello.torch, "devices": self.devices or list(hello.devices[:1]),
-            "mode": hello.mode, "steps": self.steps, "dropped_events": self.dropped,
-            "rank": hello.rank, "world_size": hello.world_size,
+            "mode": hello.mode, "steps": self.steps, "inference_steps": self.inference_steps,
+            "dropped_events": self.dropped, "rank": hello.rank, "world_size": hello.world_size,
             "roots": [self._root(r) for r in self.tree],
             "parameters": [_param(p) for p in self.params.values()],
             "findings": sorted(self.findings.values(),
@@ -188,10 +220,13 @@ class ReportBuilder:
         info = self.modules.get((rid, path))
         if info is None:
             return {"calls": 0, "inputs": [], "outputs": [], "last_stats": None,
-                    "last_grad_norm": None}
-        return {"calls": info.calls, "inputs": [_meta(m) for m in info.inputs],
-                "outputs": [_meta(m) for m in info.outputs], "last_stats": info.last_stats,
-                "last_grad_norm": info.last_grad_norm}
+                    "last_grad_norm": None, "signatures": []}
+        trained = bool(info.inputs or info.outputs)
+        inputs = info.inputs if trained else info.any_inputs
+        outputs = info.outputs if trained else info.any_outputs
+        return {"calls": info.calls, "inputs": [_meta(m) for m in inputs],
+                "outputs": [_meta(m) for m in outputs], "last_stats": info.last_stats,
+                "last_grad_norm": info.last_grad_norm, "signatures": _signatures(info)}
 
     def write(self, path: str) -> None:
         """Write the report atomically (a temporary file renamed over ``path``)."""
@@ -209,6 +244,22 @@ class ReportBuilder:
                 os.unlink(tmp)
             raise
         self.written = True
+
+
+def _signatures(info: _ModuleInfo) -> list[dict[str, Any]]:
+    """Distinct (input metas, output metas, training) of a module's calls, most called
+    first; equal shapes/dtypes/devices seen through different meta dicts are merged."""
+    merged: dict[str, dict[str, Any]] = {}
+    for inputs, outputs, training, calls in info.signatures.values():
+        entry = {"inputs": [_sig_entry(m) for m in inputs],
+                 "outputs": [_sig_entry(m) for m in outputs],
+                 "mode": "train" if training else "inference"}
+        key = json.dumps(entry, sort_keys=True, default=str)
+        if key in merged:
+            merged[key]["calls"] += calls
+        else:
+            merged[key] = {**entry, "calls": calls}
+    return sorted(merged.values(), key=lambda e: -e["calls"])
 
 
 def _meta(m: dict[str, Any]) -> dict[str, Any]:

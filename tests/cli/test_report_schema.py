@@ -89,9 +89,14 @@ def test_report_folds_events_and_sanitises_non_finite_numbers(tmp_path):
     b.close()
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["script"] == "train.py" and data["argv"] == ["--epochs", "2"]
-    assert data["exit_code"] == 1 and data["steps"] == 3 and data["dropped_events"] == 4
+    assert data["exit_code"] == 1 and data["dropped_events"] == 4
+    assert data["steps"] == 2 and data["inference_steps"] == 1
     mods = {m["path"]: m for m in data["roots"][0]["modules"]}
     assert mods["fc"]["calls"] == 2 and mods["unused"]["calls"] == 0
+    assert mods["fc"]["signatures"] == [{"inputs": [], "outputs": [
+        {"path": "out", "shape": [2, 5], "dtype": "float32", "device": "cpu"}],
+        "mode": "train", "calls": 2}]
+    assert mods["unused"]["signatures"] == []
     assert mods["fc"]["last_stats"]["min"] == "-Infinity" and mods["fc"]["last_stats"]["max"] == "NaN"
     assert data["findings"] == [{"kind": "exception", "severity": "error", "step": 1,
                                  "phase": "forward", "root": 0, "module": "fc",

@@ -1,0 +1,176 @@
+"""``tiny_updates`` and ``huge_updates``: updates far too small or far too large.
+
+Reads the update-to-weight ratios ``||p_after - p_before|| / ||p_after||`` that
+the parameter tracker already measures on statistics steps (every
+``stats_every`` steps, in every mode but ``shapes``): no device work of its
+own. A check is a step whose summary carries ratios. Only trainable
+parameters with a non-zero, finite gradient and a non-zero norm count;
+"most" is weighted by element count, so biases and norms initialised at zero
+(whose ratio is large on purpose) do not decide. Parameters of a group whose
+learning rate is exactly 0 do not count while another group trains (a part
+frozen on purpose).
+
+* ``tiny_updates``: on ``TINY_CHECKS`` (3) consecutive checks, most counted
+  parameters moved by less than ``TINY_RATIO`` (1e-7) of their norm, while
+  their gradients were non-zero (healthy training is usually between 1e-4
+  and 1e-2). A check where a group's learning rate grew since the last one
+  (a warmup) restarts the count. The message names the optimizer groups and
+  their learning rates. Causes: a learning rate far too low (1e-9 typed for
+  1e-3), ``lr=0`` in every group, a scheduler decayed to zero, a GradScaler
+  skipping every step.
+* ``huge_updates``: on ``HUGE_CHECKS`` (2) consecutive checks most counted
+  parameters moved by more than ``HUGE_RATIO`` (0.1) of their norm, or on
+  one check by more than ``HUGE_ONCE`` (1.0, the weights rewritten
+  entirely): the weights are rewritten every step, usually before the loss
+  diverges. Causes: a learning rate far too high, a missing ``zero_grad``
+  combined with a large rate, a warmup that is missing.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.observer import StepRecord
+
+TINY_RATIO = 1e-7
+TINY_CHECKS = 3
+HUGE_RATIO = 0.1
+HUGE_CHECKS = 2
+HUGE_ONCE = 1.0
+MOST = 0.5   # fraction of the counted elements
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for s in shape or ():
+        n *= int(s)
+    return n
+
+
+class UpdateRatioObserver(Diagnostic):
+    """Update-to-weight ratios that stay far too small or far too large."""
+
+    def __init__(self) -> None:
+        self._tiny: list[int] = []     # steps of the current run of tiny checks
+        self._huge: list[int] = []
+        self._lrs: dict[tuple[int, int], float] = {}
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """Judge the ratios of a statistics step."""
+        rows = [r for r in record.summary.params if r.get("update_ratio") is not None]
+        if not rows:
+            return
+        groups = self._groups()
+        warming = self._warming(groups)
+        zero_lr = {pid for (_, _, lr, ids) in groups if lr == 0 for pid in ids}
+        training = any(lr for (_, _, lr, _) in groups)
+        pids = self._param_ids() if zero_lr and training else {}
+        total = tiny = huge = once = 0
+        ratios: list[tuple[float, int]] = []
+        for r in rows:
+            g, p, ratio = r.get("grad_norm"), r.get("norm"), r["update_ratio"]
+            # an infinite gradient counts as non-zero (a GradScaler skipping the step)
+            if not (isinstance(g, (int, float)) and not math.isnan(g) and g > 0 and p
+                    and math.isfinite(p) and math.isfinite(ratio)):
+                continue
+            if pids and pids.get(r.get("name")) in zero_lr:
+                continue   # a group frozen with lr=0 while others train
+            n = _numel(r.get("shape"))
+            total += n
+            ratios.append((ratio, n))
+            if ratio < TINY_RATIO:
+                tiny += n
+            if ratio > HUGE_RATIO:
+                huge += n
+            if ratio > HUGE_ONCE:
+                once += n
+        if not total:
+            return
+        self._tiny = self._tiny + [record.step] if tiny > MOST * total and not warming else []
+        self._huge = self._huge + [record.step] if huge > MOST * total else []
+        median = _weighted_median(ratios)
+        if len(self._tiny) >= TINY_CHECKS:
+            self._report_tiny(record, median, groups)
+            self._tiny = []
+        if len(self._huge) >= HUGE_CHECKS or once > MOST * total:
+            self._report_huge(record, median, groups)
+            self._huge = []
+
+    # -------------------------------------------------------------- groups
+    def _groups(self) -> list[tuple[int, int, float, set[int]]]:
+        """``(optimizer, group, lr, parameter ids)`` of every optimizer group."""
+        out = []
+        for k, opt in enumerate(getattr(self.ctx, "optimizers", []) or []):
+            for g, group in enumerate(getattr(opt, "param_groups", [])):
+                lr = group.get("lr")
+                try:
+                    lr = float(lr)
+                except (TypeError, ValueError):
+                    lr = math.nan
+                out.append((k, g, lr, {id(p) for p in group.get("params", [])}))
+        return out
+
+    def _warming(self, groups: list[tuple[int, int, float, set[int]]]) -> bool:
+        """Whether a group's learning rate grew since the last check (a warmup)."""
+        grew = False
+        for k, g, lr, _ in groups:
+            before = self._lrs.get((k, g))
+            if before is not None and lr > before:
+                grew = True
+            self._lrs[(k, g)] = lr
+        return grew
+
+    def _param_ids(self) -> dict[str, int]:
+        """Parameter name (as in the summary rows) -> id (the rare path only)."""
+        out = {}
+        for root in self.ctx.roots:
+            for name, p in root.named_parameters():
+                out.setdefault(name, id(p))
+        return out
+
+    def _describe_groups(self, groups: list[tuple[int, int, float, set[int]]]) -> str:
+        if not groups:
+            return "no optimizer known (a manual update)"
+        parts = [f"optimizer{k} group{g} lr={lr:g}" + (" (lr=0)" if lr == 0 else "")
+                 for k, g, lr, _ in groups[:6]]
+        return ", ".join(parts) + (" ..." if len(groups) > 6 else "")
+
+    # ------------------------------------------------------------- reports
+    def _report_tiny(self, record: StepRecord, median: float,
+                     groups: list[tuple[int, int, float, set[int]]]) -> None:
+        steps = self._tiny
+        self.emit("tiny_updates", "warning", "optimizer", 0, "",
+                  f"The optimizer barely changes the weights of {module_label(self.ctx, 0, '')}: "
+                  f"at steps {', '.join(map(str, steps))} most trainable parameters moved by "
+                  f"less than {TINY_RATIO:g} of their norm (median update/weight ratio "
+                  f"{median:.1e}; healthy training is usually 1e-4 to 1e-2), while their "
+                  f"gradients were non-zero. Groups: {self._describe_groups(groups)}. The model "
+                  f"is not learning. Usual causes: a learning rate far too low (1e-9 typed "
+                  f"for 1e-3), lr=0 in a group, a scheduler decayed to zero, a GradScaler "
+                  f"skipping every step. Fix: check the learning rate the optimizer really "
+                  f"uses (optimizer.param_groups[i]['lr']) and the scheduler.", step=record.step)
+
+    def _report_huge(self, record: StepRecord, median: float,
+                     groups: list[tuple[int, int, float, set[int]]]) -> None:
+        steps = self._huge or [record.step]
+        self.emit("huge_updates", "warning", "optimizer", 0, "",
+                  f"Each optimizer step rewrites the weights of "
+                  f"{module_label(self.ctx, 0, '')}: at steps {', '.join(map(str, steps))} most "
+                  f"trainable parameters moved by more than {HUGE_RATIO:g} of their norm "
+                  f"(median update/weight ratio {median:.2g}; healthy training is usually 1e-4 "
+                  f"to 1e-2). Groups: {self._describe_groups(groups)}. The loss will "
+                  f"oscillate or diverge. Fix: lower the learning rate (by 10-100x), add a "
+                  f"warmup, or clip gradients (torch.nn.utils.clip_grad_norm_).",
+                  step=record.step)
+
+
+def _weighted_median(ratios: list[tuple[float, int]]) -> float:
+    ratios = sorted(ratios)
+    half = sum(n for _, n in ratios) / 2
+    acc = 0
+    for r, n in ratios:
+        acc += n
+        if acc >= half:
+            return r
+    return ratios[-1][0] if ratios else math.nan
