@@ -53,6 +53,7 @@ from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_
     is_loss_module, is_loss_type, iter_tensors, module_label, producing_fn
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
                   "SigmoidBackward0": "sigmoid"}
 _EXPECTS_LOGITS: dict[type, tuple[str, ...]] = {
@@ -113,9 +114,10 @@ class LossInputObserver(Diagnostic):
 
     def _wrap(self, orig: Callable[..., Any], name: str, check: str) -> Callable[..., Any]:
         observer, ts_orig, ts_name, ts_check = self, orig, name, check
+        ts_compiling = _is_compiling
 
         def loss(*args: Any, **kwargs: Any) -> Any:
-            if observer._active and not observer._in_loss_module:
+            if observer._active and not observer._in_loss_module and not ts_compiling():
                 observer._functional_call(ts_name, ts_check, args, kwargs)
                 value = ts_orig(*args, **kwargs)
                 observer._functional_value(value)
