@@ -11,9 +11,13 @@ Three kinds of message:
 * **requests** travel from the GUI to training (``Pause``, ``GetTensor`` ...);
 * **responses** answer a request, matched by the request's ``seq``.
 
-Every message has a ``TYPE`` string used on the wire. ``to_dict`` and
-``from_dict`` convert to and from the wire form; unknown fields in a received
-dict are ignored (forward compatible), missing fields take their defaults.
+Every message has a ``TYPE`` string used on the wire
+(``tensorscope.common.protocol`` encodes and decodes it; unknown fields in a
+received body are ignored, missing fields take their defaults). Each class
+also declares how the consumers that must choose treat it (see ``Message``):
+whether a slow live stream may drop it, how it is queued and replayed, and
+whether it commits a recording's batch. Adding a message means adding its
+class here and a handler where it is shown or folded.
 
 Conventions used by the fields:
 
@@ -29,7 +33,6 @@ Conventions used by the fields:
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -38,8 +41,6 @@ PROTOCOL_VERSION = 1
 #: ``(rank, root, path)``: the name of a module of one rank of a job.
 ModuleKey = tuple[int, int, str]
 
-SEVERITIES = ("info", "warning", "error")
-PHASES = ("input", "forward", "loss", "backward", "optimizer")
 STAT_KEYS = ("min", "max", "mean", "std", "norm", "nan", "inf", "zero_fraction")
 
 
@@ -85,28 +86,56 @@ def tensor_meta(
     }
 
 
+@dataclass(frozen=True)
+class Keep:
+    """How a consumer that cannot keep every message of one type keeps them.
+
+    ``how`` is ``"ring"`` (the newest ``size``), ``"latest"`` (one per
+    ``Message.slot()``: a newer one replaces the older) or ``"clear"`` (the
+    message empties its slot and is not kept itself). ``name`` is what a lost
+    one is counted as (``Sender.lost``).
+    """
+
+    how: str
+    size: int = 0
+    name: str = ""
+
+
+#: step summaries (and step starts) the live stream keeps for a stalled GUI
+STREAM_RING = 10_000
+#: step summaries a GUI that attaches later is replayed
+REPLAY_RING = 256
+
+
 @dataclass
 class Message:
-    """Base class: a numbered, typed message."""
+    """Base class: a numbered, typed message.
+
+    The class attributes below are its policies, read by the consumers that
+    must choose (each reads only its own): the sender
+    (``tensorscope.training.sender``: ``droppable``, ``queued``), the live hub
+    (``tensorscope.training.live``: ``replayed``, ``replay_order``) and the
+    recorder (``tensorscope.training.recording``: ``commits_recording``).
+    """
 
     TYPE: ClassVar[str] = ""
     KIND: ClassVar[str] = "event"  # "event" | "request" | "response"
+    #: the live stream drops it beyond a cap when the GUI reads slowly (counted
+    #: in ``Dropped``): the bulk, repeated every step
+    droppable: ClassVar[bool] = False
+    #: how the live stream queues it for a slow GUI; None: every one is sent
+    queued: ClassVar[Keep | None] = None
+    #: what the live hub replays to a GUI that attaches later; None: nothing
+    replayed: ClassVar[Keep | None] = None
+    #: the replay sends lower orders first
+    replay_order: ClassVar[int] = 0
+    #: a recording commits its batch at once when this message arrives
+    commits_recording: ClassVar[bool] = False
     seq: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        """The msgpack-ready body of this message (without type and seq)."""
-        body = dataclasses.asdict(self)
-        body.pop("seq", None)
-        return body
-
-    @classmethod
-    def from_dict(cls, body: dict[str, Any], seq: int = 0) -> "Message":
-        """Build from a received body; unknown keys are ignored."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"seq"}
-        kwargs = {k: v for k, v in body.items() if k in names}
-        msg = cls(**kwargs)
-        msg.seq = seq
-        return msg
+    def slot(self) -> tuple[Any, ...]:
+        """The key under which a newer message replaces an older one (``Keep("latest")``)."""
+        return (self.TYPE,)
 
 
 MESSAGE_TYPES: dict[str, type[Message]] = {}
@@ -125,6 +154,9 @@ class Hello(Message):
     """First event of a session: who is training, where."""
 
     TYPE: ClassVar[str] = "hello"
+    replayed: ClassVar[Keep | None] = Keep("latest")
+    replay_order: ClassVar[int] = 0
+    commits_recording: ClassVar[bool] = True
     script: str = ""
     argv: list[str] = field(default_factory=list)
     pid: int = 0
@@ -157,6 +189,8 @@ class ModuleTree(Message):
     """
 
     TYPE: ClassVar[str] = "module_tree"
+    replayed: ClassVar[Keep | None] = Keep("latest")
+    replay_order: ClassVar[int] = 1
     roots: list[dict[str, Any]] = field(default_factory=list)
     rank: int = 0
 
@@ -167,6 +201,7 @@ class StepBegin(Message):
     """A new step starts (emitted lazily, at its first module call)."""
 
     TYPE: ClassVar[str] = "step_begin"
+    queued: ClassVar[Keep | None] = Keep("ring", STREAM_RING, "step starts")
     step: int = 0
     rank: int = 0
 
@@ -188,6 +223,7 @@ class CallDigest(Message):
     """
 
     TYPE: ClassVar[str] = "call_digest"
+    droppable: ClassVar[bool] = True
     step: int = 0
     rank: int = 0
     index: int = 0
@@ -222,6 +258,10 @@ class StepSummary(Message):
     """
 
     TYPE: ClassVar[str] = "step_summary"
+    queued: ClassVar[Keep | None] = Keep("ring", STREAM_RING, "summaries")
+    replayed: ClassVar[Keep | None] = Keep("ring", REPLAY_RING)
+    replay_order: ClassVar[int] = 3
+    commits_recording: ClassVar[bool] = True
     step: int = 0
     rank: int = 0
     kind: str = "train"
@@ -251,6 +291,9 @@ class Scalars(Message):
     """
 
     TYPE: ClassVar[str] = "scalars"
+    queued: ClassVar[Keep | None] = Keep("ring", STREAM_RING, "logged scalars")
+    replayed: ClassVar[Keep | None] = Keep("ring", REPLAY_RING)
+    replay_order: ClassVar[int] = 4
     step: int = 0
     rank: int = 0
     source: str = "user"
@@ -281,12 +324,18 @@ class GraphStructure(Message):
     """
 
     TYPE: ClassVar[str] = "graph_structure"
+    queued: ClassVar[Keep | None] = Keep("latest", name="graph")
+    replayed: ClassVar[Keep | None] = Keep("latest")
+    replay_order: ClassVar[int] = 2
     step: int = 0
     rank: int = 0
     kind: str = "module"
     hash: str = ""
     nodes: list[dict[str, Any]] = field(default_factory=list)
     edges: list[list[Any]] = field(default_factory=list)
+
+    def slot(self) -> tuple[Any, ...]:
+        return ("graph", self.rank, self.kind)
 
 
 @_register
@@ -295,6 +344,9 @@ class Finding(Message):
     """A diagnostic: once per (rank, kind, root, module), ``count`` grows after."""
 
     TYPE: ClassVar[str] = "finding"
+    queued: ClassVar[Keep | None] = Keep("latest", name="finding")
+    replayed: ClassVar[Keep | None] = Keep("latest")
+    replay_order: ClassVar[int] = 5
     kind: str = ""
     severity: str = "warning"
     step: int = 0
@@ -310,6 +362,9 @@ class Finding(Message):
         """``(rank, kind, root, module)``: what a finding is deduplicated by."""
         return (self.rank, self.kind, self.root, self.module)
 
+    def slot(self) -> tuple[Any, ...]:
+        return ("finding", *self.key)
+
 
 @_register
 @dataclass
@@ -317,6 +372,10 @@ class ExceptionRaised(Message):
     """An exception escaped the script (or a module): type, message, where."""
 
     TYPE: ClassVar[str] = "exception"
+    queued: ClassVar[Keep | None] = Keep("ring", 64, "exceptions")
+    replayed: ClassVar[Keep | None] = Keep("ring", 32)
+    replay_order: ClassVar[int] = 6
+    commits_recording: ClassVar[bool] = True
     step: int = 0
     rank: int = 0
     root: int | None = None
@@ -341,6 +400,10 @@ class PausedAt(Message):
     """
 
     TYPE: ClassVar[str] = "paused_at"
+    queued: ClassVar[Keep | None] = Keep("latest", name="pause")
+    replayed: ClassVar[Keep | None] = Keep("latest")
+    replay_order: ClassVar[int] = 7
+    commits_recording: ClassVar[bool] = True
     step: int = 0
     rank: int = 0
     where: str = "step"
@@ -351,6 +414,9 @@ class PausedAt(Message):
     detail: str = ""
     tensors: list[dict[str, Any]] = field(default_factory=list)
 
+    def slot(self) -> tuple[Any, ...]:
+        return ("pause", self.rank)
+
 
 @_register
 @dataclass
@@ -358,8 +424,13 @@ class Resumed(Message):
     """Training left a pause."""
 
     TYPE: ClassVar[str] = "resumed"
+    queued: ClassVar[Keep | None] = Keep("latest", name="pause")
+    replayed: ClassVar[Keep | None] = Keep("clear")
     step: int = 0
     rank: int = 0
+
+    def slot(self) -> tuple[Any, ...]:
+        return ("pause", self.rank)  # a resume clears its rank's pause
 
 
 @_register
@@ -368,6 +439,7 @@ class Dropped(Message):
     """The live stream dropped ``count`` digests (the GUI fell behind)."""
 
     TYPE: ClassVar[str] = "dropped"
+    queued: ClassVar[Keep | None] = Keep("latest", name="dropped")
     count: int = 0
     rank: int = 0
 
@@ -378,6 +450,7 @@ class Bye(Message):
     """Last event: the script ended."""
 
     TYPE: ClassVar[str] = "bye"
+    commits_recording: ClassVar[bool] = True
     exit_code: int = 0
     steps: int = 0
     rank: int = 0
@@ -493,6 +566,7 @@ class Response(Message):
 
     TYPE: ClassVar[str] = "response"
     KIND: ClassVar[str] = "response"
+    queued: ClassVar[Keep | None] = Keep("ring", 1024, "responses")
     request_seq: int = 0
     ok: bool = True
     error: str = ""

@@ -7,7 +7,7 @@ msgpack. The msgpack payload is an array ``[version, type, seq, body]``:
 * ``type`` is a message ``TYPE`` from ``tensorscope.common.events`` (or a handshake
   type starting with ``"_"``);
 * ``seq`` is the message number;
-* ``body`` is a map, the message's ``to_dict()``.
+* ``body`` is a map of the message's fields (``body_of``), ``seq`` left out.
 
 Nothing received is ever unpickled or evaluated: msgpack decodes only plain
 data, and message classes are looked up by name in a fixed registry.
@@ -19,6 +19,8 @@ import dataclasses
 import logging
 import struct
 import sys
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -69,7 +71,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def body_of(msg: Message) -> dict[str, Any]:
-    """``msg.to_dict()`` without the deep copy (values are already msgpack-native)."""
+    """The message's fields but ``seq``, as a map (values are already msgpack-native)."""
     names = _FIELD_NAMES.get(type(msg))
     if names is None:
         names = tuple(f.name for f in dataclasses.fields(msg) if f.name != "seq")
@@ -163,29 +165,35 @@ def _unpack(payload: bytes) -> Frame:
     return Frame(version, type_, seq, body)
 
 
-_BASE_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "bytes": (bytes,),
-    "list": (list,), "dict": (dict,), "None": (type(None),),
+#: wire value types a field's declared Python type accepts (an int is a valid float)
+_WIRE_TYPES: dict[Any, tuple[type, ...]] = {
+    int: (int,), float: (int, float), str: (str,), bool: (bool,), bytes: (bytes,),
+    list: (list,), dict: (dict,), type(None): (type(None),),
 }
 _FIELD_TYPES: dict[type, dict[str, tuple[type, ...] | None]] = {}
 _UNKNOWN = object()
+
+
+def _wire_types(declared: Any) -> tuple[type, ...] | None:
+    """The wire types of a declared field type (None: any value, e.g. ``Any``)."""
+    if typing.get_origin(declared) in (typing.Union, types.UnionType):
+        allowed: tuple[type, ...] = ()
+        for part in typing.get_args(declared):
+            part_types = _wire_types(part)
+            if part_types is None:
+                return None
+            allowed += part_types
+        return allowed
+    return _WIRE_TYPES.get(typing.get_origin(declared) or declared)
 
 
 def _field_types(cls: type[Message]) -> dict[str, tuple[type, ...] | None]:
     """Per field, the Python types its wire value may have (None: anything)."""
     cached = _FIELD_TYPES.get(cls)
     if cached is None:
-        cached = {}
-        for f in dataclasses.fields(cls):
-            allowed: tuple[type, ...] = ()
-            for part in str(f.type).split("|"):
-                base = _BASE_TYPES.get(part.strip().split("[")[0])
-                if base is None:
-                    allowed = ()
-                    break
-                allowed += base
-            if f.name != "seq":
-                cached[f.name] = allowed or None
+        hints = typing.get_type_hints(cls)
+        cached = {f.name: _wire_types(hints[f.name])
+                  for f in dataclasses.fields(cls) if f.name != "seq"}
         _FIELD_TYPES[cls] = cached
     return cached
 

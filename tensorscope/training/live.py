@@ -22,9 +22,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tensorscope.common.events import (ExceptionRaised, Finding, GraphStructure, Hello, Message,
-                                ModuleTree, PausedAt, Request, Resumed, Scalars,
-                                StepSummary)
+from tensorscope.common.events import Message, Request
 from tensorscope.training.sender import Sender
 from tensorscope.common.transport import (Channel, HandshakeError, Listener,
                                           connect as open_channel, find_gui, parse_address,
@@ -35,9 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.training.session import Session
 
 log = logging.getLogger("tensorscope.live")
-
-RING = 256  # step summaries replayed to a GUI that attaches
-MAX_EXCEPTIONS = 32
 
 
 class _Peer:
@@ -73,20 +68,14 @@ class _Peer:
 class LiveHub:
     """A session sink that keeps the replay state and fans out to attached GUIs."""
 
-    def __init__(self, gate: "Gate", *, ring: int = RING) -> None:
+    def __init__(self, gate: "Gate") -> None:
         self.gate = gate
         self.keep_interactive = False  # True in listen mode: a GUI may attach later
         self._lock = threading.Lock()
         self._peers: list[_Peer] = []
-        self._hello: Hello | None = None
-        self._tree: ModuleTree | None = None
-        self._graphs: dict[str, GraphStructure] = {}
-        self._summaries: collections.deque[StepSummary] = collections.deque(maxlen=ring)
-        self._scalars: collections.deque[Scalars] = collections.deque(maxlen=ring)
-        self._findings: dict[tuple[int, str, int, str], Finding] = {}
-        self._exceptions: collections.deque[ExceptionRaised] = collections.deque(
-            maxlen=MAX_EXCEPTIONS)
-        self._paused: PausedAt | None = None
+        # the replay state, kept as each message's class says (``replayed``)
+        self._latest: dict[tuple[Any, ...], Message] = {}
+        self._rings: dict[str, collections.deque[Message]] = {}
         self._closed = False
         #: in connect mode, where to look for a GUI again after losing one
         self.reconnect_to: bool | str | None = None
@@ -94,36 +83,23 @@ class LiveHub:
         self._stop = threading.Event()
 
     def _remember(self, msg: Message) -> None:
-        if isinstance(msg, Hello):
-            self._hello = msg
-        elif isinstance(msg, ModuleTree):
-            self._tree = msg
-        elif isinstance(msg, GraphStructure):
-            self._graphs[msg.kind] = msg
-        elif isinstance(msg, StepSummary):
-            self._summaries.append(msg)
-        elif isinstance(msg, Scalars):
-            self._scalars.append(msg)
-        elif isinstance(msg, Finding):
-            self._findings[msg.key] = msg
-        elif isinstance(msg, ExceptionRaised):
-            self._exceptions.append(msg)
-        elif isinstance(msg, PausedAt):
-            self._paused = msg
-        elif isinstance(msg, Resumed):
-            self._paused = None
+        keep = msg.replayed
+        if keep is None:
+            return
+        if keep.how == "latest":
+            self._latest[msg.slot()] = msg
+        elif keep.how == "clear":
+            self._latest.pop(msg.slot(), None)
+        else:
+            ring = self._rings.get(msg.TYPE)
+            if ring is None:
+                ring = self._rings[msg.TYPE] = collections.deque(maxlen=keep.size)
+            ring.append(msg)
 
     def replay(self) -> list[Message]:
         """What a newly attached GUI receives first (call with the lock held)."""
-        out: list[Message] = [m for m in (self._hello, self._tree) if m is not None]
-        out += list(self._graphs.values())
-        out += list(self._summaries)
-        out += list(self._scalars)
-        out += list(self._findings.values())
-        out += list(self._exceptions)
-        if self._paused is not None:
-            out.append(self._paused)
-        return out
+        kept = [*self._latest.values(), *(m for ring in self._rings.values() for m in ring)]
+        return sorted(kept, key=lambda m: m.replay_order)  # stable: each kind keeps its order
 
     def handle(self, msg: Message) -> None:
         """Sink: remember and forward (training thread; never blocks)."""

@@ -20,15 +20,11 @@ import sys
 import threading
 import time
 
-
-from tensorscope.common.events import (PROTOCOL_VERSION, Bye, ExceptionRaised, Finding, Hello, Message,
-                                PausedAt, StepSummary)
-from tensorscope.common.protocol import (body_of, lossy_value, pack_body)
+from tensorscope.common.events import PROTOCOL_VERSION, Finding, Hello, Message, StepSummary
+from tensorscope.common.protocol import body_of, lossy_value, pack_body
 from tensorscope.common.recording_format import (FORMAT, FORMAT_VERSION, SCHEMA, SQLITE_MAGIC,
                                                  RecordingError, read_only_uri)
 
-#: messages that close a batch (committed at once)
-_FLUSH = (StepSummary, Hello, PausedAt, ExceptionRaised, Bye)
 
 
 def _rows(msgs: list[tuple[int, int, Message]]) -> dict[str, list[tuple]]:
@@ -195,7 +191,7 @@ class Recorder:
         if isinstance(msg, Hello):
             self._rank = msg.rank
         self._batch.append((getattr(msg, "rank", self._rank), self._step, msg))
-        if isinstance(msg, _FLUSH) or len(self._batch) >= self.batch_limit:
+        if msg.commits_recording or len(self._batch) >= self.batch_limit:
             self._submit()
 
     def _submit(self) -> None:

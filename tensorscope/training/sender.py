@@ -2,12 +2,13 @@
 
 ``Sender.put`` runs on the training thread and returns at once. A named daemon
 thread encodes and writes. What a GUI that reads slower than training loses
-is decided per kind of message (``POLICIES``):
+is decided per kind of message, by its class's ``droppable`` and ``queued``
+(``tensorscope.common.events``):
 
 * call digests (the bulk, repeated every step) beyond ``max_digests`` queued
   are dropped; the number dropped rides on the next ``StepSummary`` (a copy:
   the original object is shared with other sinks) and in a ``Dropped`` event;
-* step summaries, step starts and logged scalars are kept in a ring (``RING``): only a GUI
+* step summaries, step starts and logged scalars are kept in a ring (``STREAM_RING``): only a GUI
   that stalls for longer than the ring lasts loses the oldest of them;
 * exceptions and responses are kept in smaller rings;
 * findings, pause state, graphs and ``Dropped`` counts coalesce once the
@@ -31,34 +32,16 @@ import sys
 import threading
 from typing import Any, Callable, Iterable
 
-from tensorscope.common.events import (CallDigest, Dropped, ExceptionRaised, Finding,
-                                       GraphStructure, Message, PausedAt, Response, Resumed,
-                                       Scalars, StepBegin, StepSummary)
+from tensorscope.common.events import Dropped, Message, StepSummary
 from tensorscope.common.protocol import encode
 from tensorscope.common.transport import Channel
 
 log = logging.getLogger("tensorscope.sender")
 
-DROPPABLE = (CallDigest,)
 WAKE_EVERY = 256  # queued digests that wake the sending thread
 IDLE_FLUSH = 0.2  # seconds after which lone digests are sent anyway
-RING = 10_000  # step summaries (and step starts) kept for a stalled GUI
 CONGESTED = 1024  # queued messages beyond which coalescing messages coalesce
 STALL_TIMEOUT = 120.0  # seconds without a byte accepted before the GUI is given up on
-
-#: message class -> ("ring", name, size) or ("latest", key function)
-POLICIES: dict[type, tuple[Any, ...]] = {
-    StepSummary: ("ring", "summaries", RING),
-    StepBegin: ("ring", "step starts", RING),
-    Scalars: ("ring", "logged scalars", RING),
-    ExceptionRaised: ("ring", "exceptions", 64),
-    Response: ("ring", "responses", 1024),
-    Finding: ("latest", lambda m: ("finding", m.rank, m.kind, m.root, m.module)),
-    PausedAt: ("latest", lambda m: ("pause", m.rank)),
-    Resumed: ("latest", lambda m: ("pause", m.rank)),
-    GraphStructure: ("latest", lambda m: ("graph", m.rank, m.kind)),
-    Dropped: ("latest", lambda m: ("dropped",)),
-}
 
 
 def _set_send_timeout(sock: socket.socket, seconds: float) -> None:
@@ -123,7 +106,7 @@ class Sender:
         with self._cond:
             if not self.alive:
                 return
-            if isinstance(msg, DROPPABLE):
+            if msg.droppable:
                 if self._digests >= self.max_digests:
                     self._dropped += 1
                     self.dropped_total += 1
@@ -144,7 +127,7 @@ class Sender:
             self._cond.notify()
 
     def _put_locked(self, msg: Message) -> None:
-        policy = POLICIES.get(type(msg))
+        policy = msg.queued
         if policy is None:
             if self._others >= self.max_other:
                 self._fail_locked(f"the GUI stopped reading ({self.max_other} messages "
@@ -155,21 +138,20 @@ class Sender:
             self._live += 1
             return
         slot = [msg]
-        if policy[0] == "ring":
-            _, name, size = policy
-            ring = self._rings.get(name)
+        if policy.how == "ring":
+            ring = self._rings.get(policy.name)
             if ring is None:
-                ring = self._rings[name] = collections.deque()
-            if len(ring) >= size:
-                self._supersede(ring.popleft(), name)
+                ring = self._rings[policy.name] = collections.deque()
+            if len(ring) >= policy.size:
+                self._supersede(ring.popleft(), policy.name)
             ring.append(slot)
         elif self._live >= CONGESTED:
-            key = policy[1](msg)
+            key = msg.slot()
             old = self._latest.get(key)
             if old is not None and old[0] is not None:
                 if isinstance(msg, Dropped):
                     msg.count += old[0].count
-                self._supersede(old, key[0])
+                self._supersede(old, policy.name)
             self._latest[key] = slot
         self._queue.append(slot)
         self._live += 1
@@ -212,7 +194,7 @@ class Sender:
                     item[0] = None  # sent: a ring or a newer message no longer counts it
                 else:
                     msg = item
-                    if isinstance(msg, DROPPABLE):
+                    if msg.droppable:
                         self._digests -= 1
                     else:
                         self._others -= 1

@@ -14,11 +14,12 @@ import socket
 import threading
 
 from tensorscope.viewer.client import GuiServer
-from tensorscope.common.events import CallDigest, Finding, Hello, PausedAt, Resumed, StepSummary
+from tensorscope.common.events import (STREAM_RING as RING, CallDigest, Finding, Hello, PausedAt,
+                                       Resumed, StepSummary)
 from tensorscope.hooks.gate import Gate
 from tensorscope.training.live import start_live
 from tensorscope.common.protocol import FrameDecoder
-from tensorscope.training.sender import RING, Sender
+from tensorscope.training.sender import Sender
 from tensorscope.training.session import Session
 from tensorscope.common.transport import Channel
 
