@@ -252,6 +252,7 @@ class GraphView(QGraphicsView):
             visible = self.mapToScene(self.viewport().rect()).boundingRect()
             if not visible.contains(rect):   # only scroll when it is off screen
                 self.centerOn(rect.center())
+                self.auto_fit = False   # a later resize must not scroll it away again
 
     def reveal(self, nid: str) -> None:
         """Scroll so that node ``nid`` is on screen (no zoom change; GUI thread)."""
@@ -261,6 +262,7 @@ class GraphView(QGraphicsView):
         visible = self.mapToScene(self.viewport().rect()).boundingRect()
         if not visible.contains(card.rect):
             self.centerOn(card.rect.center())
+            self.auto_fit = False
             self.minimap.update()
 
     def set_related(self, ids: set[str]) -> None:

@@ -132,6 +132,7 @@ class ReplayScreenshot(QObject):
                     self._fail(f"no module {path!r} in the recording")
                     return
                 self.window.select_module(*key)
+                g.reveal_module(*key)   # containers folding it open, as a search does
             self._settle = 0
             return
         self._settle += 1
