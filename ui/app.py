@@ -224,7 +224,7 @@ def run_with_gui(args: argparse.Namespace, screenshot: str | None = None,
     if screenshot:
         _arm_screenshot(window, child, screenshot, screenshot_steps, result)
     else:
-        window.closing_hook = lambda: _ask_stop(window, child)
+        window.closing_hook = lambda: _ask_stop(window, child, os.path.basename(args.script))
     child.start()
     window.show()
     try:
@@ -234,7 +234,23 @@ def run_with_gui(args: argparse.Namespace, screenshot: str | None = None,
     if screenshot:
         child.stop()
         return result["code"]
-    return child.returncode if child.returncode is not None else 0
+    return wait_for_child(child, os.path.basename(args.script))
+
+
+def wait_for_child(child, name: str) -> int:
+    """The window is closed: return when the script does, with its exit code (training
+    left running goes on without the GUI; Ctrl-C here stops waiting and stops it)."""
+    if child.process is None:
+        return 0
+    if child.process.poll() is None:
+        print(f"tensorscope: the window is closed; {name} keeps training (pid "
+              f"{child.process.pid}); waiting for it to finish (Ctrl-C stops it)",
+              file=sys.stderr)
+        try:
+            child.process.wait()
+        except KeyboardInterrupt:
+            child.stop()
+    return child.process.returncode if child.process.returncode is not None else 0
 
 
 def _arm_screenshot(window, child, path: str, steps: int, result: dict) -> None:
@@ -265,19 +281,30 @@ def _arm_screenshot(window, child, path: str, steps: int, result: dict) -> None:
     window._screenshot = shot
 
 
-def _ask_stop(window, child) -> None:
-    """On close: training keeps running unless the user asks to stop it."""
+STOP_QUESTION = ("{name} is still running.\n\n"
+                 "Keep training (the default): the window closes and the script goes on "
+                 "without the GUI; `tensorscope run` returns when it ends, with its exit "
+                 "code.\n"
+                 "Stop training: the script is terminated now.")
+
+
+def _ask_stop(window, child, name: str = "The script") -> None:
+    """On close: training keeps running unless the user asks to stop it. The question
+    goes away by itself if the script ends meanwhile (it is never answered stale)."""
     if not child.running:
         return
-    answer = QMessageBox.question(
-        window, "Training is still running",
-        "The training script is still running. Stop it?\n\n"
-        "Choose No to close the window and let training continue.",
-        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-        QMessageBox.StandardButton.No)
-    if answer == QMessageBox.StandardButton.Yes:
+    box = QMessageBox(QMessageBox.Icon.Question, "Training is still running",
+                      STOP_QUESTION.format(name=name), parent=window)
+    keep = box.addButton("Keep training", QMessageBox.ButtonRole.RejectRole)
+    stop = box.addButton("Stop training", QMessageBox.ButtonRole.DestructiveRole)
+    box.setDefaultButton(keep)
+    box.setEscapeButton(keep)
+    child.exited.connect(lambda _code: box.done(0))
+    window._stop_question = box
+    box.exec()
+    if box.clickedButton() is stop and child.running:
         child.stop()
-    else:
+    elif child.running:
         child.detach()
 
 
