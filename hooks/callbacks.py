@@ -7,6 +7,7 @@ while ``gate.armed``), module exceptions and the optimizer step hooks.
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # non-reentrant torch.utils.checkpoint stops its recomputation this way.
 CONTROL_FLOW_EXCEPTIONS = frozenset({"_StopRecomputationError"})
 # Capture's lists of (observer, bound method), one per callback an observer overrides.
+_ns = time.perf_counter_ns   # the overhead meter's clock (hooks.meter)
 OBSERVER_BUCKETS = ("observers_pre", "observers_fwd", "observers_grad", "observers_exc",
                     "observers_opt_pre", "observers_opt", "observers_end", "observers_bwd")
 
@@ -139,6 +141,14 @@ class CaptureCallbacks:
         """Optimizer step pre-hook."""
         if not self.capture.active:
             return
+        t0 = _ns()
+        try:
+            self._optimizer_pre(optimizer)
+        finally:
+            m = self.capture.meter   # an evaluation's step may have ended here
+            m.train_ns += _ns() - (t0 if t0 > m.cut else m.cut)
+
+    def _optimizer_pre(self, optimizer: Any) -> None:
         if all(o is not optimizer for o in self.optimizers):
             self.optimizers.append(optimizer)
         self.capture.optimizers_known = True
@@ -158,13 +168,17 @@ class CaptureCallbacks:
         """Optimizer step post-hook: the step ends here."""
         if not self.capture.active:
             return
-        self.capture.step.optimizer_steps += 1
-        for obs, fn in self.capture.observers_opt:
-            try:
-                fn(optimizer)
-            except Exception as exc:
-                self.observer_failed(obs, "on_optimizer_step", exc)
-        self.capture.end_step("train")
+        t0 = _ns()
+        try:
+            self.capture.step.optimizer_steps += 1
+            for obs, fn in self.capture.observers_opt:
+                try:
+                    fn(optimizer)
+                except Exception as exc:
+                    self.observer_failed(obs, "on_optimizer_step", exc)
+        finally:
+            self.capture.meter.train_ns += _ns() - t0
+        self.capture.end_step("train")   # the step end counts itself (hooks.meter)
 
 
 def _tensors(pairs: list[tuple[str, Any]]) -> dict[str, torch.Tensor]:

@@ -15,12 +15,14 @@ its producer already queued.
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from tensorscope.hooks.backward_calls import backward_loss, in_backward
 from tensorscope.hooks.flatten import flatten, flatten_args, meta
+from tensorscope.hooks.meter import OverheadMeter
 from tensorscope.hooks.observer import CallRecord
 from tensorscope.hooks.registry import is_loss_module
 from tensorscope.hooks.stats import activation_stats, finite_probe, grad_norm
@@ -34,6 +36,7 @@ _Tensor = torch.Tensor
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _grad_enabled = torch.is_grad_enabled
 _exc_info = sys.exc_info
+_ns = time.perf_counter_ns   # the overhead meter's clock (hooks.meter)
 # What ``torch.no_grad`` does on entry and exit, without the context manager's
 # cost (a few microseconds per hook): the on-device reductions must not build graph.
 _set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
@@ -62,7 +65,11 @@ class Capture:
         self.watch = watch
         self.index = watch.index
         self.mode = watch.mode
-        self.stats_every = max(1, watch.stats_every)
+        # the rates: statistics, parameter numbers, metadata refresh (hooks.budget sets them)
+        self.stats_every = 1 if self.mode == "full" else max(1, watch.stats_every)
+        self.params_every = max(1, watch.stats_every)
+        self.meta_every = 1
+        self.prev_calls: list[CallRecord] = []   # the last step's calls (metadata reuse)
         self.global_mode = watch.global_hooks
         self.gate = watch.gate
         self.active = True
@@ -71,6 +78,7 @@ class Capture:
         self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
         self.optimizers_known = bool(watch.optimizers)
         self.probe = self.mode != "shapes"
+        self.meter = OverheadMeter()
         # (observer, bound method) of the observers that override each callback
         self.observers_pre: list[tuple[Any, Any]] = []
         self.observers_fwd: list[tuple[Any, Any]] = []
@@ -105,21 +113,32 @@ class Capture:
                 list(self.observers_pre), list(self.observers_fwd))
         return hit
 
+    def set_rates(self, stats_every: int, params_every: int, meta_every: int) -> None:
+        """Statistics every ``stats_every`` steps (1 in ``full``), parameter norms
+        and update ratios every ``params_every``, metadata read afresh every
+        ``meta_every`` (from the next step on; ``hooks.budget`` calls this)."""
+        self.stats_every = max(1, int(stats_every))
+        self.params_every = max(1, int(params_every))
+        self.meta_every = max(1, int(meta_every))
+
     def _new_step(self, index: int) -> StepBuffer:
-        """Statistics every step in ``full``, every ``stats_every`` in ``default``;
-        parameter norms and update ratios every ``stats_every`` steps in both."""
-        periodic = self.mode != "shapes" and index % self.stats_every == 0
-        return StepBuffer(index, self.mode == "full" or periodic, periodic)
+        """The step's rates: statistics, parameter numbers, metadata (``set_rates``)."""
+        on = self.mode != "shapes"
+        return StepBuffer(index, on and index % self.stats_every == 0,
+                          on and index % self.params_every == 0, index % self.meta_every == 0)
 
     # ------------------------------------------------------------ forward pre
     def forward_pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None = None) -> None:
         """Module forward pre-hook (returns None: inputs unchanged)."""
         if not self.active or _is_compiling():
             return None
+        t0 = _ns()
         try:
             self._pre(module, args, kwargs)
         except Exception as exc:
             self.watch.internal_error("forward pre-hook", exc)
+        m = self.meter   # a root call may have ended a step: count only after its end
+        m.train_ns += _ns() - (t0 if t0 > m.cut else m.cut)
         return None
 
     def _pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None) -> None:
@@ -146,7 +165,7 @@ class Capture:
             step.any_grad = True
         call.pre_exc = _exc_info()[1]
         call.inputs = inputs = flatten_args(args, kwargs)   # one tensor: no walk
-        self._track_inputs(call, inputs, step)
+        self._track_inputs(call, inputs, step, not step.meta_step)
         stack.append(call)
         mtype = type(module)
         for obs, fn in (self.dispatch.get(mtype) or self.observers_for(mtype))[
@@ -158,14 +177,34 @@ class Capture:
         if self.gate.armed:
             self.watch.gate_forward_pre(call)
 
-    def _track_inputs(self, call: CallRecord, inputs: list, step: StepBuffer) -> None:
+    def _track_inputs(self, call: CallRecord, inputs: list, step: StepBuffer,
+                      reuse: bool = False) -> None:
         """Metadata, producers and finite probes of the inputs (most inputs are
-        outputs seen already: only new or modified ones are probed)."""
+        outputs seen already: only new or modified ones are probed). ``reuse``:
+        take the metadata of the same call last step, if it is there."""
+        prev = self._previous(call, len(inputs), True) if reuse else None
+        if prev is not None:
+            call.in_meta = prev.in_meta   # read-only, shared (see hooks.budget)
+            for _, v in inputs:
+                if isinstance(v, _Tensor):
+                    self._track_input(call, v, step)
+            return
         metas = call.in_meta
         for path, v in inputs:
             metas.append(meta(path, v))
             if isinstance(v, _Tensor):
                 self._track_input(call, v, step)
+
+    def _previous(self, call: CallRecord, n: int, inputs: bool) -> CallRecord | None:
+        """The same call (same index, same module) of the last step, if it had
+        ``n`` inputs (or outputs): its metadata stands in between two refreshes."""
+        prev = self.prev_calls
+        i = call.index
+        if i < len(prev):
+            p = prev[i]
+            if p.module is call.module and len(p.in_meta if inputs else p.out_meta) == n:
+                return p
+        return None
 
     def _track_input(self, call: CallRecord, v: _Tensor, step: StepBuffer) -> None:
         """The producer and finite probe of one tensor input."""
@@ -226,10 +265,12 @@ class Capture:
         """Module forward hook, also called when the forward raised (``always_call``)."""
         if not self.active or _is_compiling():
             return None
+        t0 = _ns()
         try:
             self._post(module, rest[-1] if rest else None, rest[0] if len(rest) == 2 else None)
         except Exception as exc:
             self.watch.internal_error("forward hook", exc)
+        self.meter.train_ns += _ns() - t0
         return None
 
     def _post(self, module: torch.nn.Module, result: Any, kwargs: dict | None) -> None:
@@ -254,6 +295,7 @@ class Capture:
         if kwargs and self.global_mode:  # the global pre-hook cannot see keyword inputs
             late = flatten_args((), kwargs)
             call.inputs = call.inputs + late
+            call.in_meta = list(call.in_meta)   # never extend a list reused from last step
             self._track_inputs(call, late, self.step)
         call.outputs = outputs = flatten(result, "out")   # one tensor: no walk
         grad_on = _grad_enabled()
@@ -290,12 +332,17 @@ class Capture:
 
     def _track_outputs(self, call: CallRecord, outputs: list, step: StepBuffer) -> None:
         """Metadata, producers, finite probes, statistics, gradient hooks (grad mode off)."""
-        metas, entries = call.out_meta, call.out_entries
+        entries = call.out_entries
         flow = step.flow
         want_stats = step.stats_step
         grads = call.grad_enabled and (self.probe or call.parent is None)
+        prev = None if step.meta_step else self._previous(call, len(outputs), False)
+        if prev is not None:
+            call.out_meta = prev.out_meta   # read-only, shared (see hooks.budget)
+        metas = None if prev is not None else call.out_meta
         for path, v in outputs:
-            metas.append(meta(path, v))
+            if metas is not None:
+                metas.append(meta(path, v))
             if not isinstance(v, _Tensor):
                 continue
             ent = flow.get(id(v))
@@ -347,6 +394,7 @@ class Capture:
         step = self.step
         if not self.active or entry.step != step.index:
             return None
+        t0 = _ns()
         try:
             if self.probe:
                 grad_on = _grad_enabled()  # only under backward(create_graph=True)
@@ -363,6 +411,7 @@ class Capture:
                     self.watch.output_grad(call, path, grad)
         except Exception as exc:
             self.watch.internal_error("gradient hook", exc)
+        self.meter.grad_ns += _ns() - t0
         return None
 
     def backward_called(self, tensors: Any) -> None:
@@ -416,6 +465,8 @@ class Capture:
         while stack and stack.pop() is not call:
             pass
         call.finished = call.raised = True
+        if not self.step.meta_step:   # the message names the inputs as they are now
+            call.in_meta = [meta(p, v) for p, v in call.inputs]
         first = id(exc) != self._last_exc_id
         if first:
             self._last_exc_id = id(exc)
@@ -433,9 +484,11 @@ class Capture:
         step = self.step
         if not step.calls and not step.optimizer_steps:
             return
+        step.end_started = _ns()   # the meter counts the step end from here
         if self.stack:
             self.stack.clear()
         self.step = self._new_step(step.index + 1)
+        self.prev_calls = step.calls if self.meta_every > 1 else []
         self._last_exc_id = 0
         try:
             self.on_step_end(step, kind)
@@ -444,11 +497,13 @@ class Capture:
                 h.remove()
             for call in step.calls:
                 call.drop_tensors()
+            self.meter.step_end_returned()
 
     def close(self) -> None:
         """Stop capturing (handles are removed by the watch)."""
         self.active = False
         self.stack.clear()
+        self.prev_calls = []
 
 
 def _watches(obs: Any, mtype: type, hook: str) -> bool:

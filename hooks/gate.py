@@ -18,6 +18,7 @@ import collections
 import logging
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from tensorscope.common.conditions import ConditionError, digest_values
@@ -75,6 +76,8 @@ class Gate:
         #: ``emit_finding(kind, severity, phase, root, module, message)``: a non-finite
         #: stop is reported as a finding at once, not at the step's end (set by the Watch)
         self.finding_sink: Callable[..., None] | None = None
+        #: nanoseconds spent paused so far (the overhead meter leaves them out)
+        self.paused_ns = 0
 
     # ------------------------------------------------------------ state ---
     def _update_armed(self) -> None:
@@ -268,10 +271,12 @@ class Gate:
             self._pending = None
             self._mode, self._target = "run", None
             self._update_armed()
+        t0 = time.perf_counter_ns()
         self.session.emit(info)
         try:
             self._serve_while_paused()
         finally:
+            self.paused_ns += time.perf_counter_ns() - t0
             with self._cond:
                 self._paused = None
                 self._tensors = {}

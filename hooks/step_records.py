@@ -80,10 +80,12 @@ class GradEntry:
 class StepBuffer:
     """Everything recorded during one step (dropped when it ends)."""
 
-    def __init__(self, index: int, stats_step: bool, param_step: bool | None = None) -> None:
+    def __init__(self, index: int, stats_step: bool, param_step: bool | None = None,
+                 meta_step: bool = True) -> None:
         self.index = index
         self.stats_step = stats_step   # activation statistics this step
         self.param_step = stats_step if param_step is None else param_step  # norms, updates
+        self.meta_step = meta_step     # metadata read afresh (else the last step's reused)
         self.calls: list[CallRecord] = []
         self.buf = ScalarBuffer()
         self.flow: dict[int, FlowEntry] = {}
@@ -104,6 +106,9 @@ class StepBuffer:
         self.deferred: list[tuple[int, dict[str, int]]] = []
         self.param_work: Any = None
         self.started = time.perf_counter()
+        self.end_started = 0   # perf_counter_ns when its step end began (hooks.meter)
+        self.overhead_ns = 0   # the meter's reading of this step, and its wall time
+        self.wall_ns = 0
 
 
 _NODE_NAMES: list[str] = []

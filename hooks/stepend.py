@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 import time
+
+_ns = time.perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from tensorscope.common.events import CallDigest, StepSummary
+from tensorscope.hooks.meter import OverheadMeter, share
 from tensorscope.hooks.observer import CallRecord, StepRecord
 from tensorscope.hooks.params import ParamTracker
 from tensorscope.hooks.stats import stats_from
@@ -88,8 +91,13 @@ def queue_loss(step: "StepBuffer") -> int | None:
 
 
 def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int,
-           memory: int | None) -> StepRecord:
-    """Flush the step's values and build its digests, summary and record."""
+           memory: int | None, meter: OverheadMeter | None = None, paused_ns: int = 0,
+           rates: dict[str, Any] | None = None) -> StepRecord:
+    """Flush the step's values and build its digests, summary and record.
+
+    With a ``meter``, the summary carries the step's ``overhead`` (the
+    meter's window closes here) and the ``rates`` the budget chose.
+    """
     if params is not None:
         params.queue(step)
     loss_at = queue_loss(step)
@@ -97,12 +105,16 @@ def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int
     digests = [digest(call, values, rank) for call in step.calls]
     rows = ParamTracker.finish(step.param_work, values)
     grads = [r["grad_norm"] for r in rows if r["grad_norm"] is not None]
+    overhead = None
+    if meter is not None:
+        step.overhead_ns, step.wall_ns = meter.close_window(step.end_started or _ns(), paused_ns)
+        overhead = share(step.overhead_ns, step.wall_ns)
     summary = StepSummary(
         step=step.index, rank=rank, kind=kind, loop=step.loop,
         loss=values[loss_at] if loss_at is not None else None,
         duration=time.perf_counter() - step.started, calls=len(step.calls),
         grad_norm=math.sqrt(sum(g * g for g in grads)) if grads else None,
-        params=rows, memory=memory, time=time.time())
+        params=rows, memory=memory, time=time.time(), overhead=overhead, rates=rates)
     deferred: dict[int, dict[str, Any]] = {
         handle: {k: values[i] for k, i in names.items()} for handle, names in step.deferred}
     return StepRecord(step.index, kind, digests, summary, step.calls, deferred, values)

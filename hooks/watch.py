@@ -25,6 +25,7 @@ from torch import nn
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree
 from tensorscope.distributed import RankInfo, current_rank
 from tensorscope.hooks.backward_calls import BackwardWrapper
+from tensorscope.hooks.budget import Budget, parse_max_overhead
 from tensorscope.hooks.callbacks import CaptureCallbacks
 from tensorscope.hooks.capture import Capture, StepBuffer
 from tensorscope.hooks.compiled import CompiledModules, compiled_inner
@@ -80,6 +81,10 @@ class Watch(CaptureCallbacks, FrameworkSteps):
     compiled with ``torch.compile`` after ``watch``). ``compile_eager_steps``
     runs the first N steps of every compiled module on its original eager
     module, with full capture inside (``tensorscope.hooks.compiled``).
+    ``max_overhead`` (a percentage) makes the capture keep the share of step
+    time the live meter measures under it, by choosing its own statistics,
+    parameter and metadata rates (``tensorscope.hooks.budget``); every step's
+    finite checks always stay.
     """
 
     def __init__(self, model: Any, optimizer: Any = None, *, mode: str = "default",
@@ -89,9 +94,11 @@ class Watch(CaptureCallbacks, FrameworkSteps):
                  report: str | None = None, break_on: Sequence[str] | str = (),
                  name: str | None = None, global_hooks: bool = False,
                  discover_losses: bool = True, compile_eager_steps: int = 0,
+                 max_overhead: float | None = None,
                  script: str | None = None, argv: Sequence[str] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        budget_pct = parse_max_overhead(max_overhead)
         self.mode = mode
         self.stats_every = max(1, int(stats_every))
         self.global_hooks = global_hooks
@@ -109,6 +116,10 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         self.emitter = StepEmitter(self)
         self.compiled = CompiledModules(self, compile_eager_steps)
         self.capture.on_step_end = self._step_ended
+        self.budget: Budget | None = None
+        if budget_pct is not None:
+            self.budget = Budget(budget_pct, mode, self.stats_every, self.capture.set_rates,
+                                 self._budget_exceeded)
         self._handles: list[Any] = []
         self._hooked: set[int] = set()
         self._observers: list[Observer] = []
@@ -339,6 +350,26 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         step; diagnostics that decide at step end pass the finished step).
         """
         self.emitter.finding(kind, severity, phase, root, module, message, step=step)
+
+    # ------------------------------------------------------------- budget
+    def budget_rates(self) -> dict[str, Any] | None:
+        """The rates ``max_overhead`` chose (``StepSummary.rates``), or None."""
+        return self.budget.rates() if self.budget is not None else None
+
+    def budget_step(self, step: StepBuffer) -> None:
+        """Give the budget a finished step's meter reading (training thread)."""
+        if self.budget is None:
+            return
+        try:
+            self.budget.step_finished(step)
+        except Exception as exc:   # the budget is off, the capture goes on at its last rates
+            self.budget = None
+            print(f"tensorscope: the overhead budget failed and is off: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def _budget_exceeded(self, text: str) -> None:
+        print(f"tensorscope: {text}", file=sys.stderr)
+        self.emit_finding("overhead_budget", "warning", "forward", 0, "", text)
 
     # ------------------------------------------------------------ public API
     def step(self) -> None:

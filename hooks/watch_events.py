@@ -75,7 +75,9 @@ class StepEmitter:
         """Finish ``step``: one transfer, observers, graphs, digests, summary."""
         w = self.watch
         with_params = kind == "train" or step.saw_backward or step.optimizer_steps > 0
-        record = finish(step, kind, w.params if with_params else None, w.rank, _memory())
+        record = finish(step, kind, w.params if with_params else None, w.rank, _memory(),
+                        w.capture.meter, w.gate.paused_ns, w.budget_rates())
+        w.budget_step(step)
         for obs, fn in w.capture.observers_end:
             try:
                 fn(record)

@@ -32,6 +32,10 @@ def _add_capture_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stats-every", type=int, default=10, metavar="N",
                    help="in default mode, take full activation statistics every N steps "
                         "(default: 10)")
+    g.add_argument("--max-overhead", type=float, default=None, metavar="PCT",
+                   help="keep TensorScope's measured share of each step under PCT percent "
+                        "by taking statistics, parameter norms and metadata less often "
+                        "(the every-step finite checks stay; says so if they alone cost more)")
     g.add_argument("--break-on", default="", metavar="LIST",
                    help="comma-separated breakpoints armed from the start: "
                         "non_finite, exception, finding")

@@ -19,6 +19,8 @@ def child_command(address: tuple[str, int], script: str, script_args: Sequence[s
                 "--stats-every", str(getattr(args, "stats_every", 10) or 10)]
         if getattr(args, "break_on", ""):
             cmd += ["--break-on", args.break_on]
+        if getattr(args, "max_overhead", None) is not None:
+            cmd += ["--max-overhead", f"{args.max_overhead:g}"]
         if getattr(args, "record", None):
             cmd += ["--record", args.record]
             if getattr(args, "overwrite", False):

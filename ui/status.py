@@ -14,7 +14,8 @@ from tensorscope.ui.theme import Theme
 class StatusPanel:
     """Labels in a QStatusBar, refreshed from the model on the repaint timer."""
 
-    FIELDS = ("state", "connection", "script", "step", "rate", "events", "dropped", "devices")
+    FIELDS = ("state", "connection", "script", "step", "rate", "overhead", "events", "dropped",
+              "devices")
 
     def __init__(self, bar: QStatusBar, theme: Theme) -> None:
         self.theme = theme
@@ -58,6 +59,7 @@ class StatusPanel:
         self.labels["script"].setText(f"script: {script}")
         self.labels["step"].setText(f"step {max(model.step, 0)}")
         self.labels["rate"].setText(f"{steps_s:.1f} steps/s")
+        self._overhead(model)
         self.labels["events"].setText(f"{events_s:,.0f} events/s")
         bad = len(model.errors)
         self.labels["dropped"].setText(f"dropped {model.dropped}"
@@ -72,6 +74,28 @@ class StatusPanel:
             self.set_state("paused at", paused_where(model.paused))
         elif hello is not None:
             self.set_state("running")
+
+    def _overhead(self, model: SessionModel) -> None:
+        """"TensorScope 3.1% of step time", and the rates a budget chose."""
+        share = model.overhead()
+        label = self.labels["overhead"]
+        if share is None:
+            label.setText("")
+            label.setToolTip("")
+            return
+        text = f"TensorScope {share * 100:.1f}% of step time"
+        tip = ("Time in TensorScope's hooks, gradient callbacks and step end, "
+               "over the wall time of the last steps")
+        rates = model.capture_rates
+        if rates:
+            text += (f" (budget {rates.get('max_overhead', 0):g}%: stats every "
+                     f"{rates.get('stats_every')}, metadata every {rates.get('meta_every')})")
+            tip += (f"\n--max-overhead {rates.get('max_overhead', 0):g}%: activation statistics "
+                    f"every {rates.get('stats_every')} steps, parameter norms and update ratios "
+                    f"every {rates.get('params_every')}, call metadata every "
+                    f"{rates.get('meta_every')}; finite checks every step")
+        label.setText(text)
+        label.setToolTip(tip)
 
 
 WHERE_WORDS = {"forward_pre": "before forward", "forward": "forward", "backward": "backward",

@@ -255,6 +255,11 @@ class StepSummary(Message):
     the framework loop that ran the step (``"train"``, ``"validation"``,
     ``"test"``, ``"predict"``, ``"evaluate"``; ``""`` outside a framework
     callback).
+    ``overhead`` is the share (0..1) of the step's wall time spent in
+    TensorScope's own code, as the live meter measured it (``hooks.meter``;
+    None from older senders). ``rates`` says what ``--max-overhead`` chose:
+    ``{"max_overhead": 5.0, "stats_every": 40, "params_every": 40,
+    "meta_every": 1}`` (None without a budget).
     """
 
     TYPE: ClassVar[str] = "step_summary"
@@ -274,6 +279,8 @@ class StepSummary(Message):
     memory: int | None = None
     time: float = 0.0
     loop: str = ""
+    overhead: float | None = None
+    rates: dict[str, Any] | None = None
 
 
 @_register

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import tempfile
+from collections import deque
 from typing import Any
 
 from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding, Hello,
@@ -20,6 +21,7 @@ from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised
 REPORT_VERSION = 1
 MAX_LOSSES = 10000
 COMPILED_KEYS = ("compiled", "inside_compiled")   # ModelIndex.mark_compiled
+MAX_OVERHEAD_STEPS = 10000   # the overhead field describes the last this many steps
 _META_KEYS = ("path", "kind", "shape", "dtype", "device", "requires_grad", "contiguous",
               "numel", "bytes")
 
@@ -92,6 +94,8 @@ class ReportBuilder:
         self.dropped = 0
         self.exit_code: int | None = None
         self.exception: dict[str, Any] | None = None
+        self.overheads: deque[tuple[float, float]] = deque(maxlen=MAX_OVERHEAD_STEPS)
+        self.rates: dict[str, Any] | None = None
         self.written = False
 
     # ------------------------------------------------------------- the sink
@@ -110,6 +114,10 @@ class ReportBuilder:
             losses = self.eval_losses if msg.kind == "inference" else self.losses
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])
+            if msg.overhead is not None:
+                self.overheads.append((msg.overhead, msg.duration))
+            if msg.rates is not None:
+                self.rates = msg.rates
         elif isinstance(msg, Finding):
             self.findings[msg.key] = {
                 "kind": msg.kind, "severity": msg.severity, "step": msg.step,
@@ -192,8 +200,21 @@ class ReportBuilder:
                                key=lambda f: (f["step"], f["kind"], f["rank"])),
             "losses": self.losses, "eval_losses": self.eval_losses,
             "scalars": self.scalars,
-            "exception": self.exception,
+            "exception": self.exception, "overhead": self._overhead(hello.mode),
         })
+
+    def _overhead(self, mode: str) -> dict[str, Any] | None:
+        """What the live meter measured: TensorScope's share of step wall time."""
+        if not self.overheads:
+            return None
+        shares = sorted(o for o, _ in self.overheads)
+        n = len(shares)
+        total = sum(d for _, d in self.overheads)
+        mean = (sum(o * d for o, d in self.overheads) / total) if total > 0 else None
+        return {"median": _quantile(shares, 0.5), "p95": _quantile(shares, 0.95),
+                "mean": mean, "mode": mode, "steps": n,
+                "max_overhead": None if self.rates is None else self.rates.get("max_overhead"),
+                "rates": self.rates}
 
     def _root(self, tree: dict[str, Any]) -> dict[str, Any]:
         rid = tree["root"]
@@ -260,6 +281,14 @@ def _signatures(info: _ModuleInfo) -> list[dict[str, Any]]:
         else:
             merged[key] = {**entry, "calls": calls}
     return sorted(merged.values(), key=lambda e: -e["calls"])
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted values (linear between the two nearest)."""
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def _meta(m: dict[str, Any]) -> dict[str, Any]:

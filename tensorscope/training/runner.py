@@ -58,6 +58,7 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
                       listen=args.listen, wait=args.wait,
                       allow_remote=args.allow_remote, connect=connect, report=args.report,
                       break_on=args.break_on, global_hooks=True,
+                      max_overhead=getattr(args, "max_overhead", None),
                       script=args.script, argv=list(args.args))
     except (ValueError, OSError) as exc:
         print(f"tensorscope: {exc}", file=sys.stderr)

@@ -167,6 +167,19 @@ class RankState:
         self.dropped = 0
         self.last_step_at: float | None = None  # monotonic time of its latest step summary
         self._rates = RateMeter()
+        self.overheads: deque[tuple[float, float]] = deque(maxlen=32)  # (share, duration)
+        #: what ``--max-overhead`` chose last (``StepSummary.rates``), or None
+        self.capture_rates: dict[str, Any] | None = None
+
+    def overhead(self) -> float | None:
+        """TensorScope's share of this rank's step time over its last steps (their
+        total TensorScope time over their total time), or None before the first."""
+        if not self.overheads:
+            return None
+        total = sum(d for _, d in self.overheads)
+        if total <= 0:
+            return sum(o for o, _ in self.overheads) / len(self.overheads)
+        return sum(o * d for o, d in self.overheads) / total
 
     def note_rate(self, now: float) -> None:
         """Add a (time, steps seen) sample."""
@@ -453,6 +466,10 @@ class SessionModel:
             series = rank.eval_loss if msg.kind == "inference" else rank.loss
             series.append(msg.step, _finite_or_nan(msg.loss))
         rank.dropped += int(msg.dropped or 0)
+        if msg.overhead is not None:
+            rank.overheads.append((float(msg.overhead), max(0.0, float(msg.duration or 0.0))))
+        if msg.rates is not None:
+            rank.capture_rates = dict(msg.rates)
         ratios: dict[ModuleKey, float] = {}
         for p in msg.params:
             r = p.get("update_ratio")
@@ -523,6 +540,15 @@ class SessionModel:
     def rates(self) -> tuple[float, float]:
         """(steps/s of the selected rank, events/s of all) over the last few seconds."""
         return self.current.steps_per_s(), self._event_rate.rate()
+
+    def overhead(self) -> float | None:
+        """The selected rank's overhead share (``RankState.overhead``)."""
+        return self.current.overhead()
+
+    @property
+    def capture_rates(self) -> dict[str, Any] | None:
+        """The rates ``--max-overhead`` chose for the selected rank, or None."""
+        return self.current.capture_rates
 
     def note_idle(self) -> None:
         """Add a rate sample with no new events (rates decay when idle)."""

@@ -1,0 +1,43 @@
+"""The status bar's overhead field: the meter's share, and a budget's rates."""
+from __future__ import annotations
+
+from PySide6.QtWidgets import QStatusBar
+
+from tensorscope.common.events import Hello, StepSummary
+from tensorscope.ui.model.session_model import SessionModel
+from tensorscope.ui.status import StatusPanel
+from tensorscope.ui.theme import make_theme
+
+
+def _panel(qtbot) -> StatusPanel:
+    bar = QStatusBar()
+    qtbot.addWidget(bar)
+    panel = StatusPanel(bar, make_theme(False))
+    panel.bar = bar   # keep the bar (and its labels) alive with the panel
+    return panel
+
+
+def test_the_share_is_time_weighted_over_the_last_steps(qtbot):
+    model = SessionModel()
+    model.ingest(Hello(script="train.py"))
+    panel = _panel(qtbot)
+    panel.refresh(model)
+    assert panel.text("overhead") == ""    # nothing measured yet
+    # three 1 ms steps at 2%, one 7 ms statistics step at 5.3%: (0.06 + 0.371) / 10 ms
+    for i, (share, duration) in enumerate([(0.02, 1e-3)] * 3 + [(0.053, 7e-3)]):
+        model.ingest(StepSummary(step=i, overhead=share, duration=duration))
+    panel.refresh(model)
+    assert model.overhead() == (0.06e-3 + 0.371e-3) / 10e-3
+    assert panel.text("overhead") == "TensorScope 4.3% of step time"
+
+
+def test_a_budget_shows_its_rates(qtbot):
+    model = SessionModel()
+    rates = {"max_overhead": 5.0, "stats_every": 40, "params_every": 40, "meta_every": 16}
+    model.ingest(StepSummary(step=0, overhead=0.031, duration=1e-3, rates=rates))
+    panel = _panel(qtbot)
+    panel.refresh(model)
+    assert panel.text("overhead") == ("TensorScope 3.1% of step time (budget 5%: stats every "
+                                      "40, metadata every 16)")
+    tip = panel.labels["overhead"].toolTip()
+    assert "update ratios every 40" in tip and "finite checks every step" in tip
