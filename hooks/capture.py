@@ -418,6 +418,7 @@ class Capture:
         """``torch.autograd.backward`` was called outside any backward: the first
         scalar it was given is the step's loss (no host read), and the observers
         see the tensors."""
+        t0 = _ns()
         try:
             first = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
             loss = backward_loss(first)
@@ -430,6 +431,7 @@ class Capture:
                     self.watch.observer_failed(obs, "on_backward", exc)
         except Exception as exc:
             self.watch.internal_error("backward wrapper", exc)
+        self.meter.train_ns += _ns() - t0
 
     # ------------------------------------------------------------- root calls
     def _root_finished(self, call: CallRecord) -> None:

@@ -1,7 +1,8 @@
 """The live overhead meter: how much of each step TensorScope itself takes.
 
 Every entry from the user's code into TensorScope (the forward pre-hook and
-forward hook, the gradient callback, the optimizer step hooks) reads
+forward hook, the gradient callback, the optimizer step hooks, the wrapper of
+``torch.autograd.backward``) reads
 ``time.perf_counter_ns`` when it starts and when it returns, and adds the
 difference to a counter: ``train_ns`` on the training thread, ``grad_ns`` on
 autograd's thread (on the CPU, autograd runs gradient callbacks on the thread
