@@ -49,14 +49,33 @@ def _as_list(obj: Any) -> list[Any]:
 BREAK_KINDS = ("non_finite", "exception", "finding")
 
 
-def _breakpoint_kinds(break_on: Sequence[str] | str) -> list[str]:
-    """``"non_finite,exception"`` or a list -> validated kinds (ValueError otherwise)."""
+def _breakpoint_kinds(break_on: Sequence[str] | str) -> list[dict[str, Any]]:
+    """``"non_finite, encoder.0: grad_norm > 100"`` or a list -> breakpoint dicts.
+
+    Items are a kind (``non_finite``, ``exception``, ``finding``) or a condition,
+    ``[MODULE:] EXPR`` (any module when no module is named); ValueError otherwise.
+    """
+    from tensorscope.common.conditions import ConditionError, parse_condition
     items = break_on.split(",") if isinstance(break_on, str) else list(break_on)
-    kinds = [k.strip() for k in items if k.strip()]
-    bad = [k for k in kinds if k not in BREAK_KINDS]
-    if bad:
-        raise ValueError(f"unknown --break-on kind {bad[0]!r}; use {', '.join(BREAK_KINDS)}")
-    return kinds
+    out: list[dict[str, Any]] = []
+    for item in (k.strip() for k in items if k.strip()):
+        if item in BREAK_KINDS:
+            out.append({"kind": item})
+            continue
+        module, sep, expr = item.rpartition(":") if ":" in item else ("", "", item)
+        try:
+            parse_condition(expr.strip())
+        except ConditionError as exc:
+            if not sep and not any(op in item for op in "<>=!"):
+                raise ValueError(f"unknown --break-on kind {item!r}; use "
+                                 f"{', '.join(BREAK_KINDS)} or a condition such as "
+                                 f"'encoder.0: grad_norm > 100'") from None
+            raise ValueError(f"bad --break-on condition {item!r}: {exc}") from None
+        bp: dict[str, Any] = {"kind": "condition", "expr": expr.strip()}
+        if module.strip():
+            bp.update(root=0, path=module.strip())
+        out.append(bp)
+    return out
 
 
 class Watch(CaptureCallbacks, FrameworkSteps):
@@ -136,7 +155,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
             self._hello(name, script, argv)
             self._attach(model)
             if kinds:
-                self.gate.set_breakpoints([{"kind": k} for k in kinds])
+                self.gate.set_breakpoints(kinds)
             self._install_diagnostics()
             if global_hooks:
                 Watch.process_watch = self

@@ -38,7 +38,9 @@ def _add_capture_options(p: argparse.ArgumentParser) -> None:
                         "(the every-step finite checks stay; says so if they alone cost more)")
     g.add_argument("--break-on", default="", metavar="LIST",
                    help="comma-separated breakpoints armed from the start: "
-                        "non_finite, exception, finding")
+                        "non_finite, exception, finding, or a condition on a module's "
+                        "step statistics, e.g. 'encoder.0: grad_norm > 100' (any "
+                        "module without 'MODULE:')")
 
 
 def _build_run(sub: argparse._SubParsersAction) -> None:

@@ -38,6 +38,7 @@ class DebugController:
         self.module_breaks: set[tuple[int, str]] = set()
         self.global_breaks: set[str] = set()
         self.pinned: set[tuple[int, str]] = set()
+        self.conditions: list[tuple[int, str, str]] = []   # (root, path or "", expression)
         self.sent: list[Request] = []
         self.last_error = ""
         self._post = post_response
@@ -45,7 +46,8 @@ class DebugController:
     def set_connection(self, connection: RequestSender | None) -> None:
         """Attach to a session; re-send breakpoints and pins it should have."""
         self.connection = connection
-        if connection is not None and (self.module_breaks or self.global_breaks):
+        if connection is not None and (self.module_breaks or self.global_breaks
+                                       or self.conditions):
             self._send_breakpoints()
         if connection is not None and self.pinned:
             self._send(PinModules(modules=self._pin_list()))
@@ -120,11 +122,32 @@ class DebugController:
         (self.global_breaks.add if on else self.global_breaks.discard)(kind)
         self._send_breakpoints()
 
+    def add_condition(self, path: str, expr: str, root: int = 0) -> None:
+        """Break when ``expr`` holds for module ``path``'s step statistics (``""``: any
+        module), e.g. ``grad_norm > 100``; raises ``ConditionError`` for a bad one."""
+        from tensorscope.common.conditions import parse_condition
+        parse_condition(expr)
+        item = (root, path.strip(), expr.strip())
+        if item not in self.conditions:
+            self.conditions.append(item)
+            self._send_breakpoints()
+
+    def remove_condition(self, index: int) -> None:
+        """Forget the ``index``-th condition breakpoint."""
+        if 0 <= index < len(self.conditions):
+            del self.conditions[index]
+            self._send_breakpoints()
+
     def breakpoint_dicts(self) -> list[dict[str, Any]]:
         """The breakpoint set as ``SetBreakpoints`` dicts."""
         out: list[dict[str, Any]] = [{"kind": k} for k in sorted(self.global_breaks)]
         out += [{"kind": "module", "root": r, "path": p, "on": "forward"}
                 for r, p in sorted(self.module_breaks)]
+        for root, path, expr in self.conditions:
+            bp: dict[str, Any] = {"kind": "condition", "expr": expr}
+            if path:
+                bp.update(root=root, path=path)
+            out.append(bp)
         return out
 
     def _send_breakpoints(self) -> None:

@@ -103,6 +103,7 @@ class MainWindow(QMainWindow):
         a.run_to.triggered.connect(self._ask_run_to)
         a.toggle_break.triggered.connect(self.toggle_breakpoint)
         a.pin.triggered.connect(self.toggle_pin)
+        a.conditions.triggered.connect(self.edit_conditions)
         for act, kind in ((a.break_non_finite, "non_finite"), (a.break_exception, "exception"),
                           (a.break_finding, "finding")):
             act.toggled.connect(lambda on, k=kind: c.set_global_break(k, on))
@@ -312,6 +313,13 @@ class MainWindow(QMainWindow):
         if self.graph.selected is not None:
             self.controller.toggle_module_break(*self.graph.selected)
             self.graph.set_breakpoints(self.controller.module_breaks)
+
+    def edit_conditions(self) -> None:
+        """The condition breakpoints dialog (module prefilled from the selection)."""
+        from tensorscope.ui.conditions_dialog import ConditionDialog
+        module = self.graph.selected[1] if self.graph.selected else ""
+        self.conditions_dialog = ConditionDialog(self.controller, module, self)
+        self.conditions_dialog.show()
 
     def toggle_pin(self) -> None:
         """Pin/unpin the selected module's tensors."""

@@ -24,6 +24,7 @@ class WindowActions:
     break_non_finite: QAction
     break_exception: QAction
     break_finding: QAction
+    conditions: QAction
     pin: QAction
     fit: QAction
     zoom_in: QAction
@@ -68,6 +69,9 @@ def build_actions(win: QMainWindow, parent: QWidget) -> WindowActions:
         break_non_finite=_action(win, "Break on non-finite", checkable=True),
         break_exception=_action(win, "Break on exception", checkable=True),
         break_finding=_action(win, "Break on finding", checkable=True),
+        conditions=_action(win, "Condition breakpoints…", "Ctrl+B",
+                           "Break when a module's statistics meet a condition "
+                           "(grad_norm > 100)"),
         pin=_action(win, "Pin tensors", "Ctrl+P", "Keep the selected module's tensors for inspection"),
         fit=_action(win, "Fit", "Ctrl+0", "Fit the graph to the window"),
         zoom_in=_action(win, "Zoom in", "Ctrl++"),
@@ -127,7 +131,8 @@ def _menus(win: QMainWindow, a: WindowActions) -> None:
     for act in (a.cont, a.pause, a.step_batch, a.step_module, a.run_to):
         debug.addAction(act)
     debug.addSeparator()
-    for act in (a.toggle_break, a.break_non_finite, a.break_exception, a.break_finding, a.pin):
+    for act in (a.toggle_break, a.break_non_finite, a.break_exception, a.break_finding,
+                a.conditions, a.pin):
         debug.addAction(act)
     view = menu.addMenu("&View")
     for act in (a.show_module, a.show_autograd):

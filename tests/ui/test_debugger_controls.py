@@ -141,3 +141,26 @@ def test_inspector_picker_offers_every_tensor_of_the_paused_call(qtbot, live):
     hint = w.inspector.state.hint
     assert "paused at `network.2` (forward, step 5)" in hint and "not kept" in hint
     assert "Pin it (Ctrl+P)" in hint
+
+
+def test_condition_breakpoints_from_the_dialog(qtbot, live):
+    from tensorscope.common.events import SetBreakpoints
+    from tensorscope.ui.conditions_dialog import ConditionDialog
+    w, peer = live
+    w.select_module(0, "network.2")
+    w.actions.conditions.trigger()
+    dialog: ConditionDialog = w.conditions_dialog
+    qtbot.addWidget(dialog)
+    assert dialog.module.text() == "network.2"
+    dialog.condition.setText("grad_norm >")
+    assert not dialog.add() and "Not a condition" in dialog.error.text()
+    dialog.condition.setText("grad_norm > 100")
+    assert dialog.add()
+    assert dialog.list.item(0).text() == "network.2: grad_norm > 100"
+    qtbot.waitUntil(lambda: "set_breakpoints" in peer.types(), timeout=5000)
+    sent = [r for r in w.controller.sent if isinstance(r, SetBreakpoints)][-1]
+    assert {"kind": "condition", "expr": "grad_norm > 100", "root": 0,
+            "path": "network.2"} in sent.breakpoints
+    dialog.list.setCurrentRow(0)
+    dialog.remove()
+    assert dialog.list.count() == 0 and w.controller.conditions == []

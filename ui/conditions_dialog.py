@@ -1,0 +1,79 @@
+"""Condition breakpoints from the GUI: a module, a condition, and the list to edit.
+
+``Break when encoder.0: grad_norm > 100``: training pauses at the next step boundary
+after a step whose statistics of that module (any module when none is named) meet
+the condition. The fields a condition may use are those of ``tensorscope.common.
+conditions`` (``grad_norm``, ``norm``, ``max``, ``zero_fraction``, ``finite`` …).
+"""
+from __future__ import annotations
+
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel,
+                               QLineEdit, QListWidget, QPushButton, QVBoxLayout, QWidget)
+
+from tensorscope.common.conditions import ConditionError
+
+
+class ConditionDialog(QDialog):
+    """Add and remove condition breakpoints (edits the ``DebugController``'s list)."""
+
+    def __init__(self, controller, module: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Condition breakpoints")
+        self.controller = controller
+        self.module = QLineEdit(module, self)
+        self.module.setPlaceholderText("module path, e.g. encoder.0 (empty: any module)")
+        self.condition = QLineEdit(self)
+        self.condition.setPlaceholderText("e.g. grad_norm > 100 or zero_fraction > 0.9")
+        self.error = QLabel("", self)
+        self.error.setStyleSheet("color: #d62728;")
+        self.add_button = QPushButton("Add", self)
+        self.remove_button = QPushButton("Remove", self)
+        self.list = QListWidget(self)
+        form = QFormLayout()
+        form.addRow("Module", self.module)
+        form.addRow("Break when", self.condition)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.add_button)
+        buttons.addWidget(self.remove_button)
+        buttons.addStretch(1)
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        close.rejected.connect(self.reject)
+        box = QVBoxLayout(self)
+        box.addLayout(form)
+        box.addWidget(self.error)
+        box.addLayout(buttons)
+        box.addWidget(self.list, 1)
+        box.addWidget(close)
+        self.add_button.clicked.connect(self.add)
+        self.condition.returnPressed.connect(self.add)
+        self.remove_button.clicked.connect(self.remove)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Show the controller's conditions."""
+        self.list.clear()
+        for _root, path, expr in self.controller.conditions:
+            self.list.addItem(f"{path or 'any module'}: {expr}")
+        self.remove_button.setEnabled(bool(self.controller.conditions))
+
+    def add(self) -> bool:
+        """Add the typed condition; say what is wrong with a bad one."""
+        expr = self.condition.text().strip()
+        if not expr:
+            self.error.setText("Type a condition, e.g. grad_norm > 100")
+            return False
+        try:
+            self.controller.add_condition(self.module.text(), expr)
+        except ConditionError as exc:
+            self.error.setText(f"Not a condition: {exc}")
+            return False
+        self.error.setText("")
+        self.condition.clear()
+        self.refresh()
+        return True
+
+    def remove(self) -> None:
+        """Remove the selected condition (the last one when none is selected)."""
+        row = self.list.currentRow()
+        self.controller.remove_condition(row if row >= 0 else len(self.controller.conditions) - 1)
+        self.refresh()
