@@ -256,7 +256,7 @@ class MainWindow(QMainWindow):
         if show is None:
             return
         state = self.model.module(root, path)
-        stats = state.stats if state is not None else None
+        stats = self.module_stats(root, path)
         entries = paused_choices(self.model, root, path)
         if entries:   # every input, output, gradient, parameter and .grad kept at this pause
             self.inspector.show_choices(entries, stats)
@@ -268,6 +268,11 @@ class MainWindow(QMainWindow):
                                device=state.device)
         if meta is not None:
             show(None, meta, stats, unavailable=self._unavailable(root, path))
+
+    def module_stats(self, root: int, path: str) -> dict | None:
+        """The statistics the inspector shows for a module (live: the latest)."""
+        state = self.model.module(root, path)
+        return state.stats if state is not None else None
 
     def _unavailable(self, root: int, path: str) -> str:
         """Why module ``(root, path)``'s values cannot be fetched now (what to do instead)."""

@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
                                QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
+from tensorscope.common.events import CallDigest
 from tensorscope.viewer.reader import SessionReader
 from tensorscope.ui.graph_panel import relative_change
 from tensorscope.ui.legend import format_number
@@ -42,6 +43,7 @@ class ReplayPanel(QWidget):
         self.table.setHeaderLabels(["Module", "Step A", "Step B", "Change"])
         self.table.setRootIsDecorated(False)
         self.table.setSortingEnabled(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)   # both ends of a path
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
         self._debounce.setInterval(80)
@@ -104,6 +106,7 @@ class ReplayPanel(QWidget):
             self.table.addTopLevelItem(QTreeWidgetItem(cells))
         for col in range(4):
             self.table.resizeColumnToContents(col)
+        self.table.setColumnWidth(0, min(self.table.columnWidth(0), 360))
 
 
 class ReplayWindow(MainWindow):
@@ -114,6 +117,8 @@ class ReplayWindow(MainWindow):
     def __init__(self, path: str, settings_key: str | None = "replay") -> None:
         super().__init__(settings_key=settings_key)
         self.reader = SessionReader(path)  # opening checks the header only
+        self.shown_step: int | None = None
+        self._step_stats: dict | None = None   # the shown step's statistics per module
         self.setWindowTitle(f"TensorScope — {path}")
         self._lock = threading.Lock()
         self._connection_text = f"replay of {path}"
@@ -176,13 +181,37 @@ class ReplayWindow(MainWindow):
         if step < 0:
             return
         self.plots.mark_step(step)
-        self._in_background(lambda: self.bridge.post_response(
-            lambda metrics: self._show_metrics(step, metrics),
-            module_metrics(self.reader.step_messages(step))))
 
-    def _show_metrics(self, step: int, metrics: dict) -> None:
+        def work() -> None:
+            msgs = list(self.reader.step_messages(step))
+            stats = {(m.root, m.path): m.stats for m in msgs
+                     if isinstance(m, CallDigest) and m.stats}
+            self.bridge.post_response(lambda got: self._show_metrics(step, *got),
+                                      (module_metrics(msgs), stats))
+        self._in_background(work)
+
+    def _show_metrics(self, step: int, metrics: dict, stats: dict | None = None) -> None:
         self.graph.set_snapshot(metrics)
+        self.shown_step, self._step_stats = step, stats or {}
+        if self.graph.selected is not None:   # the inspector follows the timeline
+            self._inspect(*self.graph.selected)
         self.statusBar().showMessage(f"showing recorded step {step}", 4000)
+
+    def module_stats(self, root: int, path: str) -> dict | None:
+        """The statistics recorded for the module at the step the timeline shows."""
+        if self._step_stats is None:
+            return super().module_stats(root, path)
+        return self._step_stats.get((root, path))
+
+    def display_name(self, root: int, path: str) -> str:
+        """A module's name in the compare table: its path, with the root's name in
+        front when the path alone is a bare index (``Sequential.7``, not ``7``)."""
+        name = self.model.root_names.get(root, "")
+        if not path:
+            return name or "(root)"
+        if path.split(".", 1)[0].isdigit() and name:
+            return f"{name}.{path}"
+        return path
 
     def compare_steps(self, a: int, b: int) -> None:
         """Per-module statistics of steps a and b side by side; Δ coloured on the graph."""
@@ -199,7 +228,7 @@ class ReplayWindow(MainWindow):
             va, vb = ma.get(key, {}).get(metric), mb.get(key, {}).get(metric)
             change = relative_change(va, vb)
             diffs[key] = change
-            rows.append((key[1] or self.model.root_names.get(key[0], "(root)"), va, vb, change))
+            rows.append((self.display_name(*key), va, vb, change))
         self.graph.set_comparison(diffs)
         self.replay.show_comparison(rows)
         self.replay.table.setHeaderLabels(

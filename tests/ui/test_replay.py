@@ -66,3 +66,22 @@ def test_open_reports_a_bad_file(tmp_path, capsys):
     bad.write_bytes(b"not a recording")
     assert open_command(argparse.Namespace(file=str(bad))) == 1
     assert "not a TensorScope recording" in capsys.readouterr().err
+
+
+def test_the_inspector_follows_the_timeline(qtbot, replay):
+    import math
+    replay.select_module(0, "network.2")
+    replay.replay.slider.setValue(3)
+    qtbot.waitUntil(lambda: replay.shown_step == 3, timeout=5000)
+    expected = 10.0 / 3 + math.sin(3 / 5.0)     # network.2's norm recorded at step 3
+    assert replay.inspector.state.stats["norm"] == expected
+    replay.replay.slider.setValue(9)
+    qtbot.waitUntil(lambda: replay.shown_step == 9, timeout=5000)
+    assert replay.inspector.state.stats["norm"] == 10.0 / 3 + math.sin(9 / 5.0)
+
+
+def test_compare_names_modules_by_full_path(replay):
+    assert replay.display_name(0, "network.2") == "network.2"
+    assert replay.display_name(0, "") == "Classifier"
+    replay.model.root_names[5] = "Sequential"
+    assert replay.display_name(5, "7") == "Sequential.7"
