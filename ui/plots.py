@@ -485,8 +485,7 @@ class PlotsPanel(QWidget):
             return -last if last is not None and last == last else 0.0
         ranked = sorted(((k, v) for k, v in model.module_series.items()
                          if k[0] == model.rank and self._matches(k[2])), key=largest)
-        leaves = [k for k, _ in ranked
-                  if k[2] and not getattr(model.modules.get(k), "children", None)]
+        leaves = [k for k, _ in ranked if _plotted_leaf(model.modules.get(k), k[2])]
         keys = leaves[:MAX_CURVES]
         if self.focus is not None:
             focus = [k for k in sorted(model.ranks) if (k, *self.focus) in model.modules]
@@ -545,3 +544,11 @@ class PlotsPanel(QWidget):
                 line = pg.InfiniteLine(step, angle=90, pen=pg.mkPen(self.theme.executing, width=1))
                 line._ts_marker = True
                 plot.addItem(line)
+
+
+def _plotted_leaf(state, path: str) -> bool:
+    """A module whose own curve says something: a leaf (not the root), or a
+    ``torch.compile`` card, whose inner modules are not observed."""
+    if state is not None and getattr(state, "compiled", None) is not None:
+        return True
+    return bool(path) and not getattr(state, "children", None)

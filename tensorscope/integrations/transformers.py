@@ -8,7 +8,8 @@ built) at ``on_train_begin`` and detaches at ``on_train_end``. A step is one
 optimizer step: with ``gradient_accumulation_steps=N`` its N micro-batches
 belong to it, and ``on_step_end`` ends it where no optimizer step did. Each
 evaluation batch (``on_prediction_step``) is an inference step labelled
-``"evaluate"``. The metrics the Trainer logs (``loss``, ``learning_rate``,
+``"evaluate"``. The step's loss is what the Trainer backpropagated over its
+micro-batches (it equals the Trainer's logged ``loss``). The metrics the Trainer logs (``loss``, ``learning_rate``,
 ``grad_norm``, ``eval_loss`` ...) are sent as ``Scalars``, plotted beside
 TensorScope's own. Under ``accelerate launch`` each process watches with its
 own rank (``torch.distributed`` is initialised before ``on_train_begin``);
@@ -33,6 +34,11 @@ except ImportError as exc:
 __all__ = ["TensorScopeCallback"]
 
 
+def _is_scalar_with_grad(t: Any) -> bool:
+    return (type(t).__module__.startswith("torch") and hasattr(t, "register_hook")
+            and getattr(t, "requires_grad", False) and t.numel() == 1)
+
+
 class TensorScopeCallback(TrainerCallback):
     """Watch the Trainer's model while it trains; takes ``watch()``'s options.
 
@@ -43,6 +49,7 @@ class TensorScopeCallback(TrainerCallback):
         self.options = check_watch_options(watch_options, "TensorScopeCallback")
         self.watch: Any = None
         self._owned = True   # False under tensorscope run: the run's watch
+        self._loss_handle: Any = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        optimizer: Any = None, **kwargs: Any) -> None:
@@ -56,9 +63,29 @@ class TensorScopeCallback(TrainerCallback):
                                                       getattr(args, "process_index", 0))
         if optimizer is not None:
             self.watch.add_optimizer(optimizer)
+        if not getattr(args, "fp16", False):   # a GradScaler's factor would be in the gradient
+            self._loss_handle = model.register_forward_hook(self._model_returned)
+
+    def _model_returned(self, module: Any, inputs: Any, output: Any) -> None:
+        """The model's loss: what reaches it in backward is what the Trainer backpropagated.
+
+        The Trainer scales the loss of each micro-batch (by the accumulation, or
+        through ``num_items_in_batch``); the gradient arriving at the model's
+        loss is that scale, so ``loss * grad`` summed over a step's micro-batches
+        is the step's loss as backpropagated (on the device, no sync).
+        """
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        watch = self.watch
+        if watch is None or not _is_scalar_with_grad(loss):
+            return
+        value = loss.detach()
+        loss.register_hook(lambda grad: watch.note_loss(value * grad))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Detach: the last step is flushed and every hook removed."""
+        if self._loss_handle is not None:
+            self._loss_handle.remove()
+            self._loss_handle = None
         watch, self.watch = self.watch, None
         if watch is not None:
             if self._owned:

@@ -84,6 +84,10 @@ def test_trainer_steps_accumulation_evaluation_and_logged_metrics(tmp_path):
     one_batch = [s.calls for s in cb.sink.summaries if s.kind == "inference"][0]
     assert root_calls[0] == 2 * one_batch   # both micro-batches in one step
     assert all(s.loss is not None and s.loss > 0 for s in steps)
+    # the step's loss is what the Trainer backpropagated over both micro-batches:
+    # the loss it logs for that step
+    logged_loss = [m.values["loss"] for m in cb.sink.scalars if "loss" in m.values]
+    assert [s.loss for s in steps] == pytest.approx(logged_loss, rel=1e-5)
     logged = {k for m in cb.sink.scalars for k in m.values}
     assert {"loss", "learning_rate", "grad_norm", "eval_loss"} <= logged, logged
     assert all(m.source == "transformers" for m in cb.sink.scalars)
