@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import argparse
 
+import lightning.pytorch as L
 import torch
 from torch import nn
 
-import lightning.pytorch as L
 from tensorscope.integrations.lightning import TensorScopeCallback
 
 

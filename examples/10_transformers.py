@@ -34,10 +34,10 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # everything is built here: never download
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import torch
+import transformers
 
-from tensorscope.integrations.transformers import TensorScopeCallback  # noqa: E402
+from tensorscope.integrations.transformers import TensorScopeCallback
 
 VOCAB = 64
 

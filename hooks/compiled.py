@@ -85,7 +85,7 @@ def compiled_message(name: str, inside: int, eager_steps: int) -> str:
 class CompiledModules:
     """The watch's compiled modules: naming, the finding, the eager steps."""
 
-    def __init__(self, watch: "Watch", eager_steps: int = 0) -> None:
+    def __init__(self, watch: Watch, eager_steps: int = 0) -> None:
         self.watch = watch
         self.eager_steps = max(0, int(eager_steps))
         self.wrappers: dict[int, nn.Module] = {}          # id -> OptimizedModule seen

@@ -26,7 +26,7 @@ try:
     from lightning.pytorch import Callback
 except ImportError:  # the standalone package only
     try:
-        from pytorch_lightning import Callback
+        from pytorch_lightning import Callback  # type: ignore[assignment]
     except ImportError as exc:
         raise ImportError("tensorscope.integrations.lightning needs Lightning: "
                           "pip install 'tensorscope[lightning]'") from exc

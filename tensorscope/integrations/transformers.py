@@ -76,7 +76,7 @@ class TensorScopeCallback(TrainerCallback):
         """
         loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
         watch = self.watch
-        if watch is None or not _is_scalar_with_grad(loss):
+        if watch is None or loss is None or not _is_scalar_with_grad(loss):
             return
         value = loss.detach()
         loss.register_hook(lambda grad: watch.note_loss(value * grad))

@@ -11,10 +11,9 @@ import warnings
 
 import pytest
 import torch
-from torch import nn
-
 from tensorscope.hooks.compiled import TORCH_WARNING_NOTE, compiled_inner
 from tensorscope.hooks.watch import Watch
+from torch import nn
 
 
 class Net(nn.Module):
@@ -79,7 +78,7 @@ def _watched_run(order: str, fullgraph: bool, steps: int = 3, **options):
 @pytest.mark.parametrize("fullgraph", [False, True])
 @pytest.mark.parametrize("order", ["before", "after"])
 def test_compiled_module_is_one_card_with_its_boundary_captured(order, fullgraph, capsys):
-    w, log, losses, compiled = _watched_run(order, fullgraph)
+    w, log, _losses, _compiled = _watched_run(order, fullgraph)
     err = capsys.readouterr().err
     digests = log.of("CallDigest")
     # one call a step, at the card (the wrapper compiled before watch is the root

@@ -7,10 +7,10 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
+import torch
+import transformers
 
-from tensorscope.integrations.transformers import TensorScopeCallback  # noqa: E402
+from tensorscope.integrations.transformers import TensorScopeCallback
 
 
 def main(out: str) -> None:

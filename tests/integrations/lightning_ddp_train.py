@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
+import lightning.pytorch as L
 import torch
 from torch import nn
 
-import lightning.pytorch as L
 from tensorscope.integrations.lightning import TensorScopeCallback
 
 

@@ -29,7 +29,7 @@ def test_each_process_watches_with_its_own_rank(tmp_path):
            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
            "--dynamo_backend", "no", "--main_process_port", "0",
            str(HERE / "accelerate_train.py"), str(tmp_path)]
-    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
                          timeout=400)
     assert run.returncode == 0, run.stderr[-4000:]
     reports = [json.loads((tmp_path / f"report-{r}.json").read_text()) for r in (0, 1)]

@@ -9,7 +9,7 @@ from torch import nn
 
 L = pytest.importorskip("lightning.pytorch")
 
-from tensorscope.integrations.lightning import TensorScopeCallback  # noqa: E402
+from tensorscope.integrations.lightning import TensorScopeCallback
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def _loader(n: int = 16, batch: int = 4) -> torch.utils.data.DataLoader:
                                        batch_size=batch)
 
 
-def _trainer(tmp_path, callback, **kw) -> "L.Trainer":
+def _trainer(tmp_path, callback, **kw) -> L.Trainer:
     return L.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
                      enable_checkpointing=False, enable_progress_bar=False,
                      enable_model_summary=False, default_root_dir=str(tmp_path),
@@ -160,6 +160,7 @@ def test_every_watch_option_is_accepted():
     import inspect
 
     from tensorscope.hooks.watch import Watch
+
     from tensorscope.integrations._options import DECIDED_BY_CALLBACK
 
     params = inspect.signature(Watch.__init__).parameters

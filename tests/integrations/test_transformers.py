@@ -12,12 +12,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-from tensorscope.integrations.transformers import TensorScopeCallback  # noqa: E402
+from tensorscope.integrations.transformers import TensorScopeCallback
 
 pytestmark = pytest.mark.slow
 
 
-def _model() -> "transformers.GPT2LMHeadModel":
+def _model() -> transformers.GPT2LMHeadModel:
     torch.manual_seed(0)
     config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1,
                                      n_head=2)
@@ -81,7 +81,7 @@ def test_trainer_steps_accumulation_evaluation_and_logged_metrics(tmp_path):
     steps = [s for s in cb.sink.summaries if s.kind == "train"]
     root_calls = [s.calls for s in steps]
     assert len(set(root_calls)) == 1
-    one_batch = [s.calls for s in cb.sink.summaries if s.kind == "inference"][0]
+    one_batch = next(s.calls for s in cb.sink.summaries if s.kind == "inference")
     assert root_calls[0] == 2 * one_batch   # both micro-batches in one step
     assert all(s.loss is not None and s.loss > 0 for s in steps)
     # the step's loss is what the Trainer backpropagated over both micro-batches:
