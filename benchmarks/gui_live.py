@@ -12,6 +12,9 @@
   of a 5 ms timer (target ≥ 20,000 events/s, stalls ≤ 100 ms).
 * ``memory``: 10,000 steps of a 50-module model into the window's model;
   traced Python memory at 2k/5k/10k steps (target: flat).
+* ``rss``: the whole window's resident memory at 20 steps/s with the real repaint
+  timer, after a warm-up (``TENSORSCOPE_RSS_SECONDS``); growth per minute and per
+  30 minutes (target: < 5 MB per 30 minutes).
 """
 from __future__ import annotations
 
@@ -254,7 +257,53 @@ def bench_memory(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-IN_PROCESS = {"recolour": bench_recolour, "ingest": bench_ingest, "memory": bench_memory}
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def bench_rss(args: argparse.Namespace) -> list[dict]:
+    """Resident memory of the whole window at 20 steps/s of a 50-module model, with the
+    real 30 Hz repaint (graph, tree, plots, findings), sampled after a warm-up minute
+    (``TENSORSCOPE_RSS_SECONDS``, default 240 s in all; target: < 5 MB growth in 30 min)."""
+    from PySide6.QtCore import QTimer
+    _app()
+    from tensorscope.ui.main_window import MainWindow
+    seconds = float(os.environ.get("TENSORSCOPE_RSS_SECONDS", "240"))
+    warm = min(60.0, seconds / 4)
+    modules = 50
+    w = MainWindow(settings_key=None)
+    w.resize(1600, 1000)
+    w.show()
+    w.ingest(_structure(modules))
+    state = {"step": 0}
+
+    def produce() -> None:
+        step = state["step"]
+        state["step"] += 1
+        w.model.ingest_many(_digests(modules, step) + [_summary(step, modules)])
+    timer = QTimer()
+    timer.timeout.connect(produce)
+    timer.start(50)   # 20 steps a second
+    rows, start = [], time.monotonic()
+    while time.monotonic() - start < seconds:
+        _spin(5000)
+        elapsed = time.monotonic() - start
+        if elapsed >= warm:
+            rows.append({"seconds": round(elapsed), "steps": state["step"], "rss_mb": _rss_mb()})
+    timer.stop()
+    w.close()
+    if len(rows) >= 2:
+        minutes = (rows[-1]["seconds"] - rows[0]["seconds"]) / 60
+        per_min = (rows[-1]["rss_mb"] - rows[0]["rss_mb"]) / minutes if minutes else 0.0
+        rows = [rows[0], rows[len(rows) // 2], rows[-1]]
+        rows[-1]["growth_mb_per_min"] = per_min
+        rows[-1]["growth_mb_per_30_min"] = per_min * 30
+    return rows
+
+
+IN_PROCESS = {"recolour": bench_recolour, "ingest": bench_ingest, "memory": bench_memory,
+              "rss": bench_rss}
 
 
 def _isolated(name: str) -> Callable[[argparse.Namespace], list[dict]]:
@@ -262,7 +311,7 @@ def _isolated(name: str) -> Callable[[argparse.Namespace], list[dict]]:
     def run(args: argparse.Namespace) -> list[dict]:
         cmd = [sys.executable, os.path.abspath(__file__), "--rows", name,
                "--repeat", str(getattr(args, "repeat", 5))]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=2400,
                              env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
         if out.returncode != 0:
             raise RuntimeError(f"section {name} failed:\n{out.stderr[-2000:]}")

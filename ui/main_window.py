@@ -128,6 +128,9 @@ class MainWindow(QMainWindow):
         self.plots.step_selected.connect(lambda step: self.plots.mark_step(step))
         self.findings.rank_activated.connect(lambda rank: self.model.select_rank(rank))
         self.findings.finding_activated.connect(self._point_selected)
+        pin = getattr(self.inspector, "pin_requested", None)
+        if pin is not None:
+            pin.connect(self._pin_from_inspector)
         signal = getattr(self.inspector, "tensor_requested", None)
         if signal is not None:
             signal.connect(self._tensor_requested)
@@ -267,7 +270,8 @@ class MainWindow(QMainWindow):
             meta = tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
                                device=state.device)
         if meta is not None:
-            show(None, meta, stats, unavailable=self._unavailable(root, path))
+            can_pin = self.connection is not None and (root, path) not in self.controller.pinned
+            show(None, meta, stats, unavailable=self._unavailable(root, path), can_pin=can_pin)
 
     def module_stats(self, root: int, path: str) -> dict | None:
         """The statistics the inspector shows for a module (live: the latest)."""
@@ -325,6 +329,11 @@ class MainWindow(QMainWindow):
         module = self.graph.selected[1] if self.graph.selected else ""
         self.conditions_dialog = ConditionDialog(self.controller, module, self)
         self.conditions_dialog.show()
+
+    def _pin_from_inspector(self) -> None:
+        if self.graph.selected is not None and self.graph.selected not in self.controller.pinned:
+            self.controller.toggle_pin(*self.graph.selected)
+            self._inspect(*self.graph.selected)   # now says it is pinned
 
     def toggle_pin(self) -> None:
         """Pin/unpin the selected module's tensors."""

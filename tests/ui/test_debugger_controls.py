@@ -164,3 +164,16 @@ def test_condition_breakpoints_from_the_dialog(qtbot, live):
     dialog.list.setCurrentRow(0)
     dialog.remove()
     assert dialog.list.count() == 0 and w.controller.conditions == []
+
+
+def test_one_click_pins_a_module_while_running(qtbot, live):
+    w, peer = live
+    w.select_module(0, "network.0")
+    button = w.inspector.pin_button
+    assert button.isVisibleTo(w.inspector)
+    assert "Training is running" in w.inspector.state.hint
+    button.click()
+    qtbot.waitUntil(lambda: "pin_modules" in peer.types(), timeout=5000)
+    assert (0, "network.0") in w.controller.pinned
+    assert "is pinned" in w.inspector.state.hint
+    assert not button.isVisibleTo(w.inspector)

@@ -49,6 +49,7 @@ class TensorInspector(QWidget):
     """
 
     tensor_requested = Signal(str, str, int)
+    pin_requested = Signal()   # "Pin this module": keep its tensors from the next step on
 
     def __init__(self, parent: QWidget | None = None, state: InspectorState | None = None) -> None:
         super().__init__(parent)
@@ -99,10 +100,16 @@ class TensorInspector(QWidget):
         self.status.setWordWrap(True)
         self.npy_button = QPushButton("Save .npy…", self)
         self.csv_button = QPushButton("Save .csv…", self)
+        self.pin_button = QPushButton("Pin this module", self)
+        self.pin_button.setToolTip("Keep this module's tensors every step (Ctrl+P), so that "
+                                   "the next pause can show them")
+        self.pin_button.hide()
+        self.pin_button.clicked.connect(self.pin_requested.emit)
         self.npy_button.clicked.connect(lambda: self._export_dialog("npy"))
         self.csv_button.clicked.connect(lambda: self._export_dialog("csv"))
         buttons = QHBoxLayout()
         buttons.addWidget(self.legend, 1)
+        buttons.addWidget(self.pin_button)
         buttons.addWidget(self.npy_button)
         buttons.addWidget(self.csv_button)
         self.footer = QVBoxLayout()
@@ -121,10 +128,12 @@ class TensorInspector(QWidget):
 
     # -------------------------------------------------------------- host API --
     def show_tensor(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None,
-                    unavailable: str = "") -> None:
+                    unavailable: str = "", can_pin: bool = False) -> None:
         """Inspect a tensor; ``ref`` None when only metadata/stats are known, with
-        ``unavailable`` saying why there are no values (and what to do)."""
+        ``unavailable`` saying why there are no values (and what to do); ``can_pin``
+        offers the one-click pin."""
         self._timer.stop()
+        self.pin_button.setVisible(can_pin and ref is None)
         self.header.set_choices(list(self._choices) if ref in self._choices else [], ref)
         self.state.select(ref, meta, stats, unavailable=unavailable)
         self.request_now()
