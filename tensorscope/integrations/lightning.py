@@ -7,7 +7,8 @@ It attaches a ``Watch`` to the LightningModule at ``setup`` and detaches at
 step (with ``accumulate_grad_batches=N`` the N batches of one optimizer step
 are one step); each validation, test and predict batch is an inference step
 labelled with its loop (``"validation"``, ``"sanity_check"``, ``"test"``,
-``"predict"``). Under ``tensorscope run`` it drives the run's capture instead
+``"predict"``). What the LightningModule logs with ``self.log`` is sent as
+``Scalars`` (the GUI's Logged plot) when Lightning logs it. Under ``tensorscope run`` it drives the run's capture instead
 of attaching a second one. The step's loss is the value Lightning backpropagates
 (``on_before_backward``). The rank is the trainer's: Lightning initialises
 ``torch.distributed`` before ``setup``, and the watch reads it there;
@@ -115,6 +116,20 @@ class TensorScopeCallback(Callback):
                                   and self.watch.step_open)
         if not self._accumulating:
             self.watch.end_step("train", "train")
+        every = max(1, int(getattr(trainer, "log_every_n_steps", 50) or 50))
+        if getattr(trainer, "global_step", 0) % every == 0:   # when Lightning logs
+            self._log(trainer)
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """What ``self.log`` recorded in validation (``val_loss``) joins the Logged plot."""
+        if self.watch is not None and not getattr(trainer, "sanity_checking", False):
+            self._log(trainer)
+
+    def _log(self, trainer: Any) -> None:
+        metrics = dict(getattr(trainer, "logged_metrics", None) or {})
+        if metrics:
+            self.watch.log(metrics, source="lightning",
+                           framework_step=getattr(trainer, "global_step", None))
 
     # -------------------------------------------------- evaluation loops
     def _loop_batch_start(self, trainer: Any, loop: str) -> None:

@@ -67,10 +67,13 @@ class Summaries:
 
     def __init__(self) -> None:
         self.summaries: list = []
+        self.scalars: list = []
 
     def handle(self, msg) -> None:
         if type(msg).__name__ == "StepSummary":
             self.summaries.append(msg)
+        elif type(msg).__name__ == "Scalars":
+            self.scalars.append(msg)
 
     def close(self) -> None:
         pass
@@ -103,6 +106,8 @@ def test_fit_maps_loops_to_steps_and_takes_the_backpropagated_loss(tmp_path):
     assert [s.loss for s in train] == pytest.approx(model.backpropagated)
     assert all(s.calls == 5 for s in train)   # the module, encoder, encoder.0, encoder.1, head
     assert cb.rank_at_setup == (0, 0)
+    logged = [m for m in cb.sink.scalars if "val_loss" in m.values]
+    assert len(logged) == 1 and logged[0].source == "lightning" and logged[0].step == 6
     report = json.loads((tmp_path / "report.json").read_text())
     params = {p["name"]: p for p in report["parameters"]}
     assert params["head.weight"]["in_optimizer"] and params["head.weight"]["grad_norm"] > 0
