@@ -171,6 +171,7 @@ class GraphPanel(QWidget):
         had_nodes = old.full.number_of_nodes() > 0
         labels = self.labels()
         fresh = GraphModel(kind, type_of=labels.type_of)
+        fresh.fold_runs = old.fold_runs
 
         def work() -> Prepared:
             fresh.set_structure(gs, budget=None)
@@ -297,7 +298,9 @@ class GraphPanel(QWidget):
         graph = self.graphs[kind]
         attrs = graph.visible_graph().nodes.get(nid, {})
         changed = graph.copy()
-        if attrs.get("kind") == "group":
+        if attrs.get("run"):   # a folded run of blocks: show them one by one again
+            changed.fold_runs = False
+        elif attrs.get("kind") == "group":
             changed.expand(attrs["group"], through_single=True)
         else:
             key = graph.group_of(nid)
@@ -381,6 +384,12 @@ class GraphPanel(QWidget):
         changed = self.graphs[self.kind].copy()
         changed.expand_all()
         self.relayout(self.kind, incremental=True, model=changed)
+
+    def set_fold_runs(self, on: bool) -> None:
+        """Fold runs of identical blocks (``h.0–11 ×12``) in the current graph, or not."""
+        changed = self.graphs[self.kind].copy()
+        changed.fold_runs = on
+        self.relayout(self.kind, incremental=False, model=changed)
 
     def collapse_all(self) -> None:
         """Fold every container below the roots (one card per top-level module)."""

@@ -112,6 +112,7 @@ class MainWindow(QMainWindow):
         a.zoom_out.triggered.connect(lambda: self.graph.view.zoom(0.8))
         a.expand_all.triggered.connect(self.graph.expand_all)
         a.collapse_default.triggered.connect(self.graph.collapse_default)
+        a.fold_runs.toggled.connect(self.graph.set_fold_runs)
         a.export_png.triggered.connect(lambda: self._export("png"))
         a.export_svg.triggered.connect(lambda: self._export("svg"))
         a.show_module.triggered.connect(lambda: self.show_graph("module"))

@@ -31,6 +31,7 @@ class WindowActions:
     zoom_out: QAction
     expand_all: QAction
     collapse_default: QAction
+    fold_runs: QAction
     export_png: QAction
     export_svg: QAction
     show_module: QAction
@@ -78,6 +79,9 @@ def build_actions(win: QMainWindow, parent: QWidget) -> WindowActions:
         zoom_out=_action(win, "Zoom out", "Ctrl+-"),
         expand_all=_action(win, "Expand all", "Ctrl+E"),
         collapse_default=_action(win, "Collapse to default", "Ctrl+Shift+E"),
+        fold_runs=_action(win, "Fold repeated blocks", "Ctrl+R",
+                          "Show a run of identical blocks as one card (h.0–11 ×12)",
+                          checkable=True),
         export_png=_action(win, "Export graph as PNG…"),
         export_svg=_action(win, "Export graph as SVG…"),
         show_module=_action(win, "Module graph", "Ctrl+1", checkable=True),
@@ -138,6 +142,6 @@ def _menus(win: QMainWindow, a: WindowActions) -> None:
     for act in (a.show_module, a.show_autograd):
         view.addAction(act)
     view.addSeparator()
-    for act in (a.fit, a.zoom_in, a.zoom_out, a.expand_all, a.collapse_default):
+    for act in (a.fit, a.zoom_in, a.zoom_out, a.expand_all, a.collapse_default, a.fold_runs):
         view.addAction(act)
     win.view_menu = view

@@ -62,3 +62,38 @@ def test_side_input_labels() -> None:
     assert side_input_label({"label": "op result"}) == "side input"
     assert side_input_label({"label": "LlamaRotaryEmbedding", "kind": "call"}) \
         == "LlamaRotaryEmbedding"
+
+
+def test_a_run_of_identical_blocks_folds_into_one_card_and_back() -> None:
+    from tensorscope.ui.model.graph_model import group_id
+    nodes = [_node("in0", "input", label='in["input_ids"]', shape=(2, 8), dtype="int64"),
+             _node("e", path="embed", label="Embedding")]
+    edges = [["in0", "e", [2, 8]]]
+    prev = "e"
+    for i in range(12):   # h.i is a container with one child: it folds into a group card
+        nodes += [_node(f"b{i}", path=f"h.{i}", label="Block"),
+                  _node(f"f{i}", path=f"h.{i}.fc", label="Linear")]
+        nodes[-2]["parent"] = None
+        nodes[-1]["parent"] = f"b{i}"
+        edges += [[prev, f"b{i}", [2, 8, 16]], [prev, f"f{i}", [2, 8, 16]]]
+        prev = f"b{i}"
+    nodes.append(_node("head", path="head", label="Linear"))
+    edges.append([prev, "head", [2, 8, 16]])
+    g = GraphModel("module", type_of=lambda r, p: "Block" if p.startswith("h.") and
+                   p.count(".") == 1 else "")
+    g.set_structure(GraphStructure(kind="module", hash="blocks", nodes=nodes, edges=edges),
+                    budget=None)
+    for i in range(12):
+        g.collapse((0, f"h.{i}"))
+    assert group_id((0, "h.5")) in g.visible_graph()
+    folded = g.copy()
+    folded.fold_runs = True
+    vis = folded.visible_graph()
+    runs = [n for n, a in vis.nodes(data=True) if a.get("run")]
+    assert len(runs) == 1
+    run = vis.nodes[runs[0]]
+    assert run["label"] == "Block ×12" and run["path"] == "h.0–11"
+    assert vis.has_edge("e", runs[0]) and vis.has_edge(runs[0], "head")
+    assert folded.visible_for_module(0, "h.7.fc") == runs[0]
+    assert folded.module_of(runs[0]) == (0, "h.0")
+    assert group_id((0, "h.5")) in g.visible_graph()   # the original keeps its cards

@@ -57,6 +57,9 @@ class GraphModel:
         self._visible: nx.DiGraph | None = None
         self._owner: dict[str, str | None] = {}
         self._containers: set[str] = set()
+        #: fold runs of identical folded blocks (h.0 … h.11) into one "h.0–11 ×12" card
+        self.fold_runs = False
+        self._run_of: dict[str, str] = {}   # a folded block's group id -> its run's id
 
     # --------------------------------------------------------- structure ---
     def set_structure(self, gs: GraphStructure, budget: int | None = DEFAULT_BUDGET) -> None:
@@ -279,6 +282,7 @@ class GraphModel:
                         vis.add_edge(a, b, label=attrs.get("label", ""), count=1)
         self._fill_group_io(vis)
         fold_side_inputs(vis)
+        self._run_of = fold_repeated_blocks(vis) if self.fold_runs else {}
         return vis
 
     def _exits(self, container: str) -> list[str]:
@@ -354,7 +358,7 @@ class GraphModel:
         vis = self.visible_graph()
         for key in [(root, p) for p in [""] + _prefixes(path)]:
             if key in self.collapsed:
-                return group_id(key)
+                return self._run_of.get(group_id(key), group_id(key))
         for nid, attrs in self.full.nodes(data=True):
             if int(attrs.get("root", 0) or 0) == root and self._path_of(attrs) == path:
                 return self.owner(nid) if self.owner(nid) in vis else None
@@ -458,6 +462,60 @@ def fold_side_inputs(vis: nx.DiGraph) -> None:
         folded[nid] = attrs
         vis.remove_node(nid)
     vis.graph["side_inputs"] = folded
+
+
+RUN_MIN = 3   # identical blocks in a row that fold into one card
+
+
+def _block_index(path: str) -> tuple[str, int] | None:
+    parent, _, last = path.rpartition(".")
+    return (parent, int(last)) if last.isdigit() else None
+
+
+def fold_repeated_blocks(vis: nx.DiGraph) -> dict[str, str]:
+    """Fold runs of ``RUN_MIN`` or more folded blocks of one class that follow one
+    another (``h.0`` → ``h.1`` → …, nothing else going in or out between them) into
+    one card ``GPT2Block ×12`` with path ``h.0–11`` (in place). Returns each folded
+    block's id → its run's id."""
+    run_of: dict[str, str] = {}
+    groups = [n for n, a in vis.nodes(data=True) if a.get("kind") == "group"]
+    starts = [n for n in groups if _block_index(str(vis.nodes[n].get("path", ""))) is not None]
+    taken: set[str] = set()
+    for first in sorted(starts, key=lambda n: _block_index(vis.nodes[n]["path"])[1]):
+        if first in taken:
+            continue
+        a = vis.nodes[first]
+        parent, index = _block_index(a["path"])
+        run = [first]
+        while True:
+            succ = list(vis.successors(run[-1]))
+            if len(succ) != 1:
+                break
+            nxt = succ[0]
+            b = vis.nodes[nxt]
+            if (b.get("kind") != "group" or b.get("label") != a.get("label")
+                    or b.get("root") != a.get("root") or vis.in_degree(nxt) != 1
+                    or _block_index(str(b.get("path", ""))) != (parent, index + len(run))):
+                break
+            run.append(nxt)
+        if len(run) < RUN_MIN:
+            continue
+        last = vis.nodes[run[-1]]
+        last_index = index + len(run) - 1
+        rid = f"run:{a.get('root', 0)}:{parent}.{index}-{last_index}"
+        vis.add_node(rid, **{**last, "id": rid, "label": f"{a.get('label')} ×{len(run)}",
+                             "path": f"{parent}.{index}–{last_index}",
+                             "members": sum(int(vis.nodes[m].get("members", 1)) for m in run),
+                             "group": a.get("group"), "run": list(run),
+                             "side_inputs": a.get("side_inputs", [])})
+        for u in list(vis.predecessors(first)):
+            vis.add_edge(u, rid, **vis.edges[u, first])
+        for v in list(vis.successors(run[-1])):
+            vis.add_edge(rid, v, **vis.edges[run[-1], v])
+        vis.remove_nodes_from(run)
+        taken.update(run)
+        run_of.update(dict.fromkeys(run, rid))
+    return run_of
 
 
 def _depth(path: str) -> int:
