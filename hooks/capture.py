@@ -452,7 +452,7 @@ class Capture:
         if is_loss_module(call.module):
             step.loss = scalars[0][1].detach()
             return
-        for path, v in scalars:
+        for _path, v in scalars:
             ent = step.flow.get(id(v))
             if ent is not None and ent.grad is not None:
                 step.loss_candidates.append((ent.grad, v.detach()))

@@ -185,6 +185,16 @@ class StatSlots:
     __slots__ = ("numel", "n_sample", "exact", "integer", "sum", "sum_s", "ssq",
                  "nnz", "nan", "nonfinite", "min", "max")
 
+    numel: int
+    n_sample: int
+    exact: bool
+    integer: bool
+    sum: int
+    ssq: int
+    nnz: int
+    min: int
+    max: int
+
     def __init__(self) -> None:
         self.sum_s: int | None = None
         self.nan: int | None = None

@@ -36,7 +36,7 @@ def _accelerator_present() -> bool:
 
 def _module_devices(module: nn.Module) -> dict[str, torch.device]:
     found: dict[str, torch.device] = {}
-    for name, p in module.named_parameters(recurse=False):
+    for _name, p in module.named_parameters(recurse=False):
         found.setdefault(str(p.device), p.device)
         if len(found) > 1:
             break

@@ -160,8 +160,9 @@ class Condition:
         if not parser.tokens:
             raise ConditionError("empty condition")
         self._tree = parser.expr()
-        if parser.peek() is not None:
-            raise ConditionError(f"unexpected {parser.peek()[1]!r} after the condition")
+        extra = parser.peek()
+        if extra is not None:
+            raise ConditionError(f"unexpected {extra[1]!r} after the condition")
 
     def evaluate(self, values: dict[str, float]) -> bool:
         """True when the condition holds for ``values`` (missing fields → false)."""

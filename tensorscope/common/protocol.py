@@ -147,7 +147,7 @@ def encode(msg: Message) -> bytes:
         return HEADER.pack(len(payload)) + payload
 
 
-def _unpack(payload: bytes) -> Frame:
+def _unpack(payload: bytes | bytearray) -> Frame:
     try:
         obj = msgpack.unpackb(payload, raw=False, strict_map_key=False,
                               use_list=True)
@@ -171,7 +171,6 @@ _WIRE_TYPES: dict[Any, tuple[type, ...]] = {
     list: (list,), dict: (dict,), type(None): (type(None),),
 }
 _FIELD_TYPES: dict[type, dict[str, tuple[type, ...] | None]] = {}
-_UNKNOWN = object()
 
 
 def _wire_types(declared: Any) -> tuple[type, ...] | None:
@@ -210,9 +209,9 @@ def to_message(frame: Frame) -> Message | None:
     types = _field_types(cls)
     fields = {}
     for name, value in frame.body.items():
-        allowed = types.get(name, _UNKNOWN)
-        if allowed is _UNKNOWN:
+        if name not in types:
             continue  # a field from a newer version (or a non-name key): ignored
+        allowed = types[name]
         if allowed is not None and not isinstance(value, allowed):
             raise ProtocolError(f"malformed {frame.type!r} message: field {name!r} is "
                                 f"{type(value).__name__}")

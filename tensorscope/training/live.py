@@ -244,7 +244,7 @@ def _announce(listener: Listener) -> Path | None:
     return token_file
 
 
-def _connect_target(connect: bool | str) -> tuple[str, int, str, str] | None:
+def _connect_target(connect: bool | str | None) -> tuple[str, int, str, str] | None:
     """(host, port, token, what) to connect to, or None."""
     if connect is False or connect is None:
         return None

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-from tensorscope.common.events import PROTOCOL_VERSION, Finding, Hello, Message, StepSummary
+from tensorscope.common.events import PROTOCOL_VERSION, CallDigest, Finding, Hello, Message, StepSummary
 from tensorscope.common.protocol import body_of, lossy_value, pack_body
 from tensorscope.common.recording_format import (FORMAT, FORMAT_VERSION, SCHEMA, SQLITE_MAGIC,
                                                  RecordingError, read_only_uri)
@@ -38,7 +38,7 @@ def _rows(msgs: list[tuple[int, int, Message]]) -> dict[str, list[tuple]]:
         elif isinstance(m, Finding):
             rows["findings"].append((rank, m.step, m.kind, m.severity, m.phase, m.root,
                                      m.module, m.message, m.count))
-        elif m.TYPE == "call_digest":
+        elif isinstance(m, CallDigest):
             s = m.stats or {}
             rows["calls"].append((rank, m.step, m.index, m.root, m.path, m.type, int(m.finite),
                                   m.grad_norm, s.get("mean"), s.get("std"), s.get("min"),

@@ -86,7 +86,7 @@ class ReportBuilder:
         self.steps = 0             # training steps
         self.inference_steps = 0   # every other step (evaluation, prediction)
         self._pending: list[tuple[_ModuleInfo, list[dict[str, Any]], list[dict[str, Any]]]] = []
-        self.params: dict[str, dict[str, Any]] = {}
+        self.params: dict[Any, dict[str, Any]] = {}  # by name (None if a row has none)
         self.losses: list[list[Any]] = []        # [step, loss] of training steps
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
         self.findings: dict[tuple[int, str, int, str], dict[str, Any]] = {}

@@ -102,11 +102,11 @@ def tensor_stats(t: Any) -> dict[str, float]:
     mx = torch.where(finite, v, torch.full((), -big, dtype=v.dtype, device=v.device)).max()
     var = (torch.where(finite, v - mean, torch.zeros((), dtype=v.dtype, device=v.device)) ** 2
            ).sum() / (cnt - 1).clamp(min=1)  # unbiased, as torch.std
-    vals = torch.stack([mn, mx, mean, var.sqrt(), fv.norm(), nan.to(v.dtype),
+    numbers = torch.stack([mn, mx, mean, var.sqrt(), fv.norm(), nan.to(v.dtype),
                         inf.to(v.dtype), (v == 0).sum().to(v.dtype) / n, finite.sum().to(v.dtype)
                         ]).tolist()
-    out = dict(zip(("min", "max", "mean", "std", "norm", "nan", "inf", "zero_fraction"), vals))
-    if vals[-1] == 0:   # nothing finite: no finite statistic exists (not ±finfo.max)
+    out = dict(zip(("min", "max", "mean", "std", "norm", "nan", "inf", "zero_fraction"), numbers))
+    if numbers[-1] == 0:   # nothing finite: no finite statistic exists (not ±finfo.max)
         out.update(min=math.nan, max=math.nan, mean=math.nan, std=math.nan, norm=math.nan)
     return out
 

@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from tensorscope.common.events import Message, Request, Response
 from tensorscope.common.transport import (Channel, Listener, connect, parse_address,
@@ -47,7 +47,7 @@ class Connection:
         self._thread.start()
 
     def _dispatch(self, msg: Message, on_message: Callable[[Message], None]) -> None:
-        callback = None
+        callback: Callable[[Any], None] | None = None
         if isinstance(msg, Response):
             with self._lock:
                 callback = self._pending.pop(msg.request_seq, None)

@@ -174,7 +174,7 @@ class SessionReader:
                     "SELECT id, step, type, seq, body FROM messages WHERE id <= ? AND step = ? "
                     "ORDER BY id", (self._last_id, step)))
             except sqlite3.DatabaseError as exc:
-                rows, why = None, str(exc)
+                why = str(exc)
             else:
                 why = f"{len(rows)} of its {count} messages found through it"
                 if len(rows) == count and all(r[1] == step for r in rows):
