@@ -163,11 +163,6 @@ def _flush_by_device(items: list[torch.Tensor], vectors: list[torch.Tensor]) -> 
     return out
 
 
-def is_float(t: torch.Tensor) -> bool:
-    """Floating (real) dtype."""
-    return t.is_floating_point()
-
-
 def finite_probe(t: torch.Tensor, buf: ScalarBuffer) -> int | None:
     """Queue the sum of a floating/complex tensor (None for integer/bool: always finite)."""
     if t.is_floating_point():

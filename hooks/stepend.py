@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 import time
-
-_ns = time.perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from tensorscope.common.events import CallDigest, StepSummary
@@ -21,6 +19,8 @@ from tensorscope.hooks.stats import stats_from
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import StepBuffer
+
+_ns = time.perf_counter_ns
 
 
 def _finite(values: list[float], entries: list) -> bool:

@@ -174,7 +174,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         if live["record"] or live["listen"] not in (None, "") or live["connect"]:
             from tensorscope.training.live import start_live
 
-            self._live = start_live(self.session, self.gate, rank=self.rank, **live)
+            self._live = start_live(self.session, self.gate, **live)
 
     # ------------------------------------------------------------- attach
     def _install_diagnostics(self) -> None:

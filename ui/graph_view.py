@@ -116,7 +116,6 @@ class GraphView(QGraphicsView):
         self._scene.addItem(self.nodes)
         self.graph = nx.DiGraph()
         self.colour_metric = "grad_norm"
-        self.compare_mode = False
         self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.TextAntialiasing)
         self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
         self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)

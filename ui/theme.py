@@ -7,7 +7,6 @@ is always red.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QPalette
@@ -133,15 +132,3 @@ def mono_font(point_delta: float = 0.0) -> QFont:
     font.setPointSizeF(max(6.0, (base if base > 0 else 9.0) + point_delta))
     return font
 
-
-def normalise(value: float | None, lo: float, hi: float, log: bool = False) -> float:
-    """Map ``value`` into [0, 1] given the range; NaN/Inf stay NaN."""
-    if value is None:
-        return 0.0
-    if not math.isfinite(value):
-        return float("nan")
-    if log:
-        value, lo, hi = (math.log10(max(v, 1e-30)) for v in (value, lo, hi))
-    if hi <= lo:
-        return 0.5
-    return (value - lo) / (hi - lo)

@@ -45,14 +45,6 @@ def producing_fn(t: torch.Tensor, max_hops: int = 6) -> Any:
     return fn
 
 
-def first_tensor(pairs: list[tuple[str, Any]]) -> torch.Tensor | None:
-    """The first tensor of flattened ``(path, value)`` pairs."""
-    for _, v in pairs:
-        if isinstance(v, torch.Tensor):
-            return v
-    return None
-
-
 def root_call(call: CallRecord) -> CallRecord:
     """The outermost call enclosing ``call`` (itself for a root call)."""
     while call.parent is not None:
@@ -114,14 +106,6 @@ def params_frozen(module: nn.Module) -> bool | None:
         if p.requires_grad:
             return False
     return True if seen else None
-
-
-def submodule(root: nn.Module, path: str) -> nn.Module | None:
-    """``root.get_submodule(path)``, or None when it does not exist."""
-    try:
-        return root.get_submodule(path) if path else root
-    except AttributeError:
-        return None
 
 
 class Diagnostic(Observer):

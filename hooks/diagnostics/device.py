@@ -14,7 +14,6 @@ the same device" error raised in a module is also reported under this kind.
 """
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 from torch import nn
@@ -103,7 +102,3 @@ class DeviceObserver(Diagnostic):
                   f"(model.to(device), x.to(device)); create tensors in forward with "
                   f"device=x.device.", step=call.step)
 
-
-def devices_of(values: list[tuple[str, Any]]) -> set[str]:
-    """The devices of the tensors among flattened ``(path, value)`` pairs."""
-    return {str(v.device) for _, v in iter_tensors(values)}

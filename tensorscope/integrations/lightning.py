@@ -8,9 +8,10 @@ step (with ``accumulate_grad_batches=N`` the N batches of one optimizer step
 are one step); each validation, test and predict batch is an inference step
 labelled with its loop (``"validation"``, ``"sanity_check"``, ``"test"``,
 ``"predict"``). What the LightningModule logs with ``self.log`` is sent as
-``Scalars`` (the GUI's Logged plot) when Lightning logs it. Under ``tensorscope run`` it drives the run's capture instead
-of attaching a second one. The step's loss is the value Lightning backpropagates
-(``on_before_backward``). The rank is the trainer's: Lightning initialises
+``Scalars`` (the GUI's Logged plot) when Lightning logs it. Under
+``tensorscope run`` it drives the run's capture instead of attaching a second
+one. The step's loss is the value Lightning backpropagates (``on_before_backward``).
+The rank is the trainer's: Lightning initialises
 ``torch.distributed`` before ``setup``, and the watch reads it there;
 ``{rank}`` in ``report``/``record`` becomes ``trainer.global_rank``.
 

@@ -294,7 +294,7 @@ def _connect(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
 
 def start_live(session: "Session", gate: "Gate", *, record: str | None = None,
                overwrite: bool = False, listen: str | int | None = None, wait: bool = False, allow_remote: bool = False,
-               connect: bool | str = True, rank: int = 0) -> LiveLinks:
+               connect: bool | str = True) -> LiveLinks:
     """Start recording / serving / connecting as asked (interfaces.md §4)."""
     hub = LiveHub(gate)
     links = LiveLinks(session, hub)

@@ -36,13 +36,6 @@ def error_color(widget: QWidget | None = None) -> str:
     return "#ff6b6b" if is_dark(widget) else "#c62828"
 
 
-def muted_color(widget: QWidget | None = None) -> str:
-    """Secondary text colour (CSS colour)."""
-    palette = widget.palette() if widget is not None else QApplication.palette()
-    color = palette.color(QPalette.ColorRole.PlaceholderText)
-    return color.name()
-
-
 def accent_color(widget: QWidget | None = None) -> QColor:
     """The palette's highlight colour (histogram bars, line plots)."""
     palette = widget.palette() if widget is not None else QApplication.palette()

@@ -9,7 +9,6 @@ parallel edges merged (their count kept).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 import networkx as nx
@@ -18,14 +17,6 @@ from tensorscope.common.events import GraphStructure
 
 GroupKey = tuple[int, str]
 DEFAULT_BUDGET = 40
-
-
-@dataclass(frozen=True)
-class VisibleChange:
-    """What a collapse/expand changed: the group node and its member nodes."""
-
-    group: str
-    members: tuple[str, ...]
 
 
 def group_id(key: GroupKey) -> str:
@@ -194,10 +185,6 @@ class GraphModel:
                 if only.startswith("group:"):
                     _, root, path = only.split(":", 2)
                     self.expand((int(root), path), through_single=True)
-
-    def toggle(self, key: GroupKey) -> None:
-        """Collapse if expanded, else expand."""
-        (self.expand if key in self.collapsed else self.collapse)(key)
 
     def expand_all(self) -> None:
         """Show every node."""

@@ -57,8 +57,3 @@ class EmitterGroup:
     def names(self) -> tuple[str, ...]:
         """The names of the emitters in this group."""
         return self._names
-
-    def connect_all(self, callback: Callback) -> None:
-        """Connect ``callback`` to every emitter of the group."""
-        for name in self._names:
-            getattr(self, name).connect(callback)

@@ -266,7 +266,7 @@ class SessionModel:
         self.events = 0
         self.steps_seen = 0
         self._event_rate = RateMeter()
-        self.tree_rev = self.graph_rev = self.data_rev = 0
+        self.tree_rev = self.data_rev = 0
         self.findings_rev = self.paused_rev = self.rank_rev = 0
         self._unheard = RankState(0)
         self._handlers = {
@@ -331,7 +331,6 @@ class SessionModel:
         self.rank = rank
         self.rank_rev += 1
         self.tree_rev += 1
-        self.graph_rev += 1
         self.data_rev += 1
         self.paused_rev += 1
 
@@ -494,8 +493,6 @@ class SessionModel:
         old = graphs.get(msg.kind)
         if old is None or old.hash != msg.hash or not msg.hash:
             graphs[msg.kind] = msg
-            if msg.rank == self.rank:
-                self.graph_rev += 1
 
     def _finding(self, msg: Finding) -> None:
         key = msg.key
@@ -559,11 +556,6 @@ class SessionModel:
         self._event_rate.note(now, self.events)
         for rank in self.ranks.values():
             rank.note_rate(now)
-
-    def metric_values(self, metric: str) -> dict[LocalKey, float | None]:
-        """Every module's current value of ``metric``, in the selected rank."""
-        return {key[1:]: m.metric(metric) for key, m in self.modules.items()
-                if key[0] == self.rank}
 
     def rank_modules(self, rank: int | None = None) -> dict[LocalKey, ModuleState]:
         """The modules of ``rank`` (default: the selected one) by ``(root, path)``."""
