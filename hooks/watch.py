@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from tensorscope.common.distributed import RankInfo, current_rank, job_id
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree
-from tensorscope.distributed import RankInfo, current_rank
 from tensorscope.hooks.backward_calls import BackwardWrapper
 from tensorscope.hooks.budget import Budget, parse_max_overhead
 from tensorscope.hooks.callbacks import CaptureCallbacks
@@ -174,7 +174,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         if live["record"] or live["listen"] not in (None, "") or live["connect"]:
             from tensorscope.training.live import start_live
 
-            self._live = start_live(self.session, self.gate, **live)
+            self._live = start_live(self.session, self.gate, rank=self.rank,
+                                    world_size=self.rank_info.world_size, **live)
 
     # ------------------------------------------------------------- attach
     def _install_diagnostics(self) -> None:
@@ -201,7 +202,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         self._hello_msg = Hello(script=script, argv=list(argv if argv is not None else sys.argv[1:]),
                                 pid=os.getpid(), torch=torch.__version__, devices=devices,
                                 rank=info.rank, mode=self.mode, started_at=time.time(),
-                                world_size=info.world_size, local_rank=info.local_rank)
+                                world_size=info.world_size, local_rank=info.local_rank,
+                                job=job_id())
         self.session.emit(self._hello_msg)
 
     def refresh_rank(self) -> None:
@@ -389,6 +391,14 @@ class Watch(CaptureCallbacks, FrameworkSteps):
     def _budget_exceeded(self, text: str) -> None:
         print(f"tensorscope: {text}", file=sys.stderr)
         self.emit_finding("overhead_budget", "warning", "forward", 0, "", text)
+
+    def hand_over(self) -> None:
+        """The script started ``torch.multiprocessing.spawn`` children that train under
+        watches of their own: a watch that saw no step yet writes no report (the
+        children's merged report takes its place)."""
+        if self._report is not None and self.capture.step.index == 0 and not self.capture.step.calls:
+            self.session.remove_sink(self._report)
+            self._report = None
 
     # ------------------------------------------------------------ public API
     def step(self) -> None:

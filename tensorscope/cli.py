@@ -79,6 +79,10 @@ def _build_run(sub: argparse._SubParsersAction) -> None:
                    help="run the first N steps of every torch.compile'd module on its "
                         "original eager module, capturing every module inside, then hand "
                         "over to the compiled one (those steps run eager numerics)")
+    p.add_argument("--nproc-per-node", type=int, default=0, metavar="N",
+                   help="start a distributed job of N ranks on this machine through "
+                        "torch.distributed.run (as `torchrun --nproc-per-node N` would), "
+                        "every rank instrumented, one GUI or one merged report for the job")
     _add_capture_options(p)
 
 

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any, Callable
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QPalette
@@ -135,16 +136,39 @@ def attach_command(args: argparse.Namespace) -> int:
         return 2
     window = _window(f"TensorScope — {args.address}")
 
-    def connect() -> None:  # worker thread: the GUI never waits on a socket
+    def connect(address: str) -> None:  # worker thread: the GUI never waits on a socket
         try:
-            window.accept_connection(attach(args.address, token))
+            window.accept_connection(attach(address, token))
         except (OSError, ValueError) as exc:
-            window.bridge.post_error(f"Could not attach to {args.address}: {exc}")
+            window.bridge.post_error(f"Could not attach to {address}: {exc}")
 
+    def start(address: str) -> None:
+        threading.Thread(target=connect, args=(address,), name="tensorscope-attach",
+                         daemon=True).start()
+
+    window.job.on_hello = job_attacher(args.address, start)
     window._connection_text = f"connecting to {args.address}…"
-    threading.Thread(target=connect, name="tensorscope-attach", daemon=True).start()
+    start(args.address)
     window.show()
     return QApplication.instance().exec()
+
+
+def job_attacher(address: str, start: "Callable[[str], None]") -> "Callable[[Any, Any], None]":
+    """For ``attach``: once the first rank's Hello says it is rank k of a job of N
+    serving on ``PORT``, attach to the others at ``PORT - k + r`` (base port + rank)."""
+    from tensorscope.transport import parse_address
+    host, port = parse_address(address)
+    done: list[bool] = []
+
+    def on_hello(hello: Any, _connection: Any) -> None:
+        if done or hello.world_size <= 1:
+            return
+        done.append(True)
+        base = port - hello.rank
+        for rank in range(hello.world_size):
+            if rank != hello.rank:
+                start(f"[{host}]:{base + rank}" if ":" in host else f"{host}:{base + rank}")
+    return on_hello
 
 
 def open_command(args: argparse.Namespace) -> int:

@@ -25,6 +25,10 @@ def child_command(address: tuple[str, int], script: str, script_args: Sequence[s
             cmd += ["--record", args.record]
             if getattr(args, "overwrite", False):
                 cmd.append("--overwrite")
+        if getattr(args, "report", None):
+            cmd += ["--report", args.report]
+        if getattr(args, "nproc_per_node", 0):
+            cmd += ["--nproc-per-node", str(args.nproc_per_node)]
     return cmd + [script, *script_args]
 
 

@@ -38,8 +38,8 @@ class ModuleLabels:
 
     @classmethod
     def of(cls, model: SessionModel) -> "ModuleLabels":
-        """Snapshot the selected rank's modules of ``model`` (GUI thread)."""
-        mods = [((m.root, m.path), m) for m in model.modules.values() if m.rank == model.rank]
+        """Snapshot ``model`` (GUI thread)."""
+        mods = list(model.rank_modules().items())  # the rank shown, by (root, path)
         return cls({k: m.type for k, m in mods}, {k: m.config for k, m in mods if m.config},
                    dict(model.root_names))
 

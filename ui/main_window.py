@@ -20,10 +20,12 @@ from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.controller import DebugController
 from tensorscope.ui.findings import FindingsPanel
 from tensorscope.ui.graph_panel import GraphPanel
+from tensorscope.ui.model.job import JobConnection
 from tensorscope.ui.module_tree import ModuleTreePanel
 from tensorscope.ui.plots import PlotsPanel
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.status import StatusPanel, paused_banner, paused_where
+from tensorscope.ui.rank_panel import RankPanel
 from tensorscope.ui.theme import Theme, make_theme
 from tensorscope.ui.window_actions import build_actions
 
@@ -45,8 +47,9 @@ class MainWindow(QMainWindow):
         self.bridge = Bridge(self)
         self.model = SessionModel()
         self.controller = DebugController(self.bridge.post_response)
-        self.connection: Any = None
-        self._conn_id = 0
+        self.connection: Any = None   # the JobConnection while any script is connected
+        self.job = JobConnection(self.model)
+        self.job.on_rank_joined = self._rank_joined
         self._connection_text = "waiting for a training script"
         self._paused_rev = -1
         self._settings_key = settings_key
@@ -57,6 +60,7 @@ class MainWindow(QMainWindow):
         self.findings = FindingsPanel(self, self.theme)
         self.inspector = _make_inspector(self)
         self._docks()
+        self._rank_dock()
         self.actions = build_actions(self, self)
         self.status = StatusPanel(self.statusBar(), self.theme)
         self._wire()
@@ -88,6 +92,16 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.tree_dock, self.inspector_dock], [480, 380], Qt.Orientation.Horizontal)
         self.resizeDocks([self.plots_dock], [250], Qt.Orientation.Vertical)
         self.resizeDocks([self.plots_dock, self.findings_dock], [1000, 480], Qt.Orientation.Horizontal)
+
+    def _rank_dock(self) -> None:
+        """The ranks of a distributed job, beside the findings; shown once a second
+        rank is heard from."""
+        self.ranks = RankPanel(self, self.theme)
+        self.ranks_dock = self._dock("Ranks", self.ranks, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.findings_dock, self.ranks_dock)
+        self.ranks_dock.hide()
+        self.ranks.rank_selected.connect(lambda rank: self.model.select_rank(rank))
+        self._rank_count = 0
 
     def _wire(self) -> None:
         a, c = self.actions, self.controller
@@ -148,31 +162,33 @@ class MainWindow(QMainWindow):
         connection.start(self.bridge.message_poster(conn_id), self.bridge.closed_poster(conn_id))
 
     def _connection_opened(self, conn_id: int, connection: Any) -> None:
-        if self.connection is not None:
-            self._drop_connection("another script connected")
-        self._conn_id = conn_id
-        self.connection = connection
-        self.reset_session()
+        """A script connected: it joins the session shown if its Hello names the
+        same distributed job, else it starts a new one (``JobConnection.place``)."""
+        self.job.opened(conn_id, connection)
+        self.connection = self.job
         self._connection_text = f"connected {getattr(connection, 'peer', '')}".strip()
-        self.controller.set_connection(connection)
 
     def _drop_connection(self, reason: str) -> None:
-        conn, self.connection = self.connection, None
+        self.connection = None
         self.controller.set_connection(None)
-        if conn is not None:
-            try:
-                conn.close()
-            except OSError as exc:
-                log.warning("closing the connection failed: %s", exc)
+        self.job.close()
         self._connection_text = f"disconnected ({reason})"
 
     def _closed(self, conn_id: int, reason: str) -> None:
-        if conn_id == self._conn_id and self.connection is not None:
+        rank = self.job.closed(conn_id)
+        if rank is not None:
+            state = self.model.ranks.get(rank)
+            if state is not None:
+                state.paused = None
+                self.model.paused_rev += 1
+        if self.connection is not None and not self.job.connected and not self.job.pending:
             self.connection = None
             self.controller.set_connection(None)
             self._connection_text = f"disconnected ({reason or 'script ended'})"
-            self.model.paused = None
-            self.model.paused_rev += 1
+
+    def _rank_joined(self, rank: int) -> None:
+        self.controller.set_connection(self.job)  # breakpoints and pins reach the new rank
+        self._connection_text = f"connected {self.job.peer}"
 
     def show_error(self, message: str) -> None:
         """Tell the user about a failure (status bar and connection field)."""
@@ -189,8 +205,20 @@ class MainWindow(QMainWindow):
         self.findings.clear()
 
     def _messages(self, conn_id: int, msgs: list[Message]) -> None:
-        if conn_id == self._conn_id:
-            self.model.ingest_many(msgs)
+        where = self.job.place(conn_id, msgs)
+        if where == "drop":
+            return
+        if where == "new":
+            for conn in self.job.keep_only(conn_id):
+                try:
+                    conn.close()
+                except OSError as exc:
+                    log.warning("closing the connection failed: %s", exc)
+            self.reset_session()
+            self.controller.set_connection(self.job)
+            self._connection_text = f"connected {self.job.peer}".strip()
+        self.model.ingest_many(msgs)
+        self.job.observe(conn_id, msgs)
 
     def ingest(self, msgs: list[Message]) -> None:
         """Feed events directly (replay and tests)."""
@@ -205,6 +233,12 @@ class MainWindow(QMainWindow):
         self.graph.refresh()
         self.plots.refresh(m)
         self.findings.refresh(m)
+        if len(m.ranks) > 1:
+            if self._rank_count < 2:
+                self.ranks_dock.show()
+                self.ranks_dock.raise_()
+            self.ranks.refresh(m)
+        self._rank_count = len(m.ranks)
         if m.paused_rev != self._paused_rev:
             self._paused_rev = m.paused_rev
             self._paused_changed()

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QPushButton, QS
                                QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from tensorscope.common.events import CallDigest
-from tensorscope.viewer.reader import SessionReader
+from tensorscope.viewer.reader import SessionReader, recording_files
 from tensorscope.ui.graph_panel import relative_change
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.main_window import MainWindow
@@ -116,7 +116,9 @@ class ReplayWindow(MainWindow):
 
     def __init__(self, path: str, settings_key: str | None = "replay") -> None:
         super().__init__(settings_key=settings_key)
-        self.reader = SessionReader(path)  # opening checks the header only
+        # one reader per rank of a distributed job (one file each); opening checks headers
+        self.readers = [SessionReader(p) for p in recording_files(path)]
+        self.reader = self.readers[0]
         self.shown_step: int | None = None
         self._step_stats: dict | None = None   # the shown step's statistics per module
         self.setWindowTitle(f"TensorScope — {path}")
@@ -133,7 +135,7 @@ class ReplayWindow(MainWindow):
         self.replay.compare_requested.connect(self.compare_steps)
         self.replay.compare_cleared.connect(lambda: self.graph.set_comparison(None))
         self.bridge.messages_arrived.connect(self._replayed)
-        for warning in self.reader.warnings:
+        for warning in [w for r in self.readers for w in r.warnings]:
             self.statusBar().showMessage(warning, 20000)
         self._in_background(self._load_all)
 
@@ -148,15 +150,16 @@ class ReplayWindow(MainWindow):
 
     def _load_all(self) -> None:  # worker thread
         batch = []
-        for msg in self.reader.messages():
-            batch.append(msg)
-            if len(batch) >= BATCH:
-                for m in batch:
-                    self.bridge.post_message(-1, m)
-                batch = []
+        for reader in self.readers:
+            for msg in reader.messages():
+                batch.append(msg)
+                if len(batch) >= BATCH:
+                    for m in batch:
+                        self.bridge.post_message(-1, m)
+                    batch = []
         for m in batch:
             self.bridge.post_message(-1, m)
-        steps = list(self.reader.steps)
+        steps = sorted({s for r in self.readers for s in r.steps})
         self.bridge.post_response(lambda s: self._loaded(s), steps)
 
     def _replayed(self, conn_id: int, msgs: list) -> None:
@@ -183,7 +186,7 @@ class ReplayWindow(MainWindow):
         self.plots.mark_step(step)
 
         def work() -> None:
-            msgs = list(self.reader.step_messages(step))
+            msgs = list(self._shown_reader().step_messages(step))
             stats = {(m.root, m.path): m.stats for m in msgs
                      if isinstance(m, CallDigest) and m.stats}
             self.bridge.post_response(lambda got: self._show_metrics(step, *got),
@@ -213,11 +216,16 @@ class ReplayWindow(MainWindow):
             return f"{name}.{path}"
         return path
 
+    def _shown_reader(self) -> SessionReader:
+        """The recording of the rank shown (worker thread reads it under the lock)."""
+        return next((r for r in self.readers if r.rank == self.model.rank), self.reader)
+
     def compare_steps(self, a: int, b: int) -> None:
         """Per-module statistics of steps a and b side by side; Δ coloured on the graph."""
         def work() -> None:
-            ma = module_metrics(self.reader.step_messages(a))
-            mb = module_metrics(self.reader.step_messages(b))
+            reader = self._shown_reader()
+            ma = module_metrics(reader.step_messages(a))
+            mb = module_metrics(reader.step_messages(b))
             self.bridge.post_response(lambda pair: self._show_comparison(*pair), (ma, mb))
         self._in_background(work)
 
@@ -237,4 +245,5 @@ class ReplayWindow(MainWindow):
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().closeEvent(event)
         with self._lock:
-            self.reader.close()
+            for reader in self.readers:
+                reader.close()

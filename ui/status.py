@@ -56,7 +56,8 @@ class StatusPanel:
         hello = model.hello
         script = os.path.basename(hello.script) if hello and hello.script else "—"
         self.labels["connection"].setText(self.connection)
-        self.labels["script"].setText(f"script: {script}")
+        job = f" · rank {model.rank} of {model.world_size}" if model.world_size > 1 else ""
+        self.labels["script"].setText(f"script: {script}{job}")
         self.labels["step"].setText(f"step {max(model.step, 0)}")
         self.labels["rate"].setText(f"{steps_s:.1f} steps/s")
         self._overhead(model)

@@ -168,6 +168,7 @@ class Hello(Message):
     started_at: float = 0.0
     world_size: int = 1
     local_rank: int = 0
+    job: str = ""  # the same for every rank of one job (``distributed.job_id``)
 
 
 @_register

@@ -5,6 +5,8 @@
 * ``record=FILE``: a ``Recorder`` sink writes the session to SQLite;
 * ``listen=[HOST:]PORT``: serve; any number of GUIs may attach, one after
   another or together, each first receiving a replay of the session so far;
+  in a distributed job rank ``r`` serves on ``PORT + r`` (``attach`` to the
+  first reaches them all);
 * ``connect``: connect to a GUI (``GuiServer``) that is already listening.
 
 Requests from a GUI go to ``gate.handle_request`` and the answer goes back on
@@ -22,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tensorscope.common.distributed import rank_path
 from tensorscope.common.events import Message, Request
 from tensorscope.training.sender import Sender
 from tensorscope.common.transport import (Channel, HandshakeError, Listener,
@@ -213,7 +216,7 @@ class LiveLinks:
         self.hub.gate.set_interactive(False)
 
 
-def _announce(listener: Listener) -> Path | None:
+def _announce(listener: Listener, rank: int = 0, world_size: int = 1) -> Path | None:
     """Say where the script listens and where its token is; returns the token file.
 
     The token itself is not printed (terminal scroll-back and CI logs are often
@@ -235,6 +238,7 @@ def _announce(listener: Listener) -> Path | None:
               f"tensorscope attach {host}:{port}", file=sys.stderr)
     port_file = os.environ.get("TENSORSCOPE_PORT_FILE")
     if port_file:
+        port_file = rank_path(port_file, rank, world_size)
         tmp = port_file + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -293,21 +297,32 @@ def _connect(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
 
 
 def start_live(session: "Session", gate: "Gate", *, record: str | None = None,
-               overwrite: bool = False, listen: str | int | None = None, wait: bool = False, allow_remote: bool = False,
-               connect: bool | str = True) -> LiveLinks:
-    """Start recording / serving / connecting as asked (interfaces.md §4)."""
+               overwrite: bool = False, listen: str | int | None = None, wait: bool = False,
+               allow_remote: bool = False, connect: bool | str = True, rank: int = 0,
+               world_size: int = 1) -> LiveLinks:
+    """Start recording / serving / connecting as asked (interfaces.md §4).
+
+    Rank ``rank`` of a job of ``world_size`` records to its own file
+    (``rank_path``) and listens on the base port plus its rank.
+    """
     hub = LiveHub(gate)
     links = LiveLinks(session, hub)
+    if record:
+        record = rank_path(record, rank, world_size)
+    if listen not in (None, "") and world_size > 1:
+        host, port = parse_address(listen)
+        listen = f"{host}:{port + rank}" if port else f"{host}:0"
     try:
-        _start(links, record, overwrite, listen, wait, allow_remote, connect)
+        _start(links, record, overwrite, listen, wait, allow_remote, connect, (rank, world_size))
     except BaseException:
         links.close()
         raise
     return links
 
 
-def _start(links: LiveLinks, record: str | None, overwrite: bool, listen: str | int | None, wait: bool,
-           allow_remote: bool, connect: bool | str) -> None:
+def _start(links: LiveLinks, record: str | None, overwrite: bool, listen: str | int | None,
+           wait: bool, allow_remote: bool, connect: bool | str,
+           where: tuple[int, int] = (0, 1)) -> None:
     session, hub, gate = links.session, links.hub, links.hub.gate
     if record:
         from tensorscope.training.recording import Recorder
@@ -323,7 +338,7 @@ def _start(links: LiveLinks, record: str | None, overwrite: bool, listen: str | 
         hub.keep_interactive = True
         gate.set_interactive(True)
         links.listener.start()
-        links.token_file = _announce(links.listener)
+        links.token_file = _announce(links.listener, *where)
     connected = _connect(hub, connect, quiet=links.listener is not None) if connect else False
     if wait:
         if links.listener is None and not connected:

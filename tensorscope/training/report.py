@@ -5,9 +5,16 @@ ModuleTree, CallDigest, StepSummary, Finding, Scalars, ExceptionRaised, Dropped,
 Bye)
 into a small summary and writes it atomically (temporary file + rename) when
 the session closes. Standard library only: it runs in the session layer.
+
+In a distributed job each rank writes its own file (``r.rank1.json``, or the
+user's ``{rank}`` path) and, without ``{rank}``, merges every rank file of the
+job present into ``r.json`` under a file lock: the last rank to finish writes
+the complete job report, and a rank that hangs leaves the others' report
+written. No process group is used (``merge_rank_reports``).
 """
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -15,6 +22,9 @@ import tempfile
 from collections import deque
 from typing import Any
 
+from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank, job_id, lock_path,
+                                     rank_path)
+from tensorscope.common.divergence import report_findings
 from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding, Hello,
                                 Message, ModuleTree, Scalars, StepSummary)
 
@@ -22,6 +32,7 @@ REPORT_VERSION = 1
 MAX_LOSSES = 10000
 COMPILED_KEYS = ("compiled", "inside_compiled")   # ModelIndex.mark_compiled
 MAX_OVERHEAD_STEPS = 10000   # the overhead field describes the last this many steps
+CHECKS = 64  # parameter-norm steps a rank's file keeps for the cross-rank check
 _META_KEYS = ("path", "kind", "shape", "dtype", "device", "requires_grad", "contiguous",
               "numel", "bytes")
 
@@ -79,6 +90,12 @@ class ReportBuilder:
 
     def __init__(self, path: str | None) -> None:
         self.path = path
+        self.job = job_id()
+        info = current_rank()
+        if path and info.world_size > 1:  # a stale file of an earlier run is never merged
+            _remove(rank_path(path, info.rank, info.world_size))
+            if info.rank == 0 and RANK_FIELD not in path:
+                _remove(path)
         self.hello: Hello | None = None
         self.tree: list[dict[str, Any]] = []
         self.modules: dict[tuple[int, str], _ModuleInfo] = {}
@@ -91,6 +108,9 @@ class ReportBuilder:
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
         self.findings: dict[tuple[int, str, int, str], dict[str, Any]] = {}
         self.scalars: dict[str, list[list[Any]]] = {}   # name -> [step, value] (Scalars)
+        #: the latest steps' parameter norms (name -> [norm, root, module]), for the
+        #: job report's rank_divergence check
+        self.param_checks: collections.deque[dict[str, Any]] = collections.deque(maxlen=CHECKS)
         self.dropped = 0
         self.exit_code: int | None = None
         self.exception: dict[str, Any] | None = None
@@ -111,6 +131,10 @@ class ReportBuilder:
                     self.params[row.get("name")] = dict(row)
                 elif _news(row, known):
                     known.update({k: v for k, v in row.items() if v is not None or k not in known})
+            norms = {str(p.get("name")): [p["norm"], p.get("root"), p.get("module", "")]
+                     for p in msg.params if p.get("norm") is not None and not p.get("sharded")}
+            if norms:
+                self.param_checks.append({"step": msg.step, "norms": norms})
             losses = self.eval_losses if msg.kind == "inference" else self.losses
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])
@@ -179,9 +203,19 @@ class ReportBuilder:
         self._pending = []
 
     def close(self) -> None:
-        """Write the report (once)."""
-        if self.path and not self.written:
+        """Write the report (once); a rank of a job writes its file, then merges."""
+        if not self.path or self.written:
+            return
+        hello = self.hello or Hello()
+        if hello.world_size <= 1 and RANK_FIELD not in self.path:
             self.write(self.path)
+            return
+        own = rank_path(self.path, hello.rank, hello.world_size)
+        self.write(own)
+        if RANK_FIELD not in self.path:
+            with FileLock(lock_path(self.path)):
+                merged = merge_rank_reports(self.path, hello.world_size, self.job)
+                write_json(self.path, merged)
 
     # ------------------------------------------------------------ the report
     def build(self) -> dict[str, Any]:
@@ -251,19 +285,13 @@ class ReportBuilder:
 
     def write(self, path: str) -> None:
         """Write the report atomically (a temporary file renamed over ``path``)."""
-        text = json.dumps(self.build(), indent=1, allow_nan=False)
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tensorscope-report-", suffix=".json", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        report = self.build()
+        if self.job:
+            report["job"] = self.job
+        hello = self.hello or Hello()
+        if hello.world_size > 1:
+            report["parameter_checks"] = json_safe(list(self.param_checks))
+        write_json(path, report)
         self.written = True
 
 
@@ -289,6 +317,79 @@ def _quantile(ordered: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def write_json(path: str, report: dict[str, Any]) -> None:
+    """Write ``report`` atomically (a temporary file renamed over ``path``)."""
+    text = json.dumps(report, indent=1, allow_nan=False)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tensorscope-report-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+#: what each entry of a merged report's ``ranks`` list holds
+RANK_FIELDS = ("rank", "exit_code", "steps", "dropped_events", "devices", "roots", "parameters",
+               "findings", "losses", "eval_losses", "exception")
+
+
+def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, Any]:
+    """One job report from the rank files of ``path`` (``r.rank0.json``...).
+
+    Top level: what the ranks share (script, argv, torch, mode), ``world_size``,
+    ``ranks`` (each rank's roots, parameters, findings, losses...),
+    ``missing_ranks`` (no file yet: still running, hung or killed), every
+    rank's findings together (each names its rank), and ``exit_code`` (the
+    first non-zero). Files of another ``job`` are left out.
+    """
+    ranks: list[dict[str, Any]] = []
+    for rank in range(world_size):
+        try:
+            with open(rank_path(path, rank, world_size), encoding="utf-8") as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if job and report.get("job", job) != job:
+            continue
+        ranks.append(report)
+    found = {r.get("rank") for r in ranks}
+    first = ranks[0] if ranks else {}
+    merged: dict[str, Any] = {k: first.get(k) for k in ("tensorscope_report", "script", "argv",
+                                                        "torch", "mode")}
+    merged["tensorscope_report"] = REPORT_VERSION
+    merged.update({
+        "world_size": world_size,
+        "missing_ranks": [r for r in range(world_size) if r not in found],
+        "exit_code": next((r["exit_code"] for r in ranks if r.get("exit_code")), 0),
+        "steps": max((r.get("steps", 0) for r in ranks), default=0),
+        "ranks": [{k: r.get(k) for k in RANK_FIELDS} for r in ranks],
+    })
+    divergence = report_findings(ranks, world_size) if not merged["missing_ranks"] else []
+    for f in divergence:
+        entry = next((e for e in merged["ranks"] if e["rank"] == f["rank"]), None)
+        if entry is not None:
+            entry["findings"] = list(entry.get("findings") or []) + [f]
+    merged["findings"] = sorted(
+        (f for e in merged["ranks"] for f in e.get("findings") or []),
+        key=lambda f: (f.get("step", 0), f.get("kind", ""), f.get("rank", 0)))
+    if job:
+        merged["job"] = job
+    return merged
 
 
 def _meta(m: dict[str, Any]) -> dict[str, Any]:

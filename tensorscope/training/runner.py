@@ -34,17 +34,36 @@ def run_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     connect: bool | str = False
+    job = int(getattr(args, "nproc_per_node", 0) or 0) > 0
     if args.connect:
         connect = args.connect
     elif not args.headless and not args.listen:
+        from tensorscope.common.distributed import env_rank
         from tensorscope.common.transport import find_gui
 
         if args.no_connect or find_gui() is None:
+            if env_rank().world_size > 1:  # one rank of a job: never a GUI per rank
+                return run_script(args, _no_gui_for_rank(args))
             from tensorscope.ui.app import run_with_gui
 
             return int(run_with_gui(args) or 0)
         connect = True
+    if job:
+        from tensorscope.training.launch import launch_job
+
+        return launch_job(args)
     return run_script(args, connect)
+
+
+def _no_gui_for_rank(args: argparse.Namespace) -> bool:
+    from tensorscope.common.distributed import env_rank
+
+    if env_rank().rank == 0 and not args.no_connect:
+        print("tensorscope: no TensorScope GUI found for this job; start `tensorscope gui` "
+              "before the job, use --listen PORT (rank r serves on PORT + r), or launch with "
+              "`tensorscope run --nproc-per-node N`; training continues without one",
+              file=sys.stderr)
+    return False
 
 
 def run_script(args: argparse.Namespace, connect: bool | str) -> int:
@@ -64,15 +83,21 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
         print(f"tensorscope: {exc}", file=sys.stderr)
         return 2
     code = 1
+    from tensorscope.hooks.spawn import SpawnedChildren
+
+    spawned = SpawnedChildren(watch, args, connect)
     try:
-        code = _execute(args.script, list(args.args), watch)
+        with spawned:
+            code = _execute(args.script, list(args.args), watch)
     finally:
         names = list(watch.root_names)
         watch.close(exit_code=code)
+        spawned.finish()
         if args.headless:
-            print_findings(list(watch.emitter.findings.values()), sys.stderr, names)
+            print_findings(list(watch.emitter.findings.values()), sys.stderr, names,
+                           watch.rank_info)
             if args.report:
-                print(f"tensorscope: report written to {args.report}", file=sys.stderr)
+                _say_report(args.report, watch.rank_info)
     return code
 
 
@@ -123,13 +148,28 @@ def _print_traceback(exc: BaseException, script_path: str) -> str:
     return text
 
 
-def print_findings(findings: list[Any], out: Any, root_names: list[str] | None = None) -> None:
-    """A linter-like summary: severity, kind, module, step, message (one per line)."""
+def _say_report(path: str, info: Any) -> None:
+    from tensorscope.common.distributed import RANK_FIELD, rank_path
+
+    if info.world_size <= 1:
+        print(f"tensorscope: report written to {path}", file=sys.stderr)
+        return
+    own = rank_path(path, info.rank, info.world_size)
+    job = "" if RANK_FIELD in path else f"; the job's report (every rank so far) is {path}"
+    print(f"tensorscope: rank {info.rank}'s report written to {own}{job}", file=sys.stderr)
+
+
+def print_findings(findings: list[Any], out: Any, root_names: list[str] | None = None,
+                   info: Any = None) -> None:
+    """A linter-like summary: severity, kind, module, step, message (one per line);
+    in a job of several ranks each line begins with ``rank N``."""
+    who = f"rank {info.rank}: " if info is not None and info.world_size > 1 else ""
     if not findings:
-        print("tensorscope: no findings", file=out)
+        print(f"tensorscope: {who}no findings", file=out)
         return
     findings = sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.step))
-    print(f"tensorscope: {len(findings)} finding{'s' if len(findings) != 1 else ''}", file=out)
+    print(f"tensorscope: {who}{len(findings)} finding{'s' if len(findings) != 1 else ''}",
+          file=out)
     for f in findings:
         names = root_names or []
         where = f.module or (names[f.root] if 0 <= f.root < len(names) else "<root>")

@@ -29,6 +29,25 @@ def _decode(type_: str, seq: int, body: bytes) -> Message | None:
     return to_message(Frame(PROTOCOL_VERSION, type_, seq, fields))
 
 
+def recording_files(path: str) -> list[str]:
+    """The files of a recording: ``path``, or the rank files a distributed job wrote
+    for it (``run.rank0.tscope``, ``run.rank1.tscope``..., in rank order; beside
+    them a launcher's own file holds no training and is left out)."""
+    stem, ext = os.path.splitext(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    prefix = os.path.basename(stem) + ".rank"
+    ranked: list[tuple[int, str]] = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        names = []
+    for name in names:
+        middle = name[len(prefix):len(name) - len(ext)] if ext else name[len(prefix):]
+        if name.startswith(prefix) and name.endswith(ext) and middle.isdigit():
+            ranked.append((int(middle), os.path.join(folder, name)))
+    return [p for _r, p in sorted(ranked)] if ranked else [path]
+
+
 class SessionReader:
     """Random access by step to a ``.tscope`` recording (any thread, one at a time)."""
 

@@ -1,7 +1,6 @@
 """Rank is part of every key: events, refs, gate, recording, report, GUI model."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 
@@ -9,12 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from tensorscope.distributed import RankInfo, current_rank, env_rank, rank_path
+from tensorscope.common.distributed import RankInfo, current_rank, env_rank, rank_path
 from tensorscope.common.events import (CallDigest, Finding, Hello, ModuleTree, StepSummary,
                                 parse_tensor_ref, tensor_ref)
 from tensorscope.hooks.watch import Watch
 from tensorscope.viewer.reader import SessionReader
-from tensorscope.training.session import Session
 from tensorscope.ui.model.session_model import SessionModel
 
 
@@ -62,19 +60,27 @@ def test_watch_events_recording_and_report_carry_the_rank(tmp_path, rank1):
                                           "close": lambda s: None})())
         assert w.rank == w.gate.rank == 1
         _train(w, model)
-        w.emit_finding("dead_relu", "warning", "forward", 0, "1", "dead")
+        w.emit_finding("test_kind", "warning", "forward", 0, "1", "seen")
     assert all(m.rank == 1 for m in seen if hasattr(m, "rank"))
     assert {type(m) for m in seen} >= {CallDigest, StepSummary, Finding}
+    assert not rec.exists()  # a rank of a job of 2 never writes the shared name
+    rec = tmp_path / "run.rank1.tscope"
     db = sqlite3.connect(rec)
     assert {r for (r,) in db.execute("SELECT DISTINCT rank FROM messages")} == {1}
     assert {r for (r,) in db.execute("SELECT DISTINCT rank FROM calls")} == {1}
-    assert db.execute("SELECT rank, kind FROM findings").fetchall() == [(1, "dead_relu")]
+    assert db.execute("SELECT rank, kind FROM findings WHERE kind = 'test_kind'").fetchall() == [
+        (1, "test_kind")]
+    assert {r for (r,) in db.execute("SELECT DISTINCT rank FROM findings")} == {1}
     db.close()
     with SessionReader(str(rec)) as r:
         assert r.rank == 1 and r.hello.world_size == 2
-    report = json.loads(rep.read_text())
+    report = json.loads((tmp_path / "r.rank1.json").read_text())
     assert (report["rank"], report["world_size"]) == (1, 2)
-    assert report["findings"][0]["rank"] == 1
+    assert {f["rank"] for f in report["findings"]} == {1}
+    job = json.loads(rep.read_text())  # merged so far: rank 0 has not finished
+    assert (job["world_size"], job["missing_ranks"]) == (2, [0])
+    assert [r["rank"] for r in job["ranks"]] == [1] and {f["rank"] for f in job["findings"]} == {1}
+    assert "test_kind" in {f["kind"] for f in job["findings"]}
 
 
 def test_gate_and_events_follow_a_rank_known_late(monkeypatch):

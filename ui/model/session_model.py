@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from tensorscope.common.divergence import DivergenceCheck
 from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding,
                                 GraphStructure, Hello, Message, ModuleKey, ModuleTree,
                                 PausedAt, Resumed, Scalars, StepBegin, StepSummary)
@@ -189,16 +190,19 @@ class RankState:
         """Steps a second, a moving average that stays right for slow steps."""
         return self._rates.rate()
 
-    def state(self, now: float, newest_step_at: float | None) -> str:
-        """``running``, ``paused``, ``ended``, ``stalled`` (no step for ``STALL_AFTER_S``
-        while another rank steps: waiting in a collective, or hung) or ``waiting``
-        (no step yet)."""
+    def state(self, now: float, newest_step_at: float | None, other_paused: bool = False) -> str:
+        """``running``, ``paused``, ``ended``, ``waiting in a collective`` (another
+        rank is paused and this one has not stepped for a second: DDP's next
+        all-reduce waits for it), ``stalled`` (no step for ``STALL_AFTER_S`` while
+        another rank steps: a straggler, or hung) or ``waiting`` (no step yet)."""
         if self.ended is not None:
             return "ended"
         if self.paused is not None:
             return "paused"
         if self.last_step_at is None:
-            return "waiting"
+            return "waiting in a collective" if other_paused else "waiting"
+        if other_paused and now - self.last_step_at > 1.0:
+            return "waiting in a collective"
         if (newest_step_at is not None and newest_step_at - self.last_step_at > STALL_AFTER_S
                 and now - self.last_step_at > STALL_AFTER_S):
             return "stalled"
@@ -269,6 +273,7 @@ class SessionModel:
         self.tree_rev = self.data_rev = 0
         self.findings_rev = self.paused_rev = self.rank_rev = 0
         self._unheard = RankState(0)
+        self.divergence = DivergenceCheck()  # rank_divergence across the ranks' summaries
         self._handlers = {
             Hello: self._hello, ModuleTree: self._tree, StepBegin: self._step_begin,
             CallDigest: self._digest, StepSummary: self._summary,
@@ -345,7 +350,9 @@ class SessionModel:
         now = time.monotonic() if now is None else now
         newest = max((r.last_step_at for r in self.ranks.values()
                       if r.last_step_at is not None and r.ended is None), default=None)
-        return {rank: r.state(now, newest) for rank, r in sorted(self.ranks.items())}
+        paused = {rank for rank, r in self.ranks.items() if r.paused is not None}
+        return {rank: r.state(now, newest, bool(paused - {rank}))
+                for rank, r in sorted(self.ranks.items())}
 
     def straggler(self) -> int | None:
         """The rank furthest behind by step while the others run (None if level)."""
@@ -477,6 +484,12 @@ class SessionModel:
                 ratios[key] = max(ratios.get(key, 0.0), float(r))
         for key, r in ratios.items():
             self._module(*key).update_ratio = r
+        world = rank.hello.world_size if rank.hello is not None else 1
+        for finding in self.divergence.add(msg.rank, msg.step, msg.params, world):
+            seen = self.findings.get(finding.key)
+            if seen is not None:  # the same divergence again: counted, first step kept
+                finding.count, finding.step = seen.count + 1, seen.step
+            self._finding(finding)
         self.data_rev += 1
 
     def _scalars(self, msg: Scalars) -> None:

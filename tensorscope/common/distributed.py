@@ -30,8 +30,20 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+_default = RankInfo()
+
+
+def set_default_rank(info: RankInfo) -> None:
+    """The rank to assume while neither ``torch.distributed`` nor the environment says
+    (a ``torch.multiprocessing.spawn`` child: its index of ``nprocs``)."""
+    global _default
+    _default = info
+
+
 def env_rank() -> RankInfo:
-    """The rank the launcher's environment variables give (0 of 1 without them)."""
+    """The rank the launcher's environment variables give (else the default: 0 of 1)."""
+    if "RANK" not in os.environ and "WORLD_SIZE" not in os.environ:
+        return _default
     rank = max(0, _env_int("RANK", 0))
     return RankInfo(rank, max(0, _env_int("LOCAL_RANK", rank)),
                     max(1, _env_int("WORLD_SIZE", 1)))
@@ -60,3 +72,43 @@ def rank_path(path: str, rank: int, world_size: int) -> str:
         return path
     stem, ext = os.path.splitext(path)
     return f"{stem}.rank{rank}{ext}"
+
+
+def job_id() -> str:
+    """What tells this job's ranks from another run's: ``TENSORSCOPE_JOB`` (set by
+    ``tensorscope run``), else torchrun's run id and rendezvous port ("" if none)."""
+    own = os.environ.get("TENSORSCOPE_JOB")
+    if own:
+        return own
+    parts = [os.environ.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "MASTER_PORT",
+                                              "TORCHELASTIC_RESTART_COUNT")]
+    return ":".join(parts) if any(parts) else ""
+
+
+def lock_path(path: str) -> str:
+    """The lock file beside ``path`` that its writers take (``.r.json.lock``)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.join(folder, f".{name}.lock")
+
+
+class FileLock:
+    """An exclusive advisory lock on ``path`` (``fcntl.flock``; a no-op where there is
+    none). Ranks of one machine take it to merge their files one at a time."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def __enter__(self) -> "FileLock":
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover (Windows): merges may race, files stay whole
+            return self
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the lock
+            self._fd = None

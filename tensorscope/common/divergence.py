@@ -1,0 +1,120 @@
+"""``rank_divergence``: replicated parameters that differ across the ranks of a job.
+
+Under DDP every rank holds the same parameters after each optimizer step.
+Each rank's step summary already carries every parameter's norm on
+statistics steps (a cheap per-parameter checksum, taken on the rank's own
+device in its one host transfer). ``DivergenceCheck`` compares them where
+every rank's summaries meet, over TensorScope's own channels, never a
+collective of the user's process group: in the GUI (``SessionModel``) and
+in the merged job report (``merge_rank_reports``).
+
+Only parameters are compared: buffers such as BatchNorm's running statistics
+legitimately differ across ranks without SyncBatchNorm. Parameters marked
+``sharded`` (FSDP) hold different shards on each rank and are skipped.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from tensorscope.common.events import Finding
+
+KIND = "rank_divergence"
+RTOL = 1e-5          # relative difference of norms that counts as diverged
+KEEP_STEPS = 16      # steps waiting for the other ranks' summaries
+
+
+def _norms(params: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int | None, str]]:
+    out = {}
+    for p in params:
+        norm = p.get("norm")
+        if norm is None or p.get("sharded") or not isinstance(norm, (int, float)):
+            continue
+        out[str(p.get("name"))] = (float(norm), p.get("root"), str(p.get("module") or ""))
+    return out
+
+
+class DivergenceCheck:
+    """Folds per-rank parameter norms by step; yields findings when ranks differ."""
+
+    def __init__(self, world_size: int = 1, rtol: float = RTOL) -> None:
+        self.world_size = world_size
+        self.rtol = rtol
+        self._steps: dict[int, dict[int, dict[str, tuple[float, int | None, str]]]] = {}
+        self._done: set[int] = set()
+
+    def add(self, rank: int, step: int, params: Iterable[dict[str, Any]],
+            world_size: int | None = None) -> list[Finding]:
+        """One rank's parameter rows of ``step``; the findings once every rank's are in."""
+        if world_size:
+            self.world_size = max(self.world_size, int(world_size))
+        norms = _norms(params)
+        if self.world_size <= 1 or not norms or step in self._done:
+            return []
+        at = self._steps.setdefault(step, {})
+        at[rank] = norms
+        if len(at) < self.world_size:
+            for old in sorted(self._steps)[:-KEEP_STEPS]:
+                del self._steps[old]
+            return []
+        del self._steps[step]
+        self._done.add(step)
+        return self._compare(step, at)
+
+    def _compare(self, step: int, at: dict[int, dict[str, tuple[float, int | None, str]]]
+                 ) -> list[Finding]:
+        ranks = sorted(at)
+        names = set.intersection(*(set(at[r]) for r in ranks))
+        findings = []
+        for name in sorted(names):
+            values = {r: at[r][name][0] for r in ranks}
+            odd = _odd_ones(values, self.rtol)
+            for rank in odd:
+                _norm, root, module = at[rank][name]
+                shown = ", ".join(f"rank {r} {values[r]:.6g}" for r in ranks)
+                findings.append(Finding(
+                    kind=KIND, severity="error", step=step, rank=rank, phase="optimizer",
+                    root=root or 0, module=module,
+                    message=(f"parameter {name} differs across ranks after the optimizer step "
+                             f"of step {step} (norms: {shown}); DDP keeps parameters "
+                             f"replicated, so rank {rank} trains a different model. Causes: "
+                             f"rank-dependent initialisation without a broadcast, a parameter "
+                             f"changed outside DDP's buckets (after step(), or not registered), "
+                             f"or gradients accumulated under no_sync() and never synced")))
+        return findings
+
+
+def _odd_ones(values: dict[int, float], rtol: float) -> list[int]:
+    """The ranks whose value differs from the most common one (rank order breaks ties)."""
+    groups: list[list[int]] = []
+    for rank, v in values.items():
+        for g in groups:
+            ref = values[g[0]]
+            if math.isclose(v, ref, rel_tol=rtol, abs_tol=1e-12) or (v != v and ref != ref):
+                g.append(rank)
+                break
+        else:
+            groups.append([rank])
+    if len(groups) == 1:
+        return []
+    majority = max(groups, key=lambda g: (len(g), -min(g)))
+    return sorted(r for g in groups if g is not majority for r in g)
+
+
+def report_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
+    """The divergence findings of a merged report, from its ranks' ``parameter_checks``."""
+    check = DivergenceCheck(world_size)
+    out: dict[tuple, dict[str, Any]] = {}
+    for report in ranks:
+        for entry in report.get("parameter_checks") or []:
+            rows = [{"name": n, "norm": v[0], "root": v[1], "module": v[2]}
+                    for n, v in (entry.get("norms") or {}).items()]
+            for f in check.add(int(report.get("rank", 0)), int(entry.get("step", 0)), rows):
+                key = f.key
+                if key in out:
+                    out[key]["count"] += 1
+                else:
+                    out[key] = {"kind": f.kind, "severity": f.severity, "step": f.step,
+                                "phase": f.phase, "root": f.root, "module": f.module,
+                                "message": f.message, "count": 1, "rank": f.rank}
+    return list(out.values())

@@ -1,0 +1,41 @@
+"""A 2-rank DDP job on gloo for the distributed tests (launched by torchrun).
+
+Prints ``LOSS <rank> <step> <loss>`` per step. ``--bug`` makes rank 1 change a
+parameter after ``step()`` (a rank divergence); the model holds a BatchNorm
+whose running statistics differ across ranks (never a finding).
+"""
+import argparse
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--bug", action="store_true")
+parser.add_argument("--sleep", type=float, default=0.0)
+args = parser.parse_args()
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = nn.parallel.DistributedDataParallel(
+    nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1)))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for step in range(args.steps):
+    gen = torch.Generator().manual_seed(1000 * step + rank)
+    x = torch.randn(16, 4, generator=gen) + rank  # rank-dependent data: BN stats differ
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    if args.bug and rank == 1 and step == 1:
+        with torch.no_grad():
+            model.module[3].weight.add_(0.5)  # after step(): outside DDP's all-reduce
+    sys.stdout.write(f"LOSS {rank} {step} {loss.item():.8f}\n")
+    sys.stdout.flush()
+    if args.sleep:
+        time.sleep(args.sleep)
+dist.destroy_process_group()

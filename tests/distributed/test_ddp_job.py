@@ -1,0 +1,179 @@
+"""A real 2-rank DDP job on gloo, launched through torch.distributed.run in a subprocess.
+
+Every job is bounded in time: a hang fails the test (the job is killed).
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tensorscope.viewer.client import GuiServer
+from tensorscope.common.events import Continue, Pause
+from tensorscope.ui.model.job import JobConnection
+from tensorscope.ui.model.session_model import SessionModel
+
+HERE = Path(__file__).parent
+SCRIPT = str(HERE / "ddp_train.py")
+JOB_TIMEOUT = 240
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(OMP_NUM_THREADS="1", TENSORSCOPE_NO_DISCOVERY="1", **extra)
+    return env
+
+
+def _start(cmd: list[str], cwd: Path, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(cmd, cwd=cwd, env=_env(**env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: float = JOB_TIMEOUT) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the job hung and was killed:\n{err[-3000:]}")
+    assert proc.returncode == 0, err[-3000:]
+    return out, err
+
+
+def _losses(out: str) -> dict[tuple[int, int], str]:
+    # two ranks share the pipe: lines may interleave, the numbers never split
+    return {(int(r), int(s)): v for r, s, v in re.findall(r"LOSS (\d+) (\d+) (-?\d+\.\d{8})", out)}
+
+
+class GuiSide:
+    """A GUI-side client without Qt: a GuiServer, a JobConnection and a SessionModel,
+    driven from the test thread as the GUI thread would drive them."""
+
+    def __init__(self) -> None:
+        self.model = SessionModel()
+        self.job = JobConnection(self.model)
+        self.inbox: queue.Queue = queue.Queue()
+        self.server = GuiServer(self._connected, discovery=False)
+        self.server.start()
+        self._ids = iter(range(1, 1000))
+
+    def _connected(self, conn) -> None:  # handshake thread
+        cid = next(self._ids)
+        self.inbox.put(("open", cid, conn))
+        conn.start(lambda m, c=cid: self.inbox.put(("msg", c, m)),
+                   lambda reason, c=cid: self.inbox.put(("closed", c, reason)))
+
+    def pump_until(self, done, what: str, timeout: float = JOB_TIMEOUT) -> None:
+        end = time.monotonic() + timeout
+        while not done():
+            try:
+                kind, cid, item = self.inbox.get(timeout=max(0.01, end - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"timed out waiting for {what}")
+            if kind == "open":
+                self.job.opened(cid, item)
+            elif kind == "closed":
+                self.job.closed(cid)
+            elif self.job.place(cid, [item]) != "drop":
+                self.model.ingest_many([item])
+                self.job.observe(cid, [item])
+
+    def close(self) -> None:
+        self.job.close()
+        self.server.close()
+
+
+def test_two_rank_job_numbers_merged_report_and_one_gui(tmp_path):
+    plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                    "--standalone", SCRIPT], tmp_path)
+    gui = GuiSide()
+    host, port = gui.server.address
+    try:
+        traced = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                         "--connect", f"{host}:{port}", "--report", "r.json",
+                         "--stats-every", "2", SCRIPT], tmp_path,
+                        TENSORSCOPE_TOKEN=gui.server.token)
+        gui.pump_until(lambda: all(r.ended for r in gui.model.ranks.values())
+                       and len(gui.model.ranks) == 2, "both ranks to end")
+        out, _err = _finish(traced)
+    finally:
+        gui.close()
+    plain_out, _ = _finish(plain)
+    assert _losses(out) == _losses(plain_out) and len(_losses(out)) == 12  # numbers unchanged
+    m = gui.model
+    assert sorted(m.ranks) == [0, 1] and {r.hello.world_size for r in m.ranks.values()} == {2}
+    assert [m.ranks[r].steps_seen for r in (0, 1)] == [6, 6]
+    assert (0, 0, "module.0") in m.modules and (1, 0, "module.0") in m.modules
+    assert not [f for f in m.findings.values() if f.kind == "rank_divergence"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["world_size"] == 2 and report["missing_ranks"] == []
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    for entry in report["ranks"]:
+        assert entry["steps"] == 6 and entry["roots"] and entry["parameters"]
+    assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]  # BN: no
+
+
+def test_a_rank_divergence_is_found_and_named(tmp_path):
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", "--stats-every", "2", SCRIPT, "--bug"],
+                  tmp_path)
+    _finish(proc)
+    report = json.loads((tmp_path / "r.json").read_text())
+    found = [f for f in report["findings"] if f["kind"] == "rank_divergence"]
+    assert found and {f["rank"] for f in found} == {1}
+    assert {f["module"] for f in found} == {"module.3"} and found[0]["severity"] == "error"
+    assert "module.3.weight" in found[0]["message"]
+    rank1 = next(r for r in report["ranks"] if r["rank"] == 1)
+    assert any(f["kind"] == "rank_divergence" for f in rank1["findings"])
+
+
+def test_pause_holds_both_ranks_at_one_step_and_continue_resumes_both(tmp_path):
+    gui = GuiSide()
+    host, port = gui.server.address
+    try:
+        proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                       "--connect", f"{host}:{port}", SCRIPT, "--steps", "60",
+                       "--sleep", "0.05"], tmp_path, TENSORSCOPE_TOKEN=gui.server.token)
+        m = gui.model
+        gui.pump_until(lambda: len(gui.job.ranks) == 2 and all(
+            r.steps_seen >= 3 for r in m.ranks.values()), "both ranks stepping")
+        gui.job.request(Pause())
+        gui.pump_until(lambda: all(r.paused is not None for r in m.ranks.values()),
+                       "both ranks paused")
+        at = {r: s.paused.step for r, s in m.ranks.items()}
+        assert at[0] == at[1] and {s.paused.where for s in m.ranks.values()} == {"step"}
+        seen = {r: s.steps_seen for r, s in m.ranks.items()}
+        gui.job.request(Continue())
+        gui.pump_until(lambda: all(r.ended for r in m.ranks.values()), "both ranks to end")
+        assert all(m.ranks[r].steps_seen > seen[r] for r in (0, 1))
+        _finish(proc)
+    finally:
+        gui.close()
+
+
+def test_spawned_children_are_instrumented_and_unchanged(tmp_path):
+    script = str(HERE / "spawn_train.py")
+    plain = _start([sys.executable, script], tmp_path)
+    traced = _start([sys.executable, "-m", "tensorscope", "run", "--headless", "--report",
+                     "r.json", "--record", "run.tscope", script], tmp_path)
+    out, _ = _finish(traced)
+    plain_out, _ = _finish(plain)
+    assert _losses(out) == _losses(plain_out) and len(_losses(out)) == 8
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["world_size"] == 2 and [r["rank"] for r in report["ranks"]] == [0, 1]
+    assert all(r["steps"] == 4 and r["parameters"] for r in report["ranks"])
+    from tensorscope.viewer.reader import SessionReader, recording_files
+
+    files = recording_files(str(tmp_path / "run.tscope"))
+    assert [Path(f).name for f in files] == ["run.rank0.tscope", "run.rank1.tscope"]
+    for rank, path in enumerate(files):
+        with SessionReader(path) as r:
+            assert r.rank == rank and len(r.steps) == 4
