@@ -21,6 +21,7 @@ A new connection joins the session when its ``Hello`` names the same job
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Callable
 
@@ -163,7 +164,7 @@ class JobConnection:
 
         seq = 0
         for rank in ranks:
-            copy = type(req).from_dict(req.to_dict())
+            copy = dataclasses.replace(req)  # each connection numbers its own request
             seq = self._send(rank, copy, lambda resp, r=rank: answered(r, resp))
         return seq
 
