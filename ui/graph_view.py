@@ -15,6 +15,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QStyle, QWidget
 
+from tensorscope.common.statistics import METRICS
 from tensorscope.ui.graph_items import (Card, EdgeLabel, EdgeLayer, NodeLayer, card_size,
                                         shape_text, short_dtype, side_text)
 from tensorscope.ui.legend import MetricLegend
@@ -22,7 +23,7 @@ from tensorscope.ui.minimap import Minimap
 from tensorscope.ui.theme import Theme, make_theme, mono_font
 from PySide6.QtGui import QFontMetricsF
 
-LOG_METRICS = ("activation_norm", "grad_norm", "update_ratio")
+LOG_METRICS = tuple(m.key for m in METRICS if m.log)
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 

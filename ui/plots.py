@@ -25,13 +25,13 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
+from tensorscope.common.statistics import PLOTTED
 from tensorscope.ui.model.session_model import LocalKey, ModuleKey, SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
 CURVE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
                  "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
-STATS = {"norm": "activation norm", "zero_fraction": "zero fraction", "mean": "mean",
-         "std": "std", "max": "max"}
+STATS = {s.key: s.label for s in PLOTTED}
 MAX_CURVES = 6
 PLOT_INTERVAL_S = 0.2
 NEW_CURVES_PER_REFRESH = 1

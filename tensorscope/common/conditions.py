@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from tensorscope.common.events import STAT_KEYS, CallDigest
+from tensorscope.common.events import CallDigest
+from tensorscope.common.statistics import STAT_KEYS
 
 FIELDS = frozenset(STAT_KEYS) | {"grad_norm", "finite", "inputs_finite", "grad_finite",
                                  "mem_delta"}

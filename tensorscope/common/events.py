@@ -28,8 +28,9 @@ Conventions used by the fields:
   seen, from 0); ``path`` is PyTorch's dotted name inside that root, ``""``
   for the root itself.
 * tensor metadata is a ``TensorMeta`` dict (see ``tensor_meta``).
-* statistics are a dict with any of ``min max mean std norm nan inf
-  zero_fraction`` (integer and bool tensors carry the subset that applies).
+* statistics are a dict with any of the keys of
+  ``tensorscope.common.statistics`` (``min max mean std norm nan inf
+  zero_fraction``; integer and bool tensors carry the subset that applies).
 """
 from __future__ import annotations
 
@@ -41,7 +42,6 @@ PROTOCOL_VERSION = 1
 #: ``(rank, root, path)``: the name of a module of one rank of a job.
 ModuleKey = tuple[int, int, str]
 
-STAT_KEYS = ("min", "max", "mean", "std", "norm", "nan", "inf", "zero_fraction")
 
 
 def tensor_ref(rank: int, root: int, path: str, call: int, name: str) -> str:

@@ -10,11 +10,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from tensorscope.common.events import parse_tensor_ref
+from tensorscope.common.statistics import BY_KEY, STAT_KEYS
 from tensorscope.ui.inspector.theme import (accent_color, error_color, mute, plot_colors,
                                             style_plot)
 
-STAT_ORDER = ("min", "max", "mean", "std", "norm", "zero_fraction", "nan", "inf")
-STAT_LABELS = {"zero_fraction": "zeros"}
+STAT_ORDER = STAT_KEYS
+STAT_LABELS = {s.key: s.short for s in BY_KEY.values() if s.short}
 HIST_BINS = 40
 
 
@@ -22,9 +23,10 @@ def format_stat(name: str, value: Any) -> str:
     """One statistic as short text (zero fraction as a percentage)."""
     if value is None:
         return "–"
-    if name == "zero_fraction":
+    stat = BY_KEY.get(name)
+    if stat is not None and stat.percent:
         return f"{100.0 * float(value):.1f}%"
-    if isinstance(value, (int, np.integer)) or name in ("nan", "inf"):
+    if isinstance(value, (int, np.integer)) or (stat is not None and stat.count):
         return str(int(value))
     return f"{float(value):.4g}"
 

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from tensorscope.common import statistics
 from tensorscope.common.divergence import DivergenceCheck
 from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding,
                                 GraphStructure, Hello, Message, ModuleKey, ModuleTree,
@@ -34,15 +35,9 @@ LocalKey = tuple[int, str]
 #: seconds without a step from a rank, while others step, before it is shown as stalled
 STALL_AFTER_S = 10.0
 
-METRICS = {
-    "activation_norm": "Activation norm",
-    "grad_norm": "Gradient norm",
-    "zero_fraction": "Zero fraction",
-    "update_ratio": "Update ratio",
-}
-
-
-SERIES_COLUMNS = ("grad_norm", "norm", "zero_fraction", "mean", "std", "max")
+METRICS = {m.key: m.label for m in statistics.METRICS}
+#: a module's series: its gradient norm, then the statistics the plots offer
+SERIES_COLUMNS = ("grad_norm", *(s.key for s in statistics.PLOTTED))
 
 
 class Series:
@@ -139,7 +134,8 @@ class ModuleState:
             return float("nan")
         if self.stats is None:
             return None
-        return self.stats.get("norm" if name == "activation_norm" else "zero_fraction")
+        metric = statistics.METRIC_BY_KEY.get(name)
+        return self.stats.get(metric.stat if metric is not None and metric.stat else "zero_fraction")
 
 
 def primary_output(outputs: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -458,9 +454,7 @@ class SessionModel:
         stats, nan = msg.stats or {}, float("nan")
         ser.append(msg.step, (
             nan if msg.grad_norm is None else _finite_or_nan(msg.grad_norm),
-            _finite_or_nan(stats.get("norm", nan)), _finite_or_nan(stats.get("zero_fraction", nan)),
-            _finite_or_nan(stats.get("mean", nan)), _finite_or_nan(stats.get("std", nan)),
-            _finite_or_nan(stats.get("max", nan))))
+            *(_finite_or_nan(stats.get(s.key, nan)) for s in statistics.PLOTTED)))
 
     def _summary(self, msg: StepSummary) -> None:
         rank = self.rank_state(msg.rank)
