@@ -53,7 +53,7 @@ def launch_job(args: argparse.Namespace) -> int:
     except ChildFailedError as exc:
         failures = exc.failures
         code = next((f.exitcode for f in failures.values() if f.exitcode), 1)
-        ranks = ", ".join(str(f.rank) for f in failures.values())
+        ranks = ", ".join(str(rank) for rank in failures)  # keyed by global rank
         print(f"tensorscope: rank {ranks} of the job failed (exit code {code})", file=sys.stderr)
     finally:
         if args.report:

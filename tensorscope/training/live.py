@@ -344,9 +344,9 @@ def _start(links: LiveLinks, record: str | None, overwrite: bool, listen: str | 
         if links.listener is None and not connected:
             print("tensorscope: --wait needs --listen or a GUI; not waiting", file=sys.stderr)
         else:
-            where = ("on %s:%d" % links.listener.address if links.listener is not None
-                     else "for the connected GUI")
+            waiting = ("on %s:%d" % links.listener.address if links.listener is not None
+                       else "for the connected GUI")
             print(f"tensorscope: --wait: training is held before its first step, waiting "
-                  f"{where} until a GUI attaches and presses Continue (Ctrl-C stops the "
+                  f"{waiting} until a GUI attaches and presses Continue (Ctrl-C stops the "
                   f"script)", file=sys.stderr)
             gate.wait_for_client()

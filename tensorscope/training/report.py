@@ -380,10 +380,10 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
         "ranks": [{k: r.get(k) for k in RANK_FIELDS} for r in ranks],
     })
     divergence = report_findings(ranks, world_size) if not merged["missing_ranks"] else []
-    for f in divergence:
-        entry = next((e for e in merged["ranks"] if e["rank"] == f["rank"]), None)
+    for finding in divergence:
+        entry = next((e for e in merged["ranks"] if e["rank"] == finding["rank"]), None)
         if entry is not None:
-            entry["findings"] = list(entry.get("findings") or []) + [f]
+            entry["findings"] = list(entry.get("findings") or []) + [finding]
     merged["findings"] = sorted(
         (f for e in merged["ranks"] for f in e.get("findings") or []),
         key=lambda f: (f.get("step", 0), f.get("kind", ""), f.get("rank", 0)))
