@@ -143,23 +143,24 @@ class LossInputObserver(Diagnostic):
         self._acts.clear()
 
     def _functional_call(self, name: str, check: str, args: tuple, kwargs: dict) -> None:
-        """A functional loss is called (outside a loss module): check its inputs."""
+        """A functional loss is called (outside a loss module): check its inputs
+        (metadata reads; where to report is looked up only for a finding)."""
         try:
             pred = args[0] if args else kwargs.get("input")
             target = args[1] if len(args) > 1 else kwargs.get("target")
             if not isinstance(pred, torch.Tensor):
                 return
             self._functional_step = self.ctx.step_index
-            root, path, step = self._where()
             loss = f"F.{name}"
-            if check == "broadcast" and isinstance(target, torch.Tensor):
-                self._broadcast(loss, pred, target, root, path, step)
-            elif check in ("logits", "binary_logits"):
-                if check == "binary_logits" and isinstance(target, torch.Tensor):
-                    self._broadcast(loss, pred, target, root, path, step)
+            if check != "logits" and isinstance(target, torch.Tensor) \
+                    and pred.shape != target.shape:
+                self._broadcast(loss, pred, target, *self._where())
+            if check in ("logits", "binary_logits") and pred.grad_fn is not None:
                 expects = ("softmax", "log-softmax") if check == "logits" else \
                     ("sigmoid", "softmax")
-                self._double_activation(loss, pred, expects, root, path, step)
+                act = ACTIVATION_FNS.get(fn_name(producing_fn(pred)))
+                if act is not None and act in expects:
+                    self._double_activation(loss, pred, expects, *self._where())
         except Exception as exc:  # never break the user's loss
             self._active = False
             print(f"tensorscope: the functional loss check failed ({type(exc).__name__}: "

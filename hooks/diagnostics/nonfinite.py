@@ -6,10 +6,10 @@ severity ``error`` names the incident (the one exception is below). The
 hooks already probe every call's inputs and outputs on the device each step
 (one sum per tensor, NaN/Inf exactly when the tensor holds NaN/Inf), the
 output gradients' norms, and the parameter norms on statistics steps; this
-observer reads those host values in ``on_step_end``. Once, before the first
-forward, it also queues one sum per parameter into that step's transfer, so
-weights that were non-finite before training are told apart from an update
-that diverged.
+observer reads those host values in ``on_step_end``. Once per root, before
+its first forward, it also queues one sum per parameter into that step's
+transfer, so weights that were non-finite before training are told apart
+from an update that diverged.
 
 Provenance, first match wins:
 
@@ -19,6 +19,8 @@ Provenance, first match wins:
   it is a mask, or whose finite values are all zero, is an additive mask, not
   data), even when the forward stayed finite and the first NaN appears in the
   backward or after the update;
+* ``loss``: the loss is non-finite while every module output was finite (a
+  functional or hand-written loss);
 * ``forward``/``loss``: the innermost call whose output is non-finite
   although its inputs were finite (a loss module's call is phase ``loss``).
   When that module's own weights are non-finite: either they were so before
@@ -31,9 +33,8 @@ Provenance, first match wins:
   non-finite while every output gradient is finite is named itself;
 * ``optimizer``: parameters finite before the update and non-finite after,
   with finite gradients;
-* ``loss``: nothing else explains it: the loss itself is non-finite (a
-  functional loss, or ``shapes`` mode, which probes nothing on the device; the
-  message then says to rerun in ``default`` mode).
+* ``loss``: nothing else explains it (``shapes`` mode probes nothing on the
+  device; the message then says to rerun in ``default`` mode).
 
 Not a finding: a step whose only non-finite values are ``-inf``/``+inf``
 (never NaN) model outputs while the loss, the gradients, the parameters and
@@ -75,9 +76,10 @@ class NonFiniteObserver(Diagnostic):
 
     def __init__(self) -> None:
         self._broken = False
-        self._initial: tuple[int, int] | None = None   # (step, defer handle) of the weights
-        self._initial_names: list[tuple[int, str, str]] = []   # (root, module, name)
-        self._queued_initial = False
+        # (step, defer handle, (root, module, name) per sum) of the weights' first sums
+        self._initial: list[tuple[int, int, list[tuple[int, str, str]]]] = []
+        self._checked_roots: set[int] = set()
+        self._roots: list[CallRecord] = []   # this step's root calls
         self._last_update: int | None = None        # last clean training step (an update)
         self._params_seen_finite: int | None = None  # last step whose parameter norms were finite
         self._masks: dict[tuple[int, str], bool] = {}   # (root, input path) -> an additive mask
@@ -88,38 +90,50 @@ class NonFiniteObserver(Diagnostic):
         return False
 
     def on_forward_pre(self, call: CallRecord) -> None:
-        """Before the first root forward: queue one sum per parameter (once)."""
-        if self._queued_initial or call.parent is not None:
+        """Note the step's root calls; at a root's first call, queue one sum per
+        parameter of that root (once a root)."""
+        if call.parent is not None:
             return
-        self._queued_initial = True
+        self._roots.append(call)
+        if call.root in self._checked_roots:
+            return
+        self._checked_roots.add(call.root)
+        roots = self.ctx.roots
+        root = roots[call.root] if 0 <= call.root < len(roots) else None
+        if root is None:
+            return
         sums: dict[str, torch.Tensor] = {}
         names: list[tuple[int, str, str]] = []
         with torch.no_grad():
-            for rid, root in enumerate(self.ctx.roots):
-                for mpath, mod in root.named_modules():
-                    for pname, p in mod.named_parameters(recurse=False):
-                        if p.is_meta or p.is_sparse or not (p.is_floating_point() or p.is_complex()):
-                            continue
-                        t = p.detach()
-                        s = torch.view_as_real(t).sum() if t.is_complex() else \
-                            t.sum(dtype=torch.float32)
-                        sums[str(len(names))] = s
-                        names.append((rid, mpath, f"{mpath}.{pname}" if mpath else pname))
+            for mpath, mod in root.named_modules():
+                for pname, p in mod.named_parameters(recurse=False):
+                    if p.is_meta or p.is_sparse or not (p.is_floating_point() or p.is_complex()):
+                        continue
+                    t = p.detach()
+                    sums[str(len(names))] = torch.view_as_real(t).sum() if t.is_complex() \
+                        else t.sum(dtype=torch.float32)
+                    names.append((call.root, mpath, f"{mpath}.{pname}" if mpath else pname))
         if sums:
-            self._initial = (call.step, self.ctx.defer(sums))
-            self._initial_names = names
+            self._initial.append((call.step, self.ctx.defer(sums), names))
 
     def _initially_bad(self, record: StepRecord) -> list[tuple[int, str, str]]:
-        if self._initial is None or self._initial[0] != record.step:
-            return []
-        got = record.deferred.get(self._initial[1], {})
-        names, self._initial, self._initial_names = self._initial_names, None, []
-        return [names[int(k)] for k, v in got.items() if not _finite(v)]
+        """The parameters found non-finite by this step's initial sums (if any)."""
+        bad, keep = [], []
+        for step, handle, names in self._initial:
+            if step != record.step:
+                if step > record.step:
+                    keep.append((step, handle, names))
+                continue
+            got = record.deferred.get(handle, {})
+            bad += [names[int(k)] for k, v in got.items() if not _finite(v)]
+        self._initial = keep
+        return bad
 
     # ----------------------------------------------------------- step end
     def on_step_end(self, record: StepRecord) -> None:
         """Read the step's finite flags and name the producer."""
-        initial = self._initially_bad(record)
+        roots, self._roots = self._roots, []
+        initial = self._initially_bad(record) if self._initial else []
         digests, calls, values = record.digests, record.calls, record.values
         rows = record.summary.params
         bad_params = [r for r in rows if not _finite(r.get("norm"))]
@@ -128,7 +142,7 @@ class NonFiniteObserver(Diagnostic):
         bad_loss = not _finite(record.summary.loss)
         bad_roots = [(calls[d.index], d) for d in digests
                      if not d.finite and d.index < len(calls) and calls[d.index].parent is None]
-        bad_inputs = self._bad_root_inputs(record)
+        bad_inputs = self._bad_root_inputs(record, roots)
         if not (initial or bad_params or bad_pgrads or bad_grad or bad_loss or bad_roots
                 or bad_inputs):
             self._broken = False
@@ -159,26 +173,33 @@ class NonFiniteObserver(Diagnostic):
             self._loss(record)
 
     # -------------------------------------------------------------- inputs
-    def _bad_root_inputs(self, record: StepRecord) -> list[tuple[CallRecord, list[str]]]:
+    def _bad_root_inputs(self, record: StepRecord,
+                         roots: list[CallRecord]) -> list[tuple[CallRecord, list[str]]]:
         """Root calls whose data inputs held NaN/Inf, with those inputs' paths.
 
-        With probes (``default``/``full``) from the step's values; in ``shapes``
-        mode a root input still alive is checked on the host, only when
-        something else in the step was non-finite (see ``_loss``)."""
+        Data is a tensor no call produced and no autograd graph computed (a
+        model's prediction handed to a custom criterion is not data), entering a
+        root before any root's output was non-finite. From the step's probes;
+        ``shapes`` mode checks the live inputs on the host instead (``_loss``)."""
         out = []
         values = record.values
-        for call in record.calls:
-            if call.parent is not None or is_loss_module(call.module):
+        for call in roots:
+            if call.step != record.step:
                 continue
-            metas = [m for m in call.in_meta if m.get("kind") == "tensor"]
-            paths = []
-            for m, ent in zip(metas, call.in_entries):
-                v = _value(values, ent.finite)
-                if v is None or math.isfinite(v) or self._mask(call.root, m.get("path", ""), ent):
-                    continue
-                paths.append(m.get("path", ""))
-            if paths:
-                out.append((call, paths))
+            if call.in_entries and not is_loss_module(call.module):
+                metas = [m for m in call.in_meta if m.get("kind") == "tensor"]
+                paths = []
+                for m, ent in zip(metas, call.in_entries):
+                    v = _value(values, ent.finite)
+                    if v is None or math.isfinite(v) or ent.producer is not None \
+                            or ent.fn is not None or self._mask(call.root, m.get("path", ""), ent):
+                        continue
+                    paths.append(m.get("path", ""))
+                if paths:
+                    out.append((call, paths))
+            if not all(_value(values, e.finite) is None or math.isfinite(_value(values, e.finite))
+                       for e in call.out_entries):
+                break   # a root's output is non-finite: later roots receive its consequences
         return out
 
     def _mask(self, root: int, path: str, ent: Any) -> bool:
