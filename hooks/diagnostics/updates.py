@@ -18,11 +18,11 @@ frozen on purpose).
   their learning rates. Causes: a learning rate far too low (1e-9 typed for
   1e-3), ``lr=0`` in every group, a scheduler decayed to zero, a GradScaler
   skipping every step.
-* ``huge_updates``: on ``HUGE_CHECKS`` (2) consecutive checks after the
-  first (the first step of Adam moves every weight by about the learning
-  rate, whatever the gradient) most counted parameters moved by more than
-  ``HUGE_RATIO`` (0.1) of their norm, or on one check by more than
-  ``HUGE_ONCE`` (1.0, the weights rewritten entirely): the weights are rewritten every step, usually before the loss
+* ``huge_updates``: on ``HUGE_CHECKS`` (2) consecutive checks most counted
+  parameters moved by more than ``HUGE_RATIO`` (0.1) of their norm, or on
+  one check by more than ``HUGE_ONCE`` (1.0, the weights rewritten
+  entirely). Two checks, because Adam's first step moves every weight by
+  about the learning rate whatever the gradient: the weights are rewritten every step, usually before the loss
   diverges. Causes: a learning rate far too high, a missing ``zero_grad``
   combined with a large rate, a warmup that is missing.
 """
@@ -56,7 +56,6 @@ class UpdateRatioObserver(Diagnostic):
         self._tiny: list[int] = []     # steps of the current run of tiny checks
         self._huge: list[int] = []
         self._lrs: dict[tuple[int, int], float] = {}
-        self._checked = False
 
     def on_step_end(self, record: StepRecord) -> None:
         """Judge the ratios of a statistics step."""
@@ -90,10 +89,7 @@ class UpdateRatioObserver(Diagnostic):
         if not total:
             return
         self._tiny = self._tiny + [record.step] if tiny > MOST * total and not warming else []
-        first = not self._checked
-        self._checked = True
-        # the first check is Adam's sign step (each weight moves by about lr): not counted
-        self._huge = self._huge + [record.step] if huge > MOST * total and not first else []
+        self._huge = self._huge + [record.step] if huge > MOST * total else []
         median = _weighted_median(ratios)
         if len(self._tiny) >= TINY_CHECKS:
             self._report_tiny(record, median, groups)

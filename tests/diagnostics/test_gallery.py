@@ -40,7 +40,9 @@ ALL_SCRIPTS = sorted(GALLERY.glob("*.py")) + sorted(MISTAKES.glob("*.py"))
 SCRIPTS = [s for s in ALL_SCRIPTS if not missing_packages(s)]   # the others are not run
 _EXPECT = re.compile(r'^# expect: (\w+)(?: "([^"]*)")?\s*$', re.MULTILINE)
 
-pytestmark = pytest.mark.slow
+# The whole gallery runs once, in the first test's fixture: more than the default
+# per-test limit on a loaded 2-core machine (real third-party models included).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def expectations(script: Path) -> list[tuple[str, str]]:
