@@ -35,8 +35,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import networkx as nx  # noqa: E402
 
-from tensorscope.common.events import (CallDigest, GraphStructure, ModuleTree, StepSummary,  # noqa: E402
-                                tensor_meta)
+from tensorscope.common.events import CallDigest, GraphStructure, ModuleTree, StepSummary  # noqa: E402
+from tensorscope.common.tensors import tensor_meta  # noqa: E402
 from tensorscope.common.protocol import FrameDecoder, encode  # noqa: E402
 
 

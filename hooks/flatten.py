@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from tensorscope.common.events import tensor_meta
+from tensorscope.common.tensors import dtype_name, tensor_meta
 
 MAX_DEPTH = 6
 MAX_ITEMS = 64
@@ -61,11 +61,6 @@ def _walk(obj: Any, path: str, out: list[tuple[str, Any]], depth: int) -> None:
             _walk(getattr(obj, f.name, None), f"{path}.{f.name}", out, depth + 1)
     else:
         out.append((path, obj))
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float32`` -> ``"float32"``."""
-    return str(dtype).rpartition(".")[2]
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}

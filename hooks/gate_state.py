@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tensorscope.common.conditions import Condition, ConditionError, parse_condition
-from tensorscope.common.events import Response, tensor_meta, tensor_ref  # noqa: F401 (re-exported)
+from tensorscope.common.events import Response
+from tensorscope.common.tensors import dtype_name, tensor_meta, tensor_ref  # noqa: F401 (re-exported)
 
 FLAG_KINDS = ("non_finite", "finding", "exception")
 MODULE_ON = ("forward_pre", "forward", "backward")
@@ -94,7 +95,7 @@ def describe_tensors(tensors: dict[str, Any]) -> list[dict[str, Any]]:
     for ref, t in tensors.items():
         try:
             meta = tensor_meta(ref.rsplit("/", 1)[-1], shape=list(t.shape),
-                               dtype=str(t.dtype).replace("torch.", ""), device=str(t.device),
+                               dtype=dtype_name(t.dtype), device=str(t.device),
                                requires_grad=bool(t.requires_grad),
                                contiguous=bool(t.is_contiguous()), numel=int(t.numel()),
                                nbytes=int(t.numel() * t.element_size()))

@@ -15,7 +15,8 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow,
                                QWidget)
 
-from tensorscope.common.events import Message, Response, parse_tensor_ref
+from tensorscope.common.events import Message, Response
+from tensorscope.common.tensors import parse_tensor_ref
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.controller import DebugController
 from tensorscope.ui.findings import FindingsPanel
@@ -301,7 +302,7 @@ class MainWindow(QMainWindow):
             return
         meta = None
         if state is not None and state.shape is not None:
-            from tensorscope.common.events import tensor_meta
+            from tensorscope.common.tensors import tensor_meta
             meta = tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
                                device=state.device)
         if meta is not None:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tensorscope.common.slicing import SliceError, parse_slice
+from tensorscope.common.tensors import dtype_name
 
 #: Hard ceiling on the elements one response may carry, whatever is asked.
 MAX_ELEMENTS = 16_000_000
@@ -134,7 +135,7 @@ def encode_slice(tensor: Any, slice_text: str, *, ref: str = "",
         arr = arr.astype(arr.dtype.newbyteorder("<"))
     return {
         "ref": ref, "slice": slice_text, "dtype": arr.dtype.name,
-        "original_dtype": str(t.dtype).replace("torch.", ""),
+        "original_dtype": dtype_name(t.dtype),
         "shape": list(arr.shape), "full_shape": list(t.shape),
         "data": arr.tobytes(), "stats": tensor_stats(t), "truncated": truncated,
     }

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from tensorscope.common.distributed import RankInfo, current_rank, env_rank, rank_path
-from tensorscope.common.events import (CallDigest, Finding, Hello, ModuleTree, StepSummary,
-                                parse_tensor_ref, tensor_ref)
+from tensorscope.common.events import CallDigest, Finding, Hello, ModuleTree, StepSummary
+from tensorscope.common.tensors import parse_tensor_ref, tensor_ref
 from tensorscope.hooks.watch import Watch
 from tensorscope.viewer.reader import SessionReader
 from tensorscope.ui.model.session_model import SessionModel

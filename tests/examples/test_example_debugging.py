@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from tensorscope.viewer.client import attach
-from tensorscope.common.events import Bye, Continue, GetTensor, PausedAt, SetBreakpoints, tensor_ref
+from tensorscope.common.events import Bye, Continue, GetTensor, PausedAt, SetBreakpoints
+from tensorscope.common.tensors import tensor_ref
 from tensorscope.common.slicing import decode_slice
 
 from inbox import Inbox

@@ -8,7 +8,8 @@ import threading
 import numpy as np
 
 from tensorscope.viewer.client import attach
-from tensorscope.common.events import Continue, GetTensor, Pause, PausedAt, Response, tensor_ref
+from tensorscope.common.events import Continue, GetTensor, Pause, PausedAt, Response
+from tensorscope.common.tensors import tensor_ref
 from tensorscope.hooks.gate import Gate
 from tensorscope.training.live import start_live
 from tensorscope.training.session import Session

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from tensorscope.common.events import (CallDigest, Finding, GraphStructure, Hello, ModuleTree,
-                                StepBegin, StepSummary, tensor_meta)
+from tensorscope.common.events import (CallDigest, Finding, GraphStructure, Hello, ModuleTree, StepBegin, StepSummary)
+from tensorscope.common.tensors import tensor_meta
 
 MLP = [("network.0", "Linear", [64, 128], "Linear(784→128)", 100480),
        ("network.1", "ReLU", [64, 128], "ReLU()", 0),

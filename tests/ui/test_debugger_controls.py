@@ -6,7 +6,8 @@ import pytest
 
 from peer import TrainingPeer
 from sample_events import mlp_session
-from tensorscope.common.events import PausedAt, tensor_meta
+from tensorscope.common.events import PausedAt
+from tensorscope.common.tensors import tensor_meta
 from tensorscope.ui.main_window import MainWindow
 from tensorscope.ui.theme import make_theme
 
@@ -113,7 +114,7 @@ def test_disconnect_is_shown(qtbot, live):
 
 
 def _entry(path: str, name: str, shape: list[int], call: int = 2) -> dict:
-    from tensorscope.common.events import tensor_ref
+    from tensorscope.common.tensors import tensor_ref
     return {**tensor_meta(name, shape=shape, dtype="float32", device="cpu"),
             "ref": tensor_ref(0, 0, path, call, name)}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorscope.common.events import tensor_meta
+from tensorscope.common.tensors import tensor_meta
 from tensorscope.ui.inspector import TensorInspector
 
 torch = pytest.importorskip("torch")

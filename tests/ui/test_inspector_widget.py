@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from inspector_host import ArrayHost, make_body
-from tensorscope.common.events import tensor_meta
+from tensorscope.common.tensors import tensor_meta
 from tensorscope.ui.inspector import HINT_NOT_PAUSED, TensorInspector
 from tensorscope.ui.model.received import format_value
 

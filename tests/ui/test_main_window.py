@@ -197,7 +197,8 @@ def test_the_first_window_freezes_the_startup_heap_once(qtbot):
 
 
 def test_loss_nodes_are_coloured_but_do_not_stretch_the_range(qtbot, window):
-    from tensorscope.common.events import CallDigest, tensor_meta
+    from tensorscope.common.events import CallDigest
+    from tensorscope.common.tensors import tensor_meta
 
     view = window.graph.views["module"]
     window.ingest([CallDigest(step=9, index=5, root=1, path="", type="CrossEntropyLoss",

@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from tensorscope.common.events import parse_tensor_ref
+from tensorscope.common.tensors import parse_tensor_ref
 from tensorscope.common.statistics import BY_KEY, STAT_KEYS
 from tensorscope.ui.inspector.theme import (accent_color, error_color, mute, plot_colors,
                                             style_plot)

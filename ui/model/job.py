@@ -26,7 +26,8 @@ import logging
 from typing import Any, Callable
 
 from tensorscope.common.events import (Continue, GetTensor, Hello, Message, Pause, PausedAt, Request,
-                                Response, RunToStep, StepModule, parse_tensor_ref)
+                                       Response, RunToStep, StepModule)
+from tensorscope.common.tensors import parse_tensor_ref
 
 log = logging.getLogger("tensorscope.ui")
 

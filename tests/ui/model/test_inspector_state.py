@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from inspector_host import make_body
-from tensorscope.common.events import tensor_meta
+from tensorscope.common.tensors import tensor_meta
 from tensorscope.ui.model.inspector_state import HINT_NOT_PAUSED, InspectorState
 
 REF = "0:net.fc#2/out"
