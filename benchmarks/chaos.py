@@ -44,7 +44,7 @@ import msgpack
 
 from tensorscope.common.events import (MESSAGE_TYPES, PROTOCOL_VERSION, Continue, GetTensor,
                                        Pause, PausedAt, PinModules, SetBreakpoints, StepSummary)
-from tensorscope.common.protocol import HEADER, FrameDecoder, encode_frame
+from tensorscope.common.protocol import HEADER, encode_frame
 from tensorscope.common.transport import HANDSHAKE_TIMEOUT, connect
 from tensorscope.training.recording import RecordingError, Recorder, SessionReader
 from tensorscope.viewer.client import Connection, GuiServer
@@ -282,7 +282,7 @@ def probe_requests(training: Training, n: int, rng: random.Random) -> Tally:
         ch.send_bytes(encode_frame(rng.choice(REQUESTS), rng.randrange(1, 99), body))
         ch.send_bytes(encode_frame("continue", 1000, {}))  # never leave training paused
         ch.sock.settimeout(10)
-        decoder, got_answer = FrameDecoder(), False
+        decoder, got_answer = ch.decoder, False  # it may hold bytes read with the handshake
         try:
             while not got_answer:
                 data = ch.sock.recv(1 << 16)
@@ -312,7 +312,7 @@ def probe_slow_gui(training: Training, stall: float) -> Tally:
     first = training.steps
     time.sleep(stall)
     last = training.steps
-    decoder, seen, dropped = FrameDecoder(), set(), 0
+    decoder, seen, dropped = ch.decoder, set(), 0
     ch.sock.settimeout(15)
     try:
         while not (seen and max(seen) >= last):
@@ -471,6 +471,11 @@ def probe_damaged_files(src: Path, folder: Path, n: int, rng: random.Random) -> 
     return tally.done()
 
 
+def _record_into(path: Path, overwrite: bool) -> None:
+    rec = Recorder(str(path), overwrite=True) if overwrite else Recorder(str(path))
+    rec.close()
+
+
 def probe_odd_files(folder: Path, recording: Path) -> Tally:
     tally = Tally("odd files (open and --record)")
     fifo = folder / "x.tscope"
@@ -495,8 +500,7 @@ def probe_odd_files(folder: Path, recording: Path) -> Tally:
     for path, overwrite in ((foreign, False), (foreign, True), (recording, False), (fifo, True)):
         tally.tried += 1
         before = path.read_bytes() if path.is_file() else None
-        outcome, value = _bounded(lambda p, o: Recorder(str(p), overwrite=o).close(), path,
-                                  overwrite, timeout=10)
+        outcome, value = _bounded(_record_into, path, overwrite, timeout=10)
         if outcome == "hang":
             tally.hangs += 1
         elif outcome == "ok" or not isinstance(value, RecordingError):

@@ -9,7 +9,6 @@ side looks for a GUI again with backoff.
 """
 from __future__ import annotations
 
-import os
 import socket
 import threading
 
