@@ -422,7 +422,12 @@ def write_token_file(port: int, token: str) -> Path:
     This is how ``--listen`` hands the token to whoever may attach, without
     putting it on a command line (``ps`` shows every user's command lines).
     """
-    path = private_dir() / f"listen-{port}-{os.getpid()}.token"
+    folder = private_dir()
+    for old in folder.glob("listen-*-*.token"):  # left by scripts that were killed
+        pid = old.stem.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            remove_discovery(old)
+    path = folder / f"listen-{port}-{os.getpid()}.token"
     _write_private(path, (token + "\n").encode())
     return path
 

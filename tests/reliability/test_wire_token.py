@@ -13,6 +13,8 @@ import argparse
 import os
 import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,11 @@ def runtime(tmp_path, monkeypatch):
 
 
 def test_listen_writes_a_private_token_file_and_never_prints_the_token(runtime, capsys):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    runtime.mkdir(mode=0o700)
+    stale = runtime / f"listen-7007-{dead}.token"  # left by a script that was killed
+    stale.write_text("00" * 32)
     s = Session()
     gate = Gate(s)
     links = start_live(s, gate, listen="127.0.0.1:0", connect=False)
@@ -46,6 +53,7 @@ def test_listen_writes_a_private_token_file_and_never_prints_the_token(runtime, 
         assert path.read_text().strip() == links.token
         assert links.token not in err
         assert str(path) in err and f"export TENSORSCOPE_TOKEN=$(cat {path})" in err
+        assert not stale.exists()
     finally:
         links.close()
         gate.close()
