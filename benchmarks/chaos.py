@@ -313,7 +313,7 @@ def probe_slow_gui(training: Training, stall: float) -> Tally:
     time.sleep(stall)
     last = training.steps
     decoder, seen, dropped = ch.decoder, set(), 0
-    ch.sock.settimeout(15)
+    ch.sock.settimeout(60)
     try:
         while not (seen and max(seen) >= last):
             data = ch.sock.recv(1 << 20)
@@ -326,6 +326,10 @@ def probe_slow_gui(training: Training, stall: float) -> Tally:
                     dropped += msg.dropped
     except socket.timeout:
         tally.hangs += 1
+        for peer in training.watch._live.hub._peers:  # say where it stuck
+            snd = peer.sender
+            tally.notes.append(f"sender {peer.channel.peer}: queued {snd.queued} busy "
+                               f"{snd._busy} alive {snd.alive}")
     ch.close()
     missing = [s for s in range(first + 1, last) if s not in seen]
     tally.notes.append(f"{last - first} steps during the stall, summaries missing "
