@@ -46,7 +46,9 @@ from tensorscope.common.events import (MESSAGE_TYPES, PROTOCOL_VERSION, Continue
                                        Pause, PausedAt, PinModules, SetBreakpoints, StepSummary)
 from tensorscope.common.protocol import HEADER, encode_frame
 from tensorscope.common.transport import HANDSHAKE_TIMEOUT, connect
-from tensorscope.training.recording import RecordingError, Recorder, SessionReader
+from tensorscope.common.recording_format import RecordingError
+from tensorscope.training.recording import Recorder
+from tensorscope.viewer.reader import SessionReader
 from tensorscope.viewer.client import Connection, GuiServer
 
 CRASHES: list[str] = []  # exceptions that escaped any thread
