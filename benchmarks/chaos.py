@@ -85,7 +85,7 @@ class Tally:
 
     def row(self) -> str:
         extra = ("; " + "; ".join(self.notes)) if self.notes else ""
-        return (f"{self.name:<34} tried {self.tried:>6}  crashes {self.crashes:>3}  "
+        return (f"{self.name:<44} tried {self.tried:>6}  crashes {self.crashes:>3}  "
                 f"hangs {self.hangs:>3}{extra}")
 
 
@@ -200,10 +200,12 @@ def probe_handshakes(name: str, address: tuple[str, int], n: int,
     return tally.done()
 
 
-def probe_flood(address: tuple[str, int], conns: int, declared: int, seconds: float) -> Tally:
+def probe_flood(address: tuple[str, int], conns: int, declared: int, seconds: float,
+                chunk: int = 64) -> Tally:
     """``conns`` connections at once, each declaring a ``declared``-byte frame, then
-    dribbling 64 bytes every 0.25 s for ``seconds``."""
-    tally = Tally(f"flood of {conns}, {declared >> 10} KiB frames")
+    sending ``chunk`` bytes every 0.25 s for ``seconds``."""
+    tally = Tally(f"flood of {conns}, {declared >> 10} KiB frames, {chunk >> 10 or chunk}"
+                  f"{' KiB' if chunk >= 1024 else ' B'}/tick")
     base = peak = rss_mib()
     socks, challenged = [], 0
     for _ in range(conns):
@@ -225,7 +227,7 @@ def probe_flood(address: tuple[str, int], conns: int, declared: int, seconds: fl
     while time.monotonic() < end:
         for s in socks:
             try:
-                s.send(b"\x00" * 64)
+                s.send(b"\x00" * chunk)
             except OSError:
                 pass
         peak = max(peak, rss_mib())
@@ -543,7 +545,7 @@ def main() -> int:
                                      100 * scale, rng, lambda: hub.peers))
         rows.append(probe_handshakes("handshakes, GUI side", server.address, 50 * scale, rng,
                                      lambda: len(accepted_gui)))
-        rows.append(probe_flood(training.address, 3, 250 << 20, 4.0))
+        rows.append(probe_flood(training.address, 3, 250 << 20, 4.0, chunk=1 << 20))
         rows.append(probe_flood(training.address, 40, 60 << 10, HANDSHAKE_TIMEOUT + 2))
         rows.append(probe_requests(training, 40 * scale, rng))
         # an authenticated peer may set breakpoints and pins: the legitimate GUI clears them
@@ -570,7 +572,7 @@ def main() -> int:
     for row in rows:
         print("  " + row.row())
     total = sum(r.tried for r in rows)
-    print(f"  {'total':<34} tried {total:>6}  crashes {sum(r.crashes for r in rows):>3}  "
+    print(f"  {'total':<44} tried {total:>6}  crashes {sum(r.crashes for r in rows):>3}  "
           f"hangs {sum(r.hangs for r in rows):>3}")
     print(f"  training steps {steps}: lost from the recording {lost_recording}, lost by a GUI "
           f"reading throughout {lost_gui}")
