@@ -31,18 +31,14 @@ def scalar_values(values: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-RANKED_PATHS = ("report", "record")   # options whose "{rank}" a callback fills in
-
-
-def attach_for_callback(model: Any, options: dict[str, Any], callback: str,
-                        rank: int | None = None) -> tuple[Any, bool]:
+def attach_for_callback(model: Any, options: dict[str, Any], callback: str) -> tuple[Any, bool]:
     """The watch a framework callback drives, and whether the callback owns it.
 
     Under ``tensorscope run`` the run's process-wide watch already sees every
     module: the callback drives that one (its own options are not used);
-    otherwise it attaches a new ``Watch`` to ``model`` with ``options``, where
-    ``{rank}`` in ``report`` and ``record`` becomes the framework's ``rank``
-    (``report="report-{rank}.json"``: one file per process).
+    otherwise it attaches a new ``Watch`` to ``model`` with ``options`` (the
+    watch reads the rank from ``torch.distributed``, which both frameworks
+    initialise first, and fills ``{rank}`` in ``report``/``record`` itself).
     """
     from tensorscope.hooks.watch import Watch
 
@@ -54,11 +50,6 @@ def attach_for_callback(model: Any, options: dict[str, Any], callback: str,
                   f"options there", file=sys.stderr)
         run.external_steps()
         return run, False
-    options = dict(options)
-    for name in RANKED_PATHS:
-        value = options.get(name)
-        if isinstance(value, str) and "{rank}" in value:
-            options[name] = value.replace("{rank}", str(rank or 0))
     watch = Watch(model, None, **options)
     watch.external_steps()
     return watch, True

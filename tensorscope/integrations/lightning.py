@@ -12,8 +12,8 @@ labelled with its loop (``"validation"``, ``"sanity_check"``, ``"test"``,
 ``tensorscope run`` it drives the run's capture instead of attaching a second
 one. The step's loss is the value Lightning backpropagates (``on_before_backward``).
 The rank is the trainer's: Lightning initialises
-``torch.distributed`` before ``setup``, and the watch reads it there;
-``{rank}`` in ``report``/``record`` becomes ``trainer.global_rank``.
+``torch.distributed`` before ``setup``, and the watch reads it there
+(``report="report-{rank}.json"`` gives one file a process).
 
 Importing this module imports Lightning (``pip install tensorscope[lightning]``);
 ``lightning.pytorch`` is used when installed, else ``pytorch_lightning``.
@@ -62,8 +62,7 @@ class TensorScopeCallback(Callback):
         from tensorscope.hooks.framework_steps import attach_for_callback
 
         self.watch, self._owned = attach_for_callback(pl_module, self.options,
-                                                      "TensorScopeCallback",
-                                                      getattr(trainer, "global_rank", 0))
+                                                      "TensorScopeCallback")
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Detach: the last step is flushed and every hook removed."""

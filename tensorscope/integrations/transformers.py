@@ -12,8 +12,7 @@ evaluation batch (``on_prediction_step``) is an inference step labelled
 micro-batches (it equals the Trainer's logged ``loss``). The metrics the Trainer logs (``loss``, ``learning_rate``,
 ``grad_norm``, ``eval_loss`` ...) are sent as ``Scalars``, plotted beside
 TensorScope's own. Under ``accelerate launch`` each process watches with its
-own rank (``torch.distributed`` is initialised before ``on_train_begin``);
-``{rank}`` in ``report``/``record`` becomes ``args.process_index``.
+own rank (``torch.distributed`` is initialised before ``on_train_begin``).
 Under ``tensorscope run`` it drives the run's capture instead of attaching a
 second one.
 
@@ -59,8 +58,7 @@ class TensorScopeCallback(TrainerCallback):
         from tensorscope.hooks.framework_steps import attach_for_callback
 
         self.watch, self._owned = attach_for_callback(model, self.options,
-                                                      "TensorScopeCallback",
-                                                      getattr(args, "process_index", 0))
+                                                      "TensorScopeCallback")
         if optimizer is not None:
             self.watch.add_optimizer(optimizer)
         if not getattr(args, "fp16", False):   # a GradScaler's factor would be in the gradient
