@@ -27,10 +27,21 @@ _foreach_norm = getattr(torch, "_foreach_norm", None)
 UPDATE_SAMPLE = 16384
 
 
+def local_shard(t: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a sharded parameter (an FSDP2 ``DTensor``), else ``t``.
+
+    Every norm is taken on the local shard: an operation on the ``DTensor``
+    itself would start a collective on the user's process group (and a rank
+    that does it alone hangs the job).
+    """
+    to_local = getattr(t, "to_local", None)
+    return to_local() if to_local is not None else t
+
+
 def _update_view(p: torch.Tensor) -> tuple[torch.Tensor, float]:
     """A strided view of at most ``UPDATE_SAMPLE`` elements of ``p``, and the
     factor that scales the view's norm to an estimate of the whole tensor's."""
-    flat = p.detach().reshape(-1)
+    flat = local_shard(p).detach().reshape(-1)
     n = flat.numel()
     if n <= UPDATE_SAMPLE:
         return flat, 1.0
@@ -48,6 +59,7 @@ def _norms(tensors: list[torch.Tensor]) -> torch.Tensor | None:
     """
     if not tensors:
         return None
+    tensors = [local_shard(t) for t in tensors]
     if all(t.is_cpu and not t.is_sparse for t in tensors):
         squares = [sq_norm(t.detach()) for t in tensors]
         try:
@@ -218,6 +230,10 @@ class ParamTracker:
 
 
 def _row(name: str, root: int | None, module: str, p: torch.Tensor, in_opt: bool) -> dict[str, Any]:
-    return {"name": name, "root": root, "module": module, "shape": list(p.shape),
-            "grad_norm": None, "norm": None, "update_ratio": None,
-            "in_optimizer": in_opt, "requires_grad": p.requires_grad}
+    row = {"name": name, "root": root, "module": module, "shape": list(p.shape),
+           "grad_norm": None, "norm": None, "update_ratio": None,
+           "in_optimizer": in_opt, "requires_grad": p.requires_grad}
+    local = local_shard(p)
+    if local is not p:  # FSDP: the shard this rank holds; its norms are the shard's
+        row.update(sharded=True, shape=list(local.shape), full_shape=list(p.shape))
+    return row

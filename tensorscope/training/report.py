@@ -397,7 +397,10 @@ def _meta(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _param(p: dict[str, Any]) -> dict[str, Any]:
-    return {"name": p.get("name"), "module": p.get("module", ""), "root": p.get("root"),
-            "shape": p.get("shape"), "grad_norm": p.get("grad_norm"), "norm": p.get("norm"),
-            "update_ratio": p.get("update_ratio"), "in_optimizer": p.get("in_optimizer", False),
-            "requires_grad": p.get("requires_grad", True)}
+    row = {"name": p.get("name"), "module": p.get("module", ""), "root": p.get("root"),
+           "shape": p.get("shape"), "grad_norm": p.get("grad_norm"), "norm": p.get("norm"),
+           "update_ratio": p.get("update_ratio"), "in_optimizer": p.get("in_optimizer", False),
+           "requires_grad": p.get("requires_grad", True)}
+    if p.get("sharded"):  # FSDP: shape and numbers are this rank's shard's
+        row.update(sharded=True, full_shape=p.get("full_shape"))
+    return row

@@ -177,3 +177,24 @@ def test_spawned_children_are_instrumented_and_unchanged(tmp_path):
     for rank, path in enumerate(files):
         with SessionReader(path) as r:
             assert r.rank == rank and len(r.steps) == 4
+
+
+def test_fsdp2_shards_are_shown_per_rank_and_numbers_unchanged(tmp_path):
+    script = str(HERE / "fsdp_train.py")
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+              "--standalone"]
+    plain = _start(launch + [script], tmp_path)
+    traced = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                     "--headless", "--report", "r.json", "--stats-every", "1", script], tmp_path)
+    out, _ = _finish(traced)
+    plain_out, _ = _finish(plain)
+    assert _losses(out) == _losses(plain_out) and len(_losses(out)) == 6
+    report = json.loads((tmp_path / "r.json").read_text())
+    for entry in report["ranks"]:
+        params = {p["name"]: p for p in entry["parameters"]}
+        assert params["0.weight"]["shape"] == [8, 8]          # this rank's shard of [16, 8]
+        assert params["0.weight"]["sharded"] and params["0.weight"]["full_shape"] == [16, 8]
+        assert params["0.weight"]["norm"] is not None
+        paths = {m["path"] for m in entry["roots"][0]["modules"]}
+        assert {"0", "1", "2"} <= paths                       # the unsharded structure
+    assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]
