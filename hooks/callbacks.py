@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tensorscope.hooks import faults
 from tensorscope.hooks.watch_events import exception_message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,23 +65,42 @@ class CaptureCallbacks:
             # a new list: a loop running over the old one is not disturbed
             setattr(cap, name, [pair for pair in getattr(cap, name) if pair[0] is not obs])
         cap.dispatch.clear()
-        print(f"tensorscope: diagnostic {type(obs).__name__}.{method} failed and was "
-              f"detached: {type(exc).__name__}: {exc}", file=sys.stderr)
+        where = f"diagnostic {type(obs).__name__}.{method}"
+        if where in self._errors:
+            return
+        self._errors.add(where)
+        self._internal_finding("step" if method == "on_step_end" else "forward", "",
+                               faults.report(where, exc, f"{type(obs).__name__}.{method} "
+                                             f"failed and was detached"))
 
-    def internal_error(self, where: str, exc: Exception) -> None:
-        """A bug in TensorScope: say so once, stop capturing, never break training."""
-        self.capture.active = False
-        if where not in self._errors:
-            self._errors.add(where)
-            print(f"tensorscope: internal error in the {where}; capture is off for the rest "
-                  f"of the run, training continues:\n{traceback.format_exc()}", file=sys.stderr)
-            self.emitter.finding("internal_error", "error", "forward", 0, "",
-                                 f"TensorScope {where} failed: {type(exc).__name__}: {exc}")
+    def internal_error(self, where: str, exc: BaseException, effect: str = "capture goes on",
+                       *, module: str = "", phase: str = "forward") -> None:
+        """A bug in TensorScope at one of its boundaries (training thread, or autograd's).
+
+        The caller has already switched off the smallest part that failed (one
+        tensor, one module call, one step's digests); this says so once per
+        ``where``: on stderr with the traceback, and as an ``internal_error``
+        finding naming the last frames. Capture goes on; training never notices.
+        """
+        if where in self._errors:
+            return
+        self._errors.add(where)
+        self._internal_finding(phase, module, faults.report(where, exc, effect))
+
+    def _internal_finding(self, phase: str, module: str, message: str) -> None:
+        try:
+            self.emitter.finding("internal_error", "error", phase, 0, module, message)
+        except Exception as exc:   # the finding itself cannot be emitted: stderr has it
+            print(f"tensorscope: the internal_error finding was not emitted "
+                  f"({type(exc).__name__}: {exc})", file=sys.stderr)
 
     def step_beginning(self, index: int) -> None:
         """A step's first module call is about to run."""
         self.refresh_rank()
-        self.emitter.step_begin(index)
+        try:
+            self.emitter.step_begin(index)
+        except Exception as exc:
+            self.internal_error("step begin", exc, "StepBegin is not emitted", phase="step")
         if self.gate.armed:
             self.gate.at_step_boundary(index)
 
@@ -138,12 +158,14 @@ class CaptureCallbacks:
                                    tensors=_tensors(call.inputs), exc=exc)
 
     def optimizer_pre(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
-        """Optimizer step pre-hook."""
-        if not self.capture.active:
+        """Optimizer step pre-hook (a boundary: never raises into ``optimizer.step``)."""
+        if not self.capture.active or self.capture.from_foreign_thread("optimizer steps"):
             return
         t0 = _ns()
         try:
             self._optimizer_pre(optimizer)
+        except Exception as exc:
+            self.internal_error("optimizer pre-hook", exc, phase="step")
         finally:
             m = self.capture.meter   # an evaluation's step may have ended here
             m.train_ns += _ns() - (t0 if t0 > m.cut else m.cut)
@@ -162,12 +184,20 @@ class CaptureCallbacks:
         try:
             self.params.before_optimizer_step(optimizer, self.capture.step)
         except Exception as exc:
-            self.internal_error("optimizer pre-hook", exc)
+            self.internal_error("parameter tracking", exc,
+                                "that step has no parameter norms or update ratios",
+                                phase="step")
 
     def optimizer_post(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
-        """Optimizer step post-hook: the step ends here."""
-        if not self.capture.active:
+        """Optimizer step post-hook: the step ends here (a boundary, as the pre-hook)."""
+        if not self.capture.active or self.capture.from_foreign_thread("optimizer steps"):
             return
+        try:
+            self._optimizer_post(optimizer)
+        except Exception as exc:
+            self.internal_error("optimizer hook", exc, phase="step")
+
+    def _optimizer_post(self, optimizer: Any) -> None:
         t0 = _ns()
         try:
             self.capture.step.optimizer_steps += 1

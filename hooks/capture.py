@@ -15,6 +15,7 @@ its producer already queued.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -25,6 +26,7 @@ from tensorscope.hooks.flatten import flatten, flatten_args, meta
 from tensorscope.hooks.meter import OverheadMeter
 from tensorscope.hooks.observer import CallRecord
 from tensorscope.hooks.registry import is_loss_module
+from tensorscope.hooks import tensor_kinds
 from tensorscope.hooks.stats import activation_stats, finite_probe, grad_norm
 from tensorscope.hooks.step_records import (  # noqa: F401 (StepBuffer re-exported)
     FlowEntry, GradEntry, StepBuffer, inside, node_name, tensor_version)
@@ -37,6 +39,8 @@ _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _grad_enabled = torch.is_grad_enabled
 _exc_info = sys.exc_info
 _ns = time.perf_counter_ns   # the overhead meter's clock (hooks.meter)
+_get_ident = threading.get_ident
+_no_torch_function = torch._C.DisableTorchFunctionSubclass
 # What ``torch.no_grad`` does on entry and exit, without the context manager's
 # cost (a few microseconds per hook): the on-device reductions must not build graph.
 _set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
@@ -95,6 +99,11 @@ class Capture:
         self._last_exc_id = 0
         self.last_module_error: tuple[int, str, str] | None = None
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
+        # The training thread: the one whose forwards make up the steps (the thread that
+        # built the watch, until another claims it: ``_foreign_thread``, ``claim_thread``).
+        self.thread = _get_ident()
+        self.thread_active = False   # the training thread has run a captured forward
+        self._foreign_noted: set[str] = set()
 
     def observers_for(self, mtype: type) -> tuple[list[tuple[Any, Any]], ...]:
         """The forward pre/post observers of calls of modules of type ``mtype``:
@@ -132,14 +141,73 @@ class Capture:
         """Module forward pre-hook (returns None: inputs unchanged)."""
         if not self.active or _is_compiling():
             return None
+        if _get_ident() != self.thread and self._foreign_thread():
+            return None
         t0 = _ns()
         try:
             self._pre(module, args, kwargs)
         except Exception as exc:
-            self.watch.internal_error("forward pre-hook", exc)
+            self._pre_failed(module, exc)
         m = self.meter   # a root call may have ended a step: count only after its end
         m.train_ns += _ns() - (t0 if t0 > m.cut else m.cut)
         return None
+
+    def _foreign_thread(self) -> bool:
+        """A forward on a thread other than the training thread. Inside a backward
+        (checkpoint recomputation on autograd's threads, while the training thread
+        waits) it is part of the step. With ``watch()`` built on a thread that never
+        ran a forward, this thread becomes the training thread. Otherwise it is
+        skipped (its own root and stack would be needed; the step's records stay
+        right), said once per thread on stderr. Returns True to skip."""
+        if in_backward():
+            return False
+        if (not self.thread_active and not self.global_mode and not self.step.calls
+                and not self.stack):
+            self.claim_thread()
+            return False
+        self._note_foreign("module forwards")
+        return True
+
+    def claim_thread(self) -> None:
+        """Make the calling thread the training thread (between steps)."""
+        self.thread = _get_ident()
+        self.thread_active = True
+
+    def _note_foreign(self, what: str) -> None:
+        if what in self._foreign_noted:   # once per run, not once per thread
+            return
+        self._foreign_noted.add(what)
+        name = threading.current_thread().name
+        print(f"tensorscope: note: {what} on threads other than the training thread "
+              f"(here {name!r}) are not captured; they run unchanged", file=sys.stderr)
+
+    def from_foreign_thread(self, what: str) -> bool:
+        """For the optimizer hooks: whether to ignore this call because it comes from a
+        thread other than the training thread while that one has a step open (between
+        steps, the calling thread becomes the training thread)."""
+        if _get_ident() == self.thread:
+            return False
+        if not self.step.calls and not self.stack:
+            self.claim_thread()
+            return False
+        self._note_foreign(what)
+        return True
+
+    def _pre_failed(self, module: torch.nn.Module, exc: Exception) -> None:
+        """The pre-hook failed: this call is not captured (its forward hook finds no
+        call of its own on the stack); reported once."""
+        stack, calls = self.stack, self.step.calls
+        if stack and calls and stack[-1] is calls[-1] and stack[-1].module is module:
+            stack.pop()   # failed after the push: the post-hook must not pair with it
+        self.watch.internal_error("forward pre-hook", exc, "this module call is not captured",
+                                  module=self._path_of(module))
+
+    def _path_of(self, module: torch.nn.Module) -> str:
+        try:
+            loc = self.index.lookup(module)
+        except Exception:
+            return ""
+        return loc[1] if loc is not None else ""
 
     def _pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None) -> None:
         stack = self.stack
@@ -155,6 +223,7 @@ class Capture:
                 # gradient checkpointing): part of the call being differentiated, not a
                 # call, a root or a step of its own
                 return
+            self.thread_active = True
             self._root_starting(loc[0])
         step = self.step
         calls = step.calls
@@ -185,15 +254,20 @@ class Capture:
         prev = self._previous(call, len(inputs), True) if reuse else None
         if prev is not None:
             call.in_meta = prev.in_meta   # read-only, shared (see hooks.budget)
-            for _, v in inputs:
-                if isinstance(v, _Tensor):
-                    self._track_input(call, v, step)
-            return
-        metas = call.in_meta
+        metas = None if prev is not None else call.in_meta
         for path, v in inputs:
-            metas.append(meta(path, v))
-            if isinstance(v, _Tensor):
+            if type(v) is not _Tensor:   # not a tensor, or a subclass (Parameter, ...)
+                if isinstance(v, _Tensor):
+                    self._odd_input(call, path, v, step, None, metas)
+                elif metas is not None:
+                    metas.append(meta(path, v))
+                continue
+            try:
+                if metas is not None:
+                    metas.append(meta(path, v))
                 self._track_input(call, v, step)
+            except Exception as exc:   # a tensor the fast path cannot take
+                self._odd_input(call, path, v, step, exc, metas)
 
     def _previous(self, call: CallRecord, n: int, inputs: bool) -> CallRecord | None:
         """The same call (same index, same module) of the last step, if it had
@@ -265,13 +339,29 @@ class Capture:
         """Module forward hook, also called when the forward raised (``always_call``)."""
         if not self.active or _is_compiling():
             return None
+        if _get_ident() != self.thread and self._foreign_thread():
+            return None
         t0 = _ns()
         try:
             self._post(module, rest[-1] if rest else None, rest[0] if len(rest) == 2 else None)
         except Exception as exc:
-            self.watch.internal_error("forward hook", exc)
+            self._post_failed(module, exc)
         self.meter.train_ns += _ns() - t0
         return None
+
+    def _post_failed(self, module: torch.nn.Module, exc: Exception) -> None:
+        """The forward hook failed: close this call (and any inner ones left open) so the
+        stack stays right for the calls after it; reported once."""
+        stack = self.stack
+        for i in range(len(stack) - 1, -1, -1):
+            call = stack[i]
+            if call.module is module:
+                del stack[i:]
+                call.finished = True
+                call.inputs = call.outputs = []
+                break
+        self.watch.internal_error("forward hook", exc, "this module call's outputs are not "
+                                  "captured", module=self._path_of(module))
 
     def _post(self, module: torch.nn.Module, result: Any, kwargs: dict | None) -> None:
         stack = self.stack
@@ -324,6 +414,89 @@ class Capture:
         # ends would change when memory is freed (and, on CPU, cost fresh pages).
         call.inputs = call.outputs = []
 
+    # ----------------------------------------------------- other tensor kinds
+    def _odd_view(self, call: CallRecord, path: str, v: _Tensor,
+                  exc: Exception | None) -> tuple[str, _Tensor | None]:
+        """The kind of a tensor the fast path did not take, and the plain tensor its
+        statistics are taken of (None: metadata only). A plain tensor that failed is
+        TensorScope's own error: reported once, and that tensor gets metadata only."""
+        kind = tensor_kinds.kind_of(v)
+        if kind == "plain":
+            if exc is not None:
+                self.watch.internal_error("tensor capture", exc,
+                                          "that tensor gets metadata only", module=call.path)
+            return kind, None
+        tensor_kinds.note(kind, f"{call.path or call.type} {path}")
+        try:
+            return kind, tensor_kinds.values_view(v, kind)
+        except Exception:   # no view of its values to be had: metadata only
+            return kind, None
+
+    def _view_probe(self, sv: _Tensor | None, step: StepBuffer) -> int | None:
+        if sv is None or not self.probe:
+            return None
+        try:
+            return self._probe(sv, step)
+        except Exception:
+            return None
+
+    def _odd_input(self, call: CallRecord, path: str, v: _Tensor, step: StepBuffer,
+                   exc: Exception | None, metas: list | None) -> None:
+        """An input the fast path did not take (see ``tensor_kinds``). A subclass's
+        ``__torch_function__`` never sees what the capture reads. ``metas``: the
+        call's metadata list, None when it reuses last step's (left untouched)."""
+        with _no_torch_function():
+            self._odd_input_body(call, path, v, step, exc, metas)
+
+    def _odd_input_body(self, call: CallRecord, path: str, v: _Tensor, step: StepBuffer,
+                        exc: Exception | None, metas: list | None) -> None:
+        kind, sv = self._odd_view(call, path, v, exc)
+        if metas is not None:
+            if metas and metas[-1]["path"] == path:
+                metas.pop()   # appended before the fast path failed
+            metas.append(tensor_kinds.describe(path, v, kind))
+        ent = step.flow.get(id(v))
+        if ent is None or ent.ref() is not v:
+            ent = FlowEntry(v, None, f"in{step.n_inputs}", self._view_probe(sv, step))
+            step.n_inputs += 1
+            step.flow[id(v)] = ent
+        ent.consumed = True
+        call.in_entries.append(ent)
+
+    def _odd_output(self, call: CallRecord, path: str, v: _Tensor, step: StepBuffer,
+                    exc: Exception | None, metas: list | None) -> None:
+        """An output the fast path did not take: metadata, dataflow identity, the
+        statistics of its values where it has any, its gradient (``tensor_kinds``)."""
+        with _no_torch_function():
+            self._odd_output_body(call, path, v, step, exc, metas)
+
+    def _odd_output_body(self, call: CallRecord, path: str, v: _Tensor, step: StepBuffer,
+                         exc: Exception | None, metas: list | None) -> None:
+        flow = step.flow
+        if metas and metas[-1]["path"] == path:
+            metas.pop()   # appended before the fast path failed
+        ent = flow.get(id(v))
+        if ent is not None and ent.producer is call:
+            del flow[id(v)]   # made by the attempt that failed
+            ent = None
+        kind, sv = self._odd_view(call, path, v, exc)
+        if metas is not None:
+            metas.append(tensor_kinds.describe(path, v, kind))
+        if ent is None or ent.ref() is not v or not inside(ent.producer, call):
+            ent = flow[id(v)] = FlowEntry(v, call, node_name(call.index),
+                                          self._view_probe(sv, step))
+        if (sv is not None and step.stats_step and call.stats is None
+                and (sv.is_floating_point() or sv.is_complex())):
+            if ent.stats is None:
+                try:
+                    ent.stats = activation_stats(sv, step.buf, self.mode == "full", ent.finite)
+                except Exception:
+                    ent.stats = None
+            call.stats = ent.stats
+        if call.grad_enabled and (self.probe or call.parent is None) and v.requires_grad:
+            self._watch_grad(call, path, v, ent, step)
+        call.out_entries.append(ent)
+
     def _mem_delta(self, call: CallRecord) -> int | None:
         for _, v in call.inputs:
             if isinstance(v, _Tensor) and v.is_cuda:
@@ -341,24 +514,33 @@ class Capture:
             call.out_meta = prev.out_meta   # read-only, shared (see hooks.budget)
         metas = None if prev is not None else call.out_meta
         for path, v in outputs:
-            if metas is not None:
-                metas.append(meta(path, v))
-            if not isinstance(v, _Tensor):
+            if type(v) is not _Tensor:   # not a tensor, or a subclass
+                if isinstance(v, _Tensor):
+                    self._odd_output(call, path, v, step, None, metas)
+                elif metas is not None:
+                    metas.append(meta(path, v))
                 continue
-            ent = flow.get(id(v))
-            if ent is None or ent.ref() is not v or not inside(ent.producer, call):
-                ent = flow[id(v)] = FlowEntry(v, call, node_name(call.index),
-                                              self._output_probe(call, v, step))
-            elif ent.version != tensor_version(v):  # modified in place since
-                ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
-            entries.append(ent)
-            if want_stats and call.stats is None and (v.is_floating_point() or v.is_complex()):
-                # a container returning its child's output reuses the child's statistics
-                if ent.stats is None:
-                    ent.stats = activation_stats(v, step.buf, self.mode == "full", ent.finite)
-                call.stats = ent.stats
-            if grads and v.requires_grad:
-                self._watch_grad(call, path, v, ent, step)
+            try:
+                if metas is not None:
+                    metas.append(meta(path, v))
+                ent = flow.get(id(v))
+                if ent is None or ent.ref() is not v or not inside(ent.producer, call):
+                    ent = flow[id(v)] = FlowEntry(v, call, node_name(call.index),
+                                                  self._output_probe(call, v, step))
+                elif ent.version != tensor_version(v):  # modified in place since
+                    ent.refresh(v, finite_probe(v, step.buf) if self.probe else None)
+                if want_stats and call.stats is None and (v.is_floating_point()
+                                                          or v.is_complex()):
+                    # a container returning its child's output reuses the child's statistics
+                    if ent.stats is None:
+                        ent.stats = activation_stats(v, step.buf, self.mode == "full",
+                                                     ent.finite)
+                    call.stats = ent.stats
+                if grads and v.requires_grad:
+                    self._watch_grad(call, path, v, ent, step)
+                entries.append(ent)
+            except Exception as exc:   # a tensor the fast path cannot take
+                self._odd_output(call, path, v, step, exc, metas)
 
     def _output_probe(self, call: CallRecord, v: _Tensor, step: StepBuffer) -> int | None:
         """The finite probe of a new output: its input's, for a single-input module
@@ -402,6 +584,8 @@ class Capture:
                     _set_grad_enabled(False)
                 try:
                     entry.norm = grad_norm(grad, step.buf)
+                except Exception as exc:   # a gradient the fast path cannot take
+                    entry.norm = self._odd_grad_norm(entry, grad, step, exc)
                 finally:
                     if grad_on:
                         _set_grad_enabled(True)
@@ -410,7 +594,7 @@ class Capture:
                 for call, path in entry.targets:
                     self.watch.output_grad(call, path, grad)
         except Exception as exc:
-            self.watch.internal_error("gradient hook", exc)
+            self.watch.internal_error("gradient hook", exc, "that gradient is not captured")
         self.meter.grad_ns += _ns() - t0
         return None
 
@@ -430,8 +614,24 @@ class Capture:
                 except Exception as exc:
                     self.watch.observer_failed(obs, "on_backward", exc)
         except Exception as exc:
-            self.watch.internal_error("backward wrapper", exc)
+            self.watch.internal_error("backward wrapper", exc, "that backward is not noted")
         self.meter.train_ns += _ns() - t0
+
+    def _odd_grad_norm(self, entry: GradEntry, grad: _Tensor, step: StepBuffer,
+                       exc: Exception) -> int | None:
+        """The squared norm of a gradient of another kind (sparse, float8, ...), of its
+        values (``tensor_kinds``); None when it has none."""
+        call, path = entry.targets[0] if entry.targets else (None, "grad")
+        if call is None:
+            return None
+        with _no_torch_function():
+            kind, sv = self._odd_view(call, "grad" + path[3:], grad, exc)
+            if sv is None:
+                return None
+            try:
+                return grad_norm(sv, step.buf)
+            except Exception:
+                return None
 
     # ------------------------------------------------------------- root calls
     def _root_finished(self, call: CallRecord) -> None:
@@ -494,6 +694,9 @@ class Capture:
         self._last_exc_id = 0
         try:
             self.on_step_end(step, kind)
+        except Exception as exc:   # the boundary of the step end: the next step goes on
+            self.watch.internal_error("step end", exc, "that step's digests are lost",
+                                      phase="step")
         finally:
             for h in step.grad_handles:
                 h.remove()

@@ -103,7 +103,27 @@ def meta(path: str, value: Any) -> dict[str, Any]:
     return hit
 
 
+class NotPlain(TypeError):
+    """A tensor the hooks' fast path does not take (``tensor_kinds`` does)."""
+
+
+_STRIDED = torch.strided
+_FLOAT8 = frozenset(getattr(torch, n) for n in (
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+    if hasattr(torch, n))
+
+
 def _tensor_meta(path: str, value: torch.Tensor) -> dict[str, Any]:
+    # Checked on a cache miss only: such tensors are never cached, so they take the
+    # capture's other path every time (their metadata says what they are).
+    if (value.layout is not _STRIDED or value.is_meta or value.is_quantized
+            or value.dtype in _FLOAT8):
+        raise NotPlain(f"{value.layout} {value.dtype} {value.device} tensor")
+    return tensor_fields(path, value)
+
+
+def tensor_fields(path: str, value: torch.Tensor) -> dict[str, Any]:
+    """The TensorMeta fields of a tensor (no cache, no check)."""
     dt = value.dtype
     name = _DTYPE_NAMES.get(dt)
     if name is None:
@@ -112,5 +132,6 @@ def _tensor_meta(path: str, value: torch.Tensor) -> dict[str, Any]:
     return {
         "path": path, "kind": "tensor", "shape": list(value.shape), "dtype": name,
         "device": str(value.device), "requires_grad": value.requires_grad,
-        "contiguous": value.is_contiguous(), "numel": n, "bytes": n * value.element_size(),
+        "contiguous": value.layout is _STRIDED and value.is_contiguous(), "numel": n,
+        "bytes": n * value.element_size(),
     }

@@ -34,6 +34,9 @@ _OPTIONS = ("mode", "stats_every", "break_on", "report", "record", "overwrite", 
 class SpawnEntry:
     """The user's spawn function, run under a ``Watch`` in the child (picklable)."""
 
+    #: the child instruments itself (``processes`` does not call it uncaptured)
+    tensorscope_instrumented = True
+
     def __init__(self, fn: Callable[..., Any], nprocs: int) -> None:
         self.fn = fn
         self.nprocs = nprocs

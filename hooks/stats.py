@@ -34,6 +34,10 @@ _LOW = (torch.float16, torch.bfloat16)
 _F32 = torch.float32
 
 
+class NoValues(ValueError):
+    """A reduction of a tensor without data (meta device) was queued."""
+
+
 class VectorRef:
     """Where a queued vector's values start in the flushed list (set by ``flush``).
 
@@ -78,6 +82,8 @@ class ScalarBuffer:
         if t.is_cpu:
             items.append(t.item())
         else:
+            if t.is_meta:  # no value to bring over: the capture takes metadata only
+                raise NoValues("a meta-device tensor has no values")
             items.append(t)
             self.on_device = True
         return len(items) - 1

@@ -69,6 +69,18 @@ def digest(call: CallRecord, values: list[float], rank: int) -> CallDigest:
         mem_delta=call.mem_delta, training=call.training, grad_enabled=call.grad_enabled)
 
 
+def _digests_skipping(calls: list[CallRecord], values: list[float],
+                      rank: int) -> list[CallDigest]:
+    """The digests that build (after one failed): the others are left out."""
+    out = []
+    for call in calls:
+        try:
+            out.append(digest(call, values, rank))
+        except Exception:
+            continue
+    return out
+
+
 def queue_loss(step: "StepBuffer") -> int | None:
     """Queue the step's loss: what a framework said it backpropagated
     (``Watch.note_loss``), else what ``backward()`` was last called on (the
@@ -92,18 +104,40 @@ def queue_loss(step: "StepBuffer") -> int | None:
 
 def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int,
            memory: int | None, meter: OverheadMeter | None = None, paused_ns: int = 0,
-           rates: dict[str, Any] | None = None) -> StepRecord:
+           rates: dict[str, Any] | None = None,
+           errors: list[tuple[str, Exception]] | None = None) -> StepRecord:
     """Flush the step's values and build its digests, summary and record.
 
     With a ``meter``, the summary carries the step's ``overhead`` (the
-    meter's window closes here) and the ``rates`` the budget chose.
+    meter's window closes here) and the ``rates`` the budget chose. A digest
+    or the parameter rows that fail to build are left out, and the error is
+    appended to ``errors`` (``(where, exception)``) for the caller to report;
+    without ``errors`` they raise.
     """
     if params is not None:
-        params.queue(step)
+        try:
+            params.queue(step)
+        except Exception as exc:
+            if errors is None:
+                raise
+            errors.append(("parameter tracking", exc))
+            step.param_work = None
     loss_at = queue_loss(step)
     values = step.buf.flush()
-    digests = [digest(call, values, rank) for call in step.calls]
-    rows = ParamTracker.finish(step.param_work, values)
+    try:
+        digests = [digest(call, values, rank) for call in step.calls]
+    except Exception as exc:
+        if errors is None:
+            raise
+        errors.append(("call digest", exc))
+        digests = _digests_skipping(step.calls, values, rank)
+    try:
+        rows = ParamTracker.finish(step.param_work, values)
+    except Exception as exc:
+        if errors is None:
+            raise
+        errors.append(("parameter tracking", exc))
+        rows = []
     grads = [r["grad_norm"] for r in rows if r["grad_norm"] is not None]
     overhead = None
     if meter is not None:

@@ -24,6 +24,7 @@ from torch import nn
 
 from tensorscope.common.distributed import RankInfo, current_rank, job_id
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree
+from tensorscope.hooks import faults, processes
 from tensorscope.hooks.backward_calls import BackwardWrapper
 from tensorscope.hooks.budget import Budget, parse_max_overhead
 from tensorscope.hooks.callbacks import CaptureCallbacks
@@ -34,6 +35,7 @@ from tensorscope.hooks.gate import Gate
 from tensorscope.hooks.observer import CallRecord, Observer
 from tensorscope.hooks.params import ParamTracker
 from tensorscope.hooks.registry import ModelIndex, is_loss_module
+from tensorscope.hooks.signals import SignalClose
 from tensorscope.hooks.watch_events import StepEmitter
 from tensorscope.training.session import Session
 
@@ -117,6 +119,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
                  script: str | None = None, argv: Sequence[str] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        faults.arm_from_env()   # the fault-injection test switch (no-op when unset)
         budget_pct = parse_max_overhead(max_overhead)
         self.mode = mode
         self.stats_every = max(1, int(stats_every))
@@ -147,6 +150,9 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         self._live: Any = None
         self._report: Any = None
         self.closed = False
+        self.forked = False   # set in a forked child, where this watch is inert (processes)
+        self.interrupted = ""  # the signal that ended the run (signals.SignalClose)
+        self.signals = SignalClose(self)
         kinds = _breakpoint_kinds(break_on)
         self._start_sinks(report, dict(record=record, overwrite=overwrite,
                                        listen=listen, wait=wait,
@@ -159,6 +165,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
             self._install_diagnostics()
             if global_hooks:
                 Watch.process_watch = self
+            processes.track(self)
+            self.signals.install()
         except BaseException:
             self.closed = True
             self._detach(None)  # no half-attached watch: hooks removed, links closed
@@ -284,7 +292,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
                 self._refreshed[parent.root] = self.step_index
                 self.index.refresh(parent.root)
                 loc = self.index.lookup(module)
-                if loc is not None:
+                if loc is not None:   # the tree changed: say how it looks now
+                    self.session.emit(ModuleTree(roots=self.index.tree(), rank=self.rank))
                     return loc
             prefix = f"{parent.path}~" if parent.path else "~"
             return parent.root, prefix + type(module).__name__
@@ -413,33 +422,53 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         self.closed = True
         try:
             self.end_open_step()
+        except Exception as exc:   # a boundary: closing never raises into the script
+            self.internal_error("close", exc, "the last step is lost", phase="step")
         finally:
             self._detach(exit_code)
 
     def _detach(self, exit_code: int | None) -> None:
+        """Remove every handle and close every sink; each part runs even when one
+        before it failed (reported once each, never raised)."""
         if Watch.process_watch is self:
             Watch.process_watch = None
-        self.compiled.restore()
+        for where, part in (("signal handlers", self.signals.uninstall),
+                            ("compiled modules restore", self.compiled.restore),
+                            ("detach", self._remove_handles),
+                            ("diagnostics' detach", self._detach_observers),
+                            ("findings flush", self.emitter.flush_findings),
+                            ("bye", lambda: self.session.emit(Bye(
+                                exit_code=exit_code or 0, steps=self.capture.step.index,
+                                rank=self.rank))),
+                            ("live links close", self._close_live),
+                            ("step debugger close", self.gate.close),
+                            ("session close", self.session.close),
+                            ("detach", self._forget)):
+            try:
+                part()
+            except Exception as exc:
+                self.internal_error(where, exc, "closing goes on", phase="step")
+
+    def _remove_handles(self) -> None:
         self.capture.close()
         for h in self._handles:
             h.remove()
         self._handles.clear()
         self._hooked.clear()
+
+    def _detach_observers(self) -> None:
         for obs in list(self._observers):
             self.notify(obs, "on_detach")
-        self.emitter.flush_findings()
-        self.session.emit(Bye(exit_code=exit_code or 0, steps=self.capture.step.index,
-                              rank=self.rank))
-        try:
-            if self._live is not None:
-                self._live.close()
-        finally:
-            self.gate.close()
-            self.session.close()
-            self.index.clear()
-            self.params.clear()
-            self.optimizers.clear()
-            self.capture.step = StepBuffer(self.capture.step.index, False)
+
+    def _close_live(self) -> None:
+        if self._live is not None:
+            self._live.close()
+
+    def _forget(self) -> None:
+        self.index.clear()
+        self.params.clear()
+        self.optimizers.clear()
+        self.capture.step = StepBuffer(self.capture.step.index, False)
 
     def exception_raised(self, exc: BaseException, traceback_text: str | None = None) -> None:
         """Report an exception that escaped the script or the ``with`` block."""

@@ -75,15 +75,21 @@ class StepEmitter:
         """Finish ``step``: one transfer, observers, graphs, digests, summary."""
         w = self.watch
         with_params = kind == "train" or step.saw_backward or step.optimizer_steps > 0
+        errors: list[tuple[str, Exception]] = []
         record = finish(step, kind, w.params if with_params else None, w.rank, _memory(),
-                        w.capture.meter, w.gate.paused_ns, w.budget_rates())
+                        w.capture.meter, w.gate.paused_ns, w.budget_rates(), errors)
+        for where, exc in errors:   # a part of the step lost (one digest, the params)
+            w.internal_error(where, exc, "that part of the step is left out", phase="step")
         w.budget_step(step)
         for obs, fn in w.capture.observers_end:
             try:
                 fn(record)
             except Exception as exc:
                 w.observer_failed(obs, "on_step_end", exc)
-        self._graphs(step)
+        try:
+            self._graphs(step)
+        except Exception as exc:
+            w.internal_error("graph building", exc, "the graphs are not updated", phase="step")
         emit = w.session.emit
         for d in record.digests:
             emit(d)

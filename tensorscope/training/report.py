@@ -34,6 +34,7 @@ COMPILED_KEYS = ("compiled", "inside_compiled")   # ModelIndex.mark_compiled
 MAX_OVERHEAD_STEPS = 10000   # the overhead field describes the last this many steps
 CHECKS = 64  # parameter-norm steps a rank's file keeps for the cross-rank check
 _META_KEYS = ("path", "kind", "shape", "dtype", "device", "requires_grad", "contiguous",
+              "layout", "nnz", "components", "subclass",
               "numel", "bytes")
 
 

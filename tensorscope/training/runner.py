@@ -82,6 +82,10 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
     except (ValueError, OSError) as exc:
         print(f"tensorscope: {exc}", file=sys.stderr)
         return 2
+    except Exception:   # TensorScope's own failure: the script still runs, uninstrumented
+        print(f"tensorscope: internal error while attaching; the script runs without "
+              f"TensorScope:\n{traceback.format_exc()}", file=sys.stderr, end="")
+        return _execute(args.script, list(args.args), None)
     code = 1
     from tensorscope.hooks.spawn import SpawnedChildren
 
@@ -90,15 +94,24 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
         with spawned:
             code = _execute(args.script, list(args.args), watch)
     finally:
+        _finish(args, watch, code, spawned)
+    return code
+
+
+def _finish(args: argparse.Namespace, watch: Any, code: int, spawned: Any) -> None:
+    """Close the watch and print the headless summary; never raises (a boundary)."""
+    try:
         names = list(watch.root_names)
         watch.close(exit_code=code)
         spawned.finish()
-        if args.headless:
+        if args.headless and not watch.forked:   # a forked child says nothing more
             print_findings(list(watch.emitter.findings.values()), sys.stderr, names,
                            watch.rank_info)
             if args.report:
                 _say_report(args.report, watch.rank_info)
-    return code
+    except Exception:
+        print(f"tensorscope: internal error while closing (the script's exit code "
+              f"stands):\n{traceback.format_exc()}", file=sys.stderr, end="")
 
 
 def _execute(script: str, argv: list[str], watch: Any) -> int:
@@ -116,15 +129,26 @@ def _execute(script: str, argv: list[str], watch: Any) -> int:
     except SystemExit as exc:
         return _exit_code(exc.code)
     except KeyboardInterrupt as exc:
-        watch.exception_raised(exc, _print_traceback(exc, path))
+        _report_exception(watch, exc, _print_traceback(exc, path))
         return 130
     except BaseException as exc:  # the script's own error: report it, print it, exit 1
-        watch.exception_raised(exc, _print_traceback(exc, path))
+        _report_exception(watch, exc, _print_traceback(exc, path))
         return 1
     finally:
         sys.argv = saved_argv
         if saved_path0 is not None:
             sys.path[0] = saved_path0
+
+
+def _report_exception(watch: Any, exc: BaseException, text: str) -> None:
+    """Tell the watch (if any) about the script's exception; never raises."""
+    if watch is None:
+        return
+    try:
+        watch.exception_raised(exc, text)
+    except Exception:
+        print(f"tensorscope: internal error while reporting the script's exception:\n"
+              f"{traceback.format_exc()}", file=sys.stderr, end="")
 
 
 def _exit_code(code: Any) -> int:

@@ -117,17 +117,24 @@ def encode_slice(tensor: Any, slice_text: str, *, ref: str = "",
     """Slice ``tensor`` on its device and build a GetTensor response body."""
     import torch
 
-    t = tensor.detach()
-    if t.is_sparse:
-        t = t.to_dense()
-    if t.is_quantized:
-        t = t.dequantize()
+    from tensorscope.training import slice_torch
+
+    t = slice_torch.plain_values(tensor)
+    if t.is_nested:
+        raise SliceError("a nested tensor has no single shape to slice: "
+                         "its components are listed in its metadata")
     if t.device.type == "meta":
         raise SliceError("the tensor is on the meta device: it has no values")
     index = _normalise(parse_slice(slice_text, t.dim()), tuple(t.shape))
     limit = max(1, min(int(max_elements), MAX_ELEMENTS))
     index, truncated = _budget(index, tuple(t.shape), limit)
-    part = t[index] if index else t
+    # memory in proportion to the slice (slice_torch): never the whole tensor densified
+    if t.layout != torch.strided:
+        part = slice_torch.sparse_slice(t, index)
+    else:
+        part = t[index] if index else t
+        if part.is_quantized:
+            part = part.dequantize()
     host = _transport(part).contiguous().cpu()
     arr = host.numpy() if host.dtype != torch.bool else host.numpy().astype(np.bool_)
     arr = np.ascontiguousarray(arr)
@@ -137,5 +144,12 @@ def encode_slice(tensor: Any, slice_text: str, *, ref: str = "",
         "ref": ref, "slice": slice_text, "dtype": arr.dtype.name,
         "original_dtype": dtype_name(t.dtype),
         "shape": list(arr.shape), "full_shape": list(t.shape),
-        "data": arr.tobytes(), "stats": tensor_stats(t), "truncated": truncated,
+        "data": arr.tobytes(), "truncated": truncated,
+        "stats": slice_torch.chunked_stats(t if t.layout == torch.strided
+                                           else _stored_values(t)),
     }
+
+
+def _stored_values(t: Any) -> Any:
+    """The stored values of a sparse tensor (their statistics stand for its own)."""
+    return t._values() if t.is_sparse else t.values()

@@ -1,0 +1,88 @@
+"""SIGTERM and SIGHUP: write the report and close the recording, then die as Python would.
+
+Python's default for both signals is to end the process at once, with no
+cleanup: no report, an open recording. ``install`` (main thread only, and
+only for signals whose handler is still the default) replaces that default
+with ``_terminate``: it closes the watch, so that the last step is flushed,
+the report written and the recording closed with ``Bye(exit_code=128+n)``,
+then restores the default handler and sends the signal again, so the exit
+status is exactly the one plain Python gives (killed by the signal).
+
+The close runs on a helper thread, bounded by ``CLOSE_TIMEOUT``: the
+signal may have interrupted the training thread while it held a lock the
+close needs (a sink's), and the process must die regardless. A handler the
+user installed before the watch was built is left alone (the user's own
+shutdown then ends the run normally, and ``close`` runs as usual); one
+installed after replaces ours, as ``signal.signal`` always does.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorscope.hooks.watch import Watch
+
+#: seconds the close may take before the process dies anyway
+CLOSE_TIMEOUT = 10.0
+SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+class SignalClose:
+    """The handlers one watch installed; ``uninstall`` puts the previous ones back."""
+
+    def __init__(self, watch: "Watch") -> None:
+        self.watch = watch
+        self.installed: dict[int, Any] = {}
+
+    def install(self) -> None:
+        """Install ``_terminate`` for each signal still at its default (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in SIGNALS:
+            try:
+                if signal.getsignal(signum) is signal.SIG_DFL:
+                    signal.signal(signum, self._terminate)
+                    self.installed[signum] = signal.SIG_DFL
+            except (ValueError, OSError):   # not the main interpreter, or not allowed
+                continue
+
+    def uninstall(self) -> None:
+        """Restore the previous handlers where ours is still the one installed."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, previous in self.installed.items():
+            try:
+                if signal.getsignal(signum) == self._terminate:
+                    signal.signal(signum, previous)
+            except (ValueError, OSError):
+                continue
+        self.installed.clear()
+
+    def _terminate(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        try:
+            print(f"tensorscope: {name}: writing the report and closing the recording "
+                  f"before exiting", file=sys.stderr)
+        except Exception:
+            pass
+        closer = threading.Thread(target=self._close, args=(signum,), daemon=True,
+                                  name="tensorscope-signal-close")
+        closer.start()
+        closer.join(CLOSE_TIMEOUT)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)   # dies here, as plain Python would have
+        os._exit(128 + signum)         # not reached unless the signal is blocked
+
+    def _close(self, signum: int) -> None:
+        try:
+            self.watch.interrupted = signal.Signals(signum).name
+            self.watch.close(exit_code=128 + signum)
+        except BaseException as exc:   # never stop the process from dying
+            try:
+                print(f"tensorscope: closing after {signum} failed: {exc}", file=sys.stderr)
+            except Exception:
+                pass
