@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 import time
-import traceback
 from typing import TYPE_CHECKING, Any
 
 import torch

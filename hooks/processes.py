@@ -50,7 +50,7 @@ def track(watch: "Watch") -> None:
 def _in_dataloader_worker() -> bool:
     """Whether this fork was made by a ``torch.utils.data.DataLoader`` (from the frames
     of the forking call, which the child still has)."""
-    frame = sys._getframe()
+    frame: Any = sys._getframe()
     while frame is not None:
         name = frame.f_code.co_filename.replace("\\", "/")
         if "/torch/utils/data/" in name:

@@ -12,8 +12,12 @@ type is a ``torch.Tensor`` subclass):
 | ``float8`` (e4m3fn, e5m2, ...) | as plain | an on-device float32 upcast |
 | ``quantized`` | plus ``layout`` | the dequantized values (on device) |
 | ``nested`` | ``components`` (each one's shape), ``layout`` | a jagged tensor's packed values; none for a strided one |
-| ``subclass`` | as plain, ``subclass`` | the plain tensor under it, when the subclass has no ``__torch_dispatch__`` (its ``__torch_function__`` is not run); none otherwise |
+| ``subclass`` | as plain, ``subclass`` | the plain tensor under it (see below) |
 | ``parameter`` | as plain | itself |
+
+A subclass's statistics are those of the plain tensor under it when it has no
+``__torch_dispatch__`` (its ``__torch_function__`` never sees the capture's
+reads); one with ``__torch_dispatch__`` gets metadata only.
 
 A kind the capture cannot take fully is named once per process on stderr
 (``note``). Nothing here ever changes the user's tensor: views and upcasts
@@ -110,8 +114,8 @@ def values_view(t: _Tensor, kind: str) -> _Tensor | None:
         return t.detach().dequantize()
     if kind == "nested":
         if t.layout == torch.jagged:
-            inner = t.detach().values()
-            return inner if type(inner) is _Tensor else None
+            packed = t.detach().values()
+            return packed if type(packed) is _Tensor else None
         return None
     if kind == "subclass":
         inner = _plain_under(t)

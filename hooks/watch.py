@@ -487,5 +487,8 @@ class Watch(CaptureCallbacks, FrameworkSteps):
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is not None:
-            self.exception_raised(exc)
+            try:   # the user's exception goes on unchanged, whatever happens here
+                self.exception_raised(exc)
+            except Exception as err:
+                self.internal_error("exception report", err, "the exception is not recorded")
         self.close()
