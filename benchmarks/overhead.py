@@ -319,7 +319,8 @@ def measure(name: str, mode: str, rounds: int, steps: int, device: str,
 
 
 def measure_same_model(name: str, mode: str, rounds: int, steps: int, device: str,
-                       clock: str = "wall") -> dict[str, Any]:
+                       clock: str = "wall",
+                       watch_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """One instrumented model whose blocks of steps alternate between capture on
     and capture off (every hook returns at once): no second copy, so no
     difference of memory layout between the two sides. It leaves out PyTorch's
@@ -327,7 +328,7 @@ def measure_same_model(name: str, mode: str, rounds: int, steps: int, device: st
     model, x, y = make(name, device)
     trainer = Trainer(model, x, y)
     sync, tick = _sync(device), CLOCKS[clock]
-    watch = _watch(trainer, mode, None)
+    watch = _watch(trainer, mode, watch_options)
     log = MeterLog()
 
     def block(active: bool, k: int) -> float:
@@ -343,8 +344,9 @@ def measure_same_model(name: str, mode: str, rounds: int, steps: int, device: st
     finally:
         watch.capture.active = True
         watch.close()
-    return _with_meter(_row(name, mode, device, clock, off, on, rounds, steps,
-                            "same model, capture off"), log)
+    row = _row(name, mode, device, clock, off, on, rounds, steps, "same model, capture off")
+    row["rates"] = watch.budget_rates()
+    return _with_meter(row, log)
 
 
 def measure_floor(name: str, rounds: int, steps: int, device: str, clock: str,
@@ -440,7 +442,7 @@ def _print_row(row: dict[str, Any], same_model: bool) -> None:
           f"instrumented {row['instrumented_ms']:8.2f} ms   ratio {row['ratio']:.3f} "
           f"(of medians {row['ratio_of_medians']:.3f})   floor {_fmt(row.get('floor'))}   "
           f"over floor {_fmt(row.get('over_floor'), '+.3f')}   meter {_fmt(row.get('meter_ratio'))}"
-          + mem, flush=True)
+          + mem + (f"   rates {row['rates']}" if row.get("rates") else ""), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -465,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the hook_floor.py 'essential' floor measured beside the modes")
     parser.add_argument("--no-memory", action="store_true",
                         help="skip peak memory (each side in a fresh process)")
+    parser.add_argument("--max-overhead", type=float, default=None, metavar="PCT",
+                        help="run the instrumented side under this overhead budget")
     parser.add_argument("--memory-child", nargs=2, metavar=("MODEL", "MODE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -482,10 +486,13 @@ def main(argv: list[str] | None = None) -> int:
         plain_mem = None if args.no_memory else measure_memory(name, "plain", args.device,
                                                                args.threads)
         for mode in args.modes.split(","):
+            options = ({} if args.max_overhead is None
+                       else {"max_overhead": args.max_overhead})
             if args.same_model:
-                row = measure_same_model(name, mode, args.rounds, steps, args.device, args.clock)
+                row = measure_same_model(name, mode, args.rounds, steps, args.device, args.clock,
+                                         options)
             else:
-                row = measure(name, mode, args.rounds, steps, args.device, clock=args.clock)
+                row = measure(name, mode, args.rounds, steps, args.device, options, args.clock)
             row["floor"] = floor
             row["over_floor"] = None if floor is None else row["ratio"] - floor
             if not args.no_memory:
