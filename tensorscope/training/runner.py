@@ -104,7 +104,11 @@ def _finish(args: argparse.Namespace, watch: Any, code: int, spawned: Any) -> No
         names = list(watch.root_names)
         watch.close(exit_code=code)
         spawned.finish()
-        if args.headless and not watch.forked:   # a forked child says nothing more
+        if args.headless and spawned.nprocs:  # the children trained, under their own watches
+            where = f"; the job's report is {args.report}" if args.report else ""
+            print(f"tensorscope: {spawned.nprocs} spawned ranks ran instrumented{where}",
+                  file=sys.stderr)
+        elif args.headless and not watch.forked:   # a forked child says nothing more
             print_findings(list(watch.emitter.findings.values()), sys.stderr, names,
                            watch.rank_info)
             if args.report:
