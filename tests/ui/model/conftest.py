@@ -8,3 +8,9 @@ import pytest
 def isolated_settings():
     """Replaces the GUI tests' QSettings fixture: the models keep no settings."""
     yield
+
+
+@pytest.fixture(autouse=True)
+def settle_workers_and_deletions():
+    """Replaces the GUI tests' settling fixture: the models start no Qt workers."""
+    yield
