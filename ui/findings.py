@@ -5,6 +5,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
+from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
@@ -31,14 +32,13 @@ class FindingsPanel(QTreeWidget):
         self.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.header().setStretchLastSection(True)
         self.itemClicked.connect(self._clicked)
-        self._rev = -1
+        self._seen = ChangeCursor()
         self._ranked = False
 
     def refresh(self, model: SessionModel) -> None:
-        """Rebuild when findings changed (GUI thread)."""
-        if model.findings_rev == self._rev:
+        """Rebuild when findings changed, or ranks joined (their labels) (GUI thread)."""
+        if not model.changes.take(self._seen, "findings", "ranks"):
             return
-        self._rev = model.findings_rev
         self.clear()
         colours = {"error": self.theme.non_finite, "warning": self.theme.precision_change,
                    "info": self.theme.subtle}

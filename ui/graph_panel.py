@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from tensorscope.ui.bridge import Bridge
+from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.graph_model import GraphModel
 from tensorscope.ui.graph_view import GraphView
 from tensorscope.ui.layout_runner import LayoutRunner, Prepared, prepare
@@ -82,7 +83,7 @@ class GraphPanel(QWidget):
         self._pending: dict[int, tuple[str, bool]] = {}
         self._laid_out = {k: False for k in KINDS}
         self._hash = {k: None for k in KINDS}
-        self._data_rev = -1
+        self._seen = ChangeCursor()   # the module values last coloured
         self._recoloured_at = 0.0
         self.colour_metric = "grad_norm"
         self.selected: ModuleKey | None = None
@@ -130,7 +131,7 @@ class GraphPanel(QWidget):
     def show_kind(self, kind: str) -> None:
         """Switch between the module and the autograd graph."""
         self.stack.setCurrentIndex(KINDS.index(kind))
-        self._data_rev = -1
+        self._seen.reset()
         self.recolour()
 
     def clear(self) -> None:
@@ -147,7 +148,7 @@ class GraphPanel(QWidget):
             self._laid_out[kind] = False
         self._pending.clear()
         self.selected = None
-        self._data_rev = -1
+        self._seen.reset()
 
     # ------------------------------------------------------------ layout ---
     def refresh(self) -> None:
@@ -158,8 +159,9 @@ class GraphPanel(QWidget):
                 self._hash[kind] = gs.hash or id(gs)
                 self._new_structure(kind, gs)
         now = time.monotonic()
-        if self.model.data_rev != self._data_rev and now - self._recoloured_at >= RECOLOUR_S:
-            self._data_rev = self.model.data_rev
+        changes = self.model.changes
+        if changes.changed(self._seen, "calls") and now - self._recoloured_at >= RECOLOUR_S:
+            changes.take(self._seen, "calls")
             self._recoloured_at = now
             self.recolour()
 
@@ -218,7 +220,7 @@ class GraphPanel(QWidget):
         view.apply_layout(result.visible, result.cards, result.layout,
                           fit=fit or not self._laid_out[kind])
         self._laid_out[kind] = True
-        self._data_rev = -1
+        self._seen.reset()
         self.recolour()
         if self.selected is not None:
             self.select_module(*self.selected, centre=False)

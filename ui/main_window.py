@@ -2,7 +2,7 @@
 
 Everything here runs on the GUI thread. Messages arrive in batches from the
 bridge and go straight into the plain ``SessionModel``; a ~30 Hz timer then
-refreshes only the widgets whose revision counters moved.
+refreshes only the parts whose topics changed (``SessionModel.changes``).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.controller import DebugController
 from tensorscope.ui.findings import FindingsPanel
 from tensorscope.ui.graph_panel import GraphPanel
+from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.job import JobConnection
 from tensorscope.ui.module_tree import ModuleTreePanel
 from tensorscope.ui.plots import PlotsPanel
@@ -52,7 +53,7 @@ class MainWindow(QMainWindow):
         self.job = JobConnection(self.model)
         self.job.on_rank_joined = self._rank_joined
         self._connection_text = "waiting for a training script"
-        self._paused_rev = -1
+        self._seen = ChangeCursor()   # the pause last shown
         self._settings_key = settings_key
         self.graph = GraphPanel(self.bridge, self.model, self.theme, self)
         self.setCentralWidget(self.graph)
@@ -181,7 +182,7 @@ class MainWindow(QMainWindow):
             state = self.model.ranks.get(rank)
             if state is not None:
                 state.paused = None
-                self.model.paused_rev += 1
+                self.model.changes.mark("pause")
         if self.connection is not None and not self.job.connected and not self.job.pending:
             self.connection = None
             self.controller.set_connection(None)
@@ -240,8 +241,7 @@ class MainWindow(QMainWindow):
                 self.ranks_dock.raise_()
             self.ranks.refresh(m)
         self._rank_count = len(m.ranks)
-        if m.paused_rev != self._paused_rev:
-            self._paused_rev = m.paused_rev
+        if m.changes.take(self._seen, "pause"):
             self._paused_changed()
         live = self.connection is not None
         for act in self.actions.debugger():

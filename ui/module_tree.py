@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QW
 
 from tensorscope.ui.graph_items import shape_text
 from tensorscope.ui.legend import format_number
+from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import LocalKey, ModuleState, SessionModel
 from tensorscope.ui.search import natural_key
 from tensorscope.ui.theme import Theme, make_theme
@@ -66,8 +67,7 @@ class ModuleTreePanel(QWidget):
         box.setContentsMargins(4, 4, 4, 4)
         box.addWidget(self.filter)
         box.addWidget(self.view)
-        self._tree_rev = -1
-        self._data_rev = -1
+        self._seen = ChangeCursor()
         self._rank = 0
         self._quiet = False
 
@@ -75,7 +75,7 @@ class ModuleTreePanel(QWidget):
         """Forget every row (a new session starts)."""
         self.source.removeRows(0, self.source.rowCount())
         self.items.clear()
-        self._tree_rev = self._data_rev = -1
+        self._seen.reset()
 
     def _filter_changed(self, text: str) -> None:
         self.proxy.setFilterFixedString(text)
@@ -88,11 +88,10 @@ class ModuleTreePanel(QWidget):
         if model.rank != self._rank:
             self.clear()
             self._rank = model.rank
-        if model.tree_rev != self._tree_rev:
-            self._tree_rev = model.tree_rev
+        changed = model.changes.take(self._seen, "structure", "calls", "findings")
+        if "structure" in changed:
             self._add_missing(model)
-        if (model.data_rev, model.findings_rev) != self._data_rev:
-            self._data_rev = (model.data_rev, model.findings_rev)
+        if changed & {"calls", "findings"}:
             for key, state in model.rank_modules().items():
                 row = self.items.get(key)
                 if row is not None:

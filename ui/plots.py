@@ -26,6 +26,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from tensorscope.common.statistics import PLOTTED
+from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import LocalKey, ModuleKey, SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
@@ -42,6 +43,9 @@ RANK_DASHES = (None, [4, 3], [1, 3], [6, 2, 1, 2])  # rank % 4: solid, dashed, d
 # the first such values.
 LOGGED = "logged"
 ALL_PLOTS = PLOTS + (LOGGED,)
+#: the session model's change topics each plot draws (``changes.SESSION_TOPICS``)
+PLOT_TOPICS = {"loss": ("steps", "ranks"), LOGGED: ("scalars",)}
+MODULE_PLOT_TOPICS = ("calls", "structure", "ranks")   # the grad and stat plots
 NICE_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
@@ -237,7 +241,7 @@ class PlotsPanel(QWidget):
         self._rank_loss: dict[int, pg.PlotDataItem] = {}   # other ranks' loss curves
         self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
         self._colours: dict[LocalKey, str] = {}
-        self._revs = dict.fromkeys(ALL_PLOTS, -1)
+        self._seen = {name: ChangeCursor() for name in ALL_PLOTS}
         self._updated_at = dict.fromkeys(ALL_PLOTS, 0.0)
         self._turn = 0
         self._budget = NEW_CURVES_PER_REFRESH
@@ -288,7 +292,7 @@ class PlotsPanel(QWidget):
 
     def _force(self, *names: str) -> None:
         for name in names or ALL_PLOTS:
-            self._revs[name] = -1
+            self._seen[name].reset()
             self._updated_at[name] = 0.0
 
     def clear(self) -> None:
@@ -336,10 +340,12 @@ class PlotsPanel(QWidget):
         names = ALL_PLOTS if model.scalars else PLOTS
         for i in range(len(names)):
             name = names[(self._turn + i) % len(names)]
-            if (self._revs[name] != model.data_rev
+            topics = PLOT_TOPICS.get(name, MODULE_PLOT_TOPICS)
+            if (model.changes.changed(self._seen[name], *topics)
                     and now - self._updated_at[name] >= PLOT_INTERVAL_S):
                 self._turn = (self._turn + i + 1) % len(names)
-                self._revs[name], self._updated_at[name] = model.data_rev, now
+                model.changes.take(self._seen[name], *topics)
+                self._updated_at[name] = now
                 self._budget = NEW_CURVES_PER_REFRESH
                 if name == "loss":
                     self._update_loss(model)
@@ -512,7 +518,7 @@ class PlotsPanel(QWidget):
     def _new_curve(self, tag: tuple[str, ModuleKey]) -> pg.PlotDataItem | None:
         """A curve and its legend entry, within this call's budget (else None)."""
         if self._budget <= 0:
-            self._revs[tag[0]] = -1   # come back for the rest next time
+            self._seen[tag[0]].reset()   # come back for the rest next time
             return None
         self._budget -= 1
         kind, key = tag

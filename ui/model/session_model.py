@@ -1,8 +1,8 @@
 """The GUI's plain-Python picture of one training session (no Qt).
 
 ``SessionModel.ingest`` takes events from ``tensorscope.common.events`` at training
-speed; widgets read the model on a ~30 Hz timer and repaint only what the
-revision counters say changed. Per-step series live in bounded buffers so
+speed; widgets read the model on a ~30 Hz timer and repaint only the parts
+whose topics changed since they last looked (``changes``, a ``ChangeLog``). Per-step series live in bounded buffers so
 memory stays flat however long training runs.
 
 A session may be a distributed job: every rank's events arrive here (one
@@ -28,6 +28,7 @@ from tensorscope.common.divergence import DivergenceCheck
 from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding,
                                 GraphStructure, Hello, Message, ModuleKey, ModuleTree,
                                 PausedAt, Resumed, Scalars, StepBegin, StepSummary)
+from tensorscope.ui.model.changes import ChangeLog
 
 log = logging.getLogger("tensorscope.ui")
 #: ``(root, path)``: a module within the selected rank (what one graph or tree shows)
@@ -266,8 +267,8 @@ class SessionModel:
         self.events = 0
         self.steps_seen = 0
         self._event_rate = RateMeter()
-        self.tree_rev = self.data_rev = 0
-        self.findings_rev = self.paused_rev = self.rank_rev = 0
+        #: what changed, per topic (``changes.SESSION_TOPICS``); consumers ``take`` it
+        self.changes = ChangeLog()
         self._unheard = RankState(0)
         self.divergence = DivergenceCheck()  # rank_divergence across the ranks' summaries
         self._handlers = {
@@ -312,7 +313,7 @@ class SessionModel:
             if self.rank not in self.ranks:
                 self.rank = rank  # the first rank heard from is shown until one is chosen
             state = self.ranks[rank] = RankState(rank)
-            self.rank_rev += 1
+            self.changes.mark("ranks")
         return state
 
     @property
@@ -330,10 +331,7 @@ class SessionModel:
         if rank == self.rank:
             return
         self.rank = rank
-        self.rank_rev += 1
-        self.tree_rev += 1
-        self.data_rev += 1
-        self.paused_rev += 1
+        self.changes.mark_all()   # every view shows another rank
 
     @property
     def world_size(self) -> int:
@@ -390,7 +388,7 @@ class SessionModel:
     def _hello(self, msg: Hello) -> None:
         self.rank_state(msg.rank).hello = msg
         self.devices.update(msg.devices)
-        self.data_rev += 1
+        self.changes.mark("ranks")
 
     def _tree(self, msg: ModuleTree) -> None:
         rank = self.rank_state(msg.rank)
@@ -409,20 +407,20 @@ class SessionModel:
                 state.compiled = mod.get("compiled")
                 state.inside_compiled = mod.get("inside_compiled")
                 self.modules[key] = state
-        self.tree_rev += 1
+        self.changes.mark("structure")
 
     def _module(self, rank: int, root: int, path: str, type_: str = "") -> ModuleState:
         key = (rank, root, path)
         state = self.modules.get(key)
         if state is None:
             state = self.modules[key] = ModuleState(root, path, type=type_, rank=rank)
-            self.tree_rev += 1
+            self.changes.mark("structure")
         return state
 
     def _step_begin(self, msg: StepBegin) -> None:
         rank = self.rank_state(msg.rank)
         rank.step = max(rank.step, msg.step)
-        self.data_rev += 1
+        self.changes.mark("steps")
 
     def _digest(self, msg: CallDigest) -> None:
         state = self._module(msg.rank, msg.root, msg.path, msg.type)
@@ -444,7 +442,7 @@ class SessionModel:
         state.last_step = msg.step
         rank = self.rank_state(msg.rank)
         rank.step = max(rank.step, msg.step)
-        self.data_rev += 1
+        self.changes.mark("calls", "steps")
 
     def _record(self, key: ModuleKey, msg: CallDigest) -> None:
         """One row per digest: grad norm and the plotted statistics (NaN: not taken)."""
@@ -478,13 +476,15 @@ class SessionModel:
                 ratios[key] = max(ratios.get(key, 0.0), float(r))
         for key, r in ratios.items():
             self._module(*key).update_ratio = r
+        self.changes.mark("steps")
+        if ratios:
+            self.changes.mark("calls")
         world = rank.hello.world_size if rank.hello is not None else 1
         for finding in self.divergence.add(msg.rank, msg.step, msg.params, world):
             seen = self.findings.get(finding.key)
             if seen is not None:  # the same divergence again: counted, first step kept
                 finding.count, finding.step = seen.count + 1, seen.step
             self._finding(finding)
-        self.data_rev += 1
 
     def _scalars(self, msg: Scalars) -> None:
         for name, value in msg.values.items():
@@ -493,30 +493,31 @@ class SessionModel:
             if series is None:
                 series = self.scalars[key] = Series(4096)
             series.append(int(msg.step), _finite_or_nan(value))
-        self.data_rev += 1
+        self.changes.mark("scalars")
 
     def _graph(self, msg: GraphStructure) -> None:
         graphs = self.rank_state(msg.rank).graphs
         old = graphs.get(msg.kind)
         if old is None or old.hash != msg.hash or not msg.hash:
             graphs[msg.kind] = msg
+            self.changes.mark("structure")
 
     def _finding(self, msg: Finding) -> None:
         key = msg.key
         if key not in self.findings:
             self._module(msg.rank, msg.root, msg.module).findings += 1
         self.findings[key] = msg
-        self.findings_rev += 1
+        self.changes.mark("findings")
 
     def _exception(self, msg: ExceptionRaised) -> None:
         self.exceptions.append(msg)
-        self.findings_rev += 1
+        self.changes.mark("findings")
 
     def _paused(self, msg: PausedAt) -> None:
         rank = self.rank_state(msg.rank)
         rank.paused = msg
         rank.step = max(rank.step, msg.step)
-        self.paused_rev += 1
+        self.changes.mark("pause", "steps")
         if msg.reason == "non_finite" and msg.path is not None:
             # stopped at the first NaN/Inf: show it before the step's digests arrive
             state = self._module(msg.rank, msg.root or 0, msg.path)
@@ -524,21 +525,21 @@ class SessionModel:
                 state.grad_finite = False
             else:
                 state.finite = False
-            self.data_rev += 1
+            self.changes.mark("calls")
 
     def _resumed(self, msg: Resumed) -> None:
         self.rank_state(msg.rank).paused = None
-        self.paused_rev += 1
+        self.changes.mark("pause")
 
     def _dropped(self, msg: Dropped) -> None:
         self.rank_state(msg.rank).dropped += msg.count
-        self.data_rev += 1
+        self.changes.mark("steps")
 
     def _bye(self, msg: Bye) -> None:
         rank = self.rank_state(msg.rank)
         rank.ended = msg
         rank.paused = None
-        self.paused_rev += 1
+        self.changes.mark("pause")
 
     # ------------------------------------------------------------- reads ---
     def rates(self) -> tuple[float, float]:

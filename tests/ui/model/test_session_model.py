@@ -5,6 +5,7 @@ import math
 
 from sample_events import mlp_session, mlp_step
 from tensorscope.common.events import Finding, PausedAt, Resumed
+from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import Series, SessionModel, module_metrics
 
 
@@ -42,9 +43,10 @@ def test_paused_and_resumed_toggle_state():
     m = SessionModel()
     m.ingest(PausedAt(step=3, where="forward", root=0, path="network.2"))
     assert m.paused is not None and m.paused.path == "network.2"
-    rev = m.paused_rev
+    seen = ChangeCursor()
+    assert "pause" in m.changes.take(seen)
     m.ingest(Resumed(step=3))
-    assert m.paused is None and m.paused_rev > rev
+    assert m.paused is None and m.changes.take(seen) == {"pause"}
 
 
 def test_series_memory_is_bounded_and_spans_the_run():
