@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tensorscope.common.conditions import Condition, ConditionError, parse_condition
-from tensorscope.common.events import Response
+from tensorscope.common.events import Response, SetBreakpoints
 from tensorscope.common.tensors import dtype_name, tensor_meta, tensor_ref  # noqa: F401 (re-exported)
 
-FLAG_KINDS = ("non_finite", "finding", "exception")
+FLAG_KINDS = SetBreakpoints.FLAG_KINDS
 MODULE_ON = ("forward_pre", "forward", "backward")
 
 

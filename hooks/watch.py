@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from tensorscope.common.distributed import RankInfo, current_rank, job_id
-from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree
+from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree, SetBreakpoints
 from tensorscope.hooks import faults, processes
 from tensorscope.hooks.backward_calls import BackwardWrapper
 from tensorscope.hooks.budget import Budget, parse_max_overhead
@@ -48,7 +48,7 @@ def _as_list(obj: Any) -> list[Any]:
     return list(obj) if isinstance(obj, (list, tuple)) else [obj]
 
 
-BREAK_KINDS = ("non_finite", "exception", "finding")
+BREAK_KINDS = SetBreakpoints.FLAG_KINDS
 
 
 def _breakpoint_kinds(break_on: Sequence[str] | str) -> list[dict[str, Any]]:

@@ -11,15 +11,18 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QHBoxLayo
                                QLineEdit, QListWidget, QPushButton, QVBoxLayout, QWidget)
 
 from tensorscope.common.conditions import ConditionError
+from tensorscope.ui.model.view_state import ViewState
 
 
 class ConditionDialog(QDialog):
-    """Add and remove condition breakpoints (edits the ``DebugController``'s list)."""
+    """Add and remove condition breakpoints (edits the ``ViewState``'s list, and shows
+    it as it changes)."""
 
-    def __init__(self, controller, module: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, view_state: ViewState, module: str = "",
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Condition breakpoints")
-        self.controller = controller
+        self.view_state = view_state
         self.module = QLineEdit(module, self)
         self.module.setPlaceholderText("module path, e.g. encoder.0 (empty: any module)")
         self.condition = QLineEdit(self)
@@ -47,14 +50,20 @@ class ConditionDialog(QDialog):
         self.add_button.clicked.connect(self.add)
         self.condition.returnPressed.connect(self.add)
         self.remove_button.clicked.connect(self.remove)
+        emitter, callback = view_state.events.breakpoints, self._breakpoints_changed
+        emitter.connect(callback)
+        self.destroyed.connect(lambda *_a, e=emitter, c=callback: e.disconnect(c))
+        self.refresh()
+
+    def _breakpoints_changed(self, _event: object) -> None:
         self.refresh()
 
     def refresh(self) -> None:
-        """Show the controller's conditions."""
+        """Show the ``ViewState``'s conditions."""
         self.list.clear()
-        for _root, path, expr in self.controller.conditions:
+        for _root, path, expr in self.view_state.conditions:
             self.list.addItem(f"{path or 'any module'}: {expr}")
-        self.remove_button.setEnabled(bool(self.controller.conditions))
+        self.remove_button.setEnabled(bool(self.view_state.conditions))
 
     def add(self) -> bool:
         """Add the typed condition; say what is wrong with a bad one."""
@@ -63,17 +72,15 @@ class ConditionDialog(QDialog):
             self.error.setText("Type a condition, e.g. grad_norm > 100")
             return False
         try:
-            self.controller.add_condition(self.module.text(), expr)
+            self.view_state.add_condition(self.module.text(), expr)
         except ConditionError as exc:
             self.error.setText(f"Not a condition: {exc}")
             return False
         self.error.setText("")
         self.condition.clear()
-        self.refresh()
         return True
 
     def remove(self) -> None:
         """Remove the selected condition (the last one when none is selected)."""
         row = self.list.currentRow()
-        self.controller.remove_condition(row if row >= 0 else len(self.controller.conditions) - 1)
-        self.refresh()
+        self.view_state.remove_condition(row if row >= 0 else len(self.view_state.conditions) - 1)

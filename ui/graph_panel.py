@@ -2,7 +2,9 @@
 
 ``GraphPanel`` owns one ``GraphModel``, ``GraphView`` and ``LayoutRunner``
 per graph kind. It re-lays out only when a graph's structure or collapse
-state changes (off the GUI thread), and recolours on the repaint timer.
+state changes (off the GUI thread), and recolours on the repaint timer. It
+observes the window's ``ViewState`` and draws its selection, breakpoints and
+paused-at marker; a click selects through it.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from tensorscope.ui.model.graph_model import GraphModel
 from tensorscope.ui.graph_view import GraphView
 from tensorscope.ui.layout_runner import LayoutRunner, Prepared, prepare
 from tensorscope.ui.model.session_model import ModuleKey, SessionModel
+from tensorscope.ui.model.view_state import PausedMarker, ViewState
 from tensorscope.ui.theme import Theme
 
 log = logging.getLogger("tensorscope.ui")
@@ -68,15 +71,14 @@ class ModuleLabels:
 
 
 class GraphPanel(QWidget):
-    """Two graph views in a stack; emits ``module_selected(root, path)``."""
+    """Two graph views in a stack, drawing the session and the ``ViewState``."""
 
-    module_selected = Signal(int, str)
     layout_applied = Signal(str)          # kind
 
-    def __init__(self, bridge: Bridge, model: SessionModel, theme: Theme,
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, bridge: Bridge, model: SessionModel, view_state: ViewState,
+                 theme: Theme, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model, self.theme = model, theme
+        self.model, self.view_state, self.theme = model, view_state, theme
         self.graphs = {k: GraphModel(k, type_of=self._type_of) for k in KINDS}
         self.views = {k: GraphView(self, theme) for k in KINDS}
         self.runners = {k: LayoutRunner(bridge) for k in KINDS}
@@ -86,12 +88,8 @@ class GraphPanel(QWidget):
         self._seen = ChangeCursor()   # the module values last coloured
         self._recoloured_at = 0.0
         self.colour_metric = "grad_norm"
-        self.selected: ModuleKey | None = None
         self.compare: dict[ModuleKey, float] | None = None
         self.snapshot: dict[ModuleKey, dict[str, float]] | None = None
-        self._breakpoints: set[ModuleKey] = set()
-        self._executing: tuple[int | None, str | None] = (None, None)
-        self._paused_non_finite: tuple[int, str] | None = None
         self._reveal_after: tuple[int, str] | None = None   # select once laid out
         self.banner = QLabel(self)
         self.banner.setObjectName("pause_banner")
@@ -107,6 +105,9 @@ class GraphPanel(QWidget):
         self.views["autograd"].set_empty_text(
             "No autograd graph yet: it appears after the first backward pass.")
         bridge.layout_finished.connect(self._layout_finished)
+        view_state.events.selection.connect(lambda _e: self.show_selection())
+        view_state.events.breakpoints.connect(lambda _e: self._show_breakpoints())
+        view_state.events.paused_at.connect(lambda _e: self._show_paused_at())
         box = QVBoxLayout(self)
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(0)
@@ -147,7 +148,6 @@ class GraphPanel(QWidget):
             self._hash[kind] = None
             self._laid_out[kind] = False
         self._pending.clear()
-        self.selected = None
         self._seen.reset()
 
     # ------------------------------------------------------------ layout ---
@@ -222,13 +222,12 @@ class GraphPanel(QWidget):
         self._laid_out[kind] = True
         self._seen.reset()
         self.recolour()
-        if self.selected is not None:
-            self.select_module(*self.selected, centre=False)
-        self.set_breakpoints(self._breakpoints)
-        self.set_executing(*self._executing, non_finite=self._paused_non_finite is not None)
+        self.show_selection(centre=False)
+        self._show_breakpoints()
+        self._show_paused_at()
         if self._reveal_after is not None and kind == self.kind:
-            key, self._reveal_after = self._reveal_after, None
-            self.select_module(*key, centre=True)
+            self._reveal_after = None
+            self.show_selection(centre=True)
         self.layout_applied.emit(kind)
 
     def pending_layouts(self) -> int:
@@ -244,6 +243,8 @@ class GraphPanel(QWidget):
     def node_values(self, kind: str, metric: str) -> dict[str, float | None]:
         """Metric value of every visible node of ``kind``."""
         graph, out = self.graphs[kind], {}
+        marker = self._marker()
+        paused_non_finite = marker.local if marker is not None and marker.non_finite else None
         for nid in self.views[kind].nodes.by_id:
             key = graph.module_of(nid)
             if self.snapshot is not None:
@@ -252,7 +253,7 @@ class GraphPanel(QWidget):
             state = self.model.module(*key) if key is not None else None
             out[nid] = state.metric(metric) if state is not None else None
             # non-finite overrides the metric: the card is red whatever is chosen
-            if key is not None and (key == self._paused_non_finite or (
+            if key is not None and (key == paused_non_finite or (
                     state is not None and not (state.finite and state.grad_finite))):
                 out[nid] = math.nan
         return out
@@ -293,8 +294,7 @@ class GraphPanel(QWidget):
     def _clicked(self, kind: str, nid: str) -> None:
         key = self.graphs[kind].module_of(nid)
         if key is not None:
-            self.select_module(*key, centre=False, clicked=(kind, nid))
-            self.module_selected.emit(*key)
+            self.view_state.select(self.model.rank, *key, node=(kind, nid))
 
     def _double_clicked(self, kind: str, nid: str) -> None:
         graph = self.graphs[kind]
@@ -311,16 +311,26 @@ class GraphPanel(QWidget):
             changed.collapse(key)
         self.relayout(kind, incremental=True, model=changed)
 
-    def select_module(self, root: int, path: str, centre: bool = True,
-                      clicked: tuple[str, str] | None = None) -> None:
-        """Select a module in both views; related nodes are highlighted."""
-        self.selected = (root, path)
+    def show_selection(self, centre: bool | None = None) -> None:
+        """Draw the ``ViewState``'s selection in both views, related nodes highlighted
+        (a selection of another rank than the one shown draws nothing); ``centre``
+        (default: unless a card was clicked) scrolls the view on screen to it."""
+        sel = self.view_state.selection
+        if sel is not None and sel.rank != self.model.rank:
+            sel = None
+        if centre is None:
+            centre = sel is not None and sel.node is None
         for kind, view in self.views.items():
+            if sel is None:
+                view.select_nodes([])
+                view.set_related(set())
+                continue
             graph = self.graphs[kind]
-            related = set(graph.nodes_for_module(root, path))
-            main = graph.visible_for_module(root, path)
-            if clicked is not None and clicked[0] == kind:
-                main = clicked[1]
+            related = set(graph.nodes_for_module(sel.root, sel.path))
+            main = graph.visible_for_module(sel.root, sel.path)
+            if (sel.node is not None and sel.node[0] == kind
+                    and graph.module_of(sel.node[1]) == sel.local):   # the card clicked
+                main = sel.node[1]
             ids = [main] if main else sorted(related)[:1]
             view.select_nodes(ids, centre=centre and kind == self.kind)
             view.set_related(related - set(ids))
@@ -342,8 +352,8 @@ class GraphPanel(QWidget):
         graph = self.graphs[self.kind]
         folding = [k for k in graph.collapsed
                    if k[0] == root and k[1] != path and (not k[1] or path.startswith(k[1] + "."))]
-        self.select_module(root, path, centre=True)
-        self.module_selected.emit(root, path)
+        if not self.view_state.select(self.model.rank, root, path):
+            self.show_selection(centre=True)   # selected already: show it again
         if folding and graph.has_module(root, path):
             changed = graph.copy()
             for key in sorted(folding, key=lambda k: len(k[1])):
@@ -359,24 +369,27 @@ class GraphPanel(QWidget):
         self.banner.setStyleSheet(f"background: {colour.name()}; color: white; "
                                   "padding: 5px 10px; font-weight: bold;")
 
-    def set_executing(self, root: int | None, path: str | None,
-                      non_finite: bool = False) -> None:
-        """Outline the paused-at module (None: nothing; kept across re-layouts) and
-        scroll to it; ``non_finite``: it stopped on NaN/Inf, so its card is red."""
-        self._executing = (root, path)
-        self._paused_non_finite = (root, path) if non_finite and path is not None else None
+    def _marker(self) -> PausedMarker | None:
+        """The ``ViewState``'s paused-at marker if it is of the rank shown."""
+        marker = self.view_state.paused_at
+        return marker if marker is not None and marker.rank == self.model.rank else None
+
+    def _show_paused_at(self) -> None:
+        """Outline the paused-at module (nothing while running) and scroll to it; a
+        module that stopped on NaN/Inf is drawn red (kept across re-layouts)."""
+        marker = self._marker()
         for kind, view in self.views.items():
-            nid = (self.graphs[kind].visible_for_module(root, path)
-                   if root is not None and path is not None else None)
+            nid = (self.graphs[kind].visible_for_module(*marker.local)
+                   if marker is not None else None)
             view.set_executing(nid)
             if nid is not None and kind == self.kind:
                 view.reveal(nid)
         if self.views[self.kind].nodes.cards:
             self.recolour()
 
-    def set_breakpoints(self, keys: set[ModuleKey]) -> None:
-        """Show breakpoint dots on these modules' nodes (kept across re-layouts)."""
-        self._breakpoints = set(keys)
+    def _show_breakpoints(self) -> None:
+        """Show breakpoint dots on the nodes of modules with a breakpoint."""
+        keys = self.view_state.module_breaks
         for kind, view in self.views.items():
             ids = {self.graphs[kind].visible_for_module(r, p) for r, p in keys}
             view.set_breakpoints({i for i in ids if i})

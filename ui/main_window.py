@@ -26,6 +26,7 @@ from tensorscope.ui.model.job import JobConnection
 from tensorscope.ui.module_tree import ModuleTreePanel
 from tensorscope.ui.plots import PlotsPanel
 from tensorscope.ui.model.session_model import SessionModel
+from tensorscope.ui.model.view_state import BREAK_KINDS, PausedMarker, ViewState
 from tensorscope.ui.status import StatusPanel, paused_banner, paused_where
 from tensorscope.ui.rank_panel import RankPanel
 from tensorscope.ui.theme import Theme, make_theme
@@ -48,14 +49,16 @@ class MainWindow(QMainWindow):
         self.theme = theme or make_theme()
         self.bridge = Bridge(self)
         self.model = SessionModel()
-        self.controller = DebugController(self.bridge.post_response)
+        #: selection, breakpoints, pins, paused-at: widgets observe it, change it by its methods
+        self.view_state = ViewState()
+        self.controller = DebugController(self.view_state, self.bridge.post_response)
         self.connection: Any = None   # the JobConnection while any script is connected
         self.job = JobConnection(self.model)
         self.job.on_rank_joined = self._rank_joined
         self._connection_text = "waiting for a training script"
         self._seen = ChangeCursor()   # the pause last shown
         self._settings_key = settings_key
-        self.graph = GraphPanel(self.bridge, self.model, self.theme, self)
+        self.graph = GraphPanel(self.bridge, self.model, self.view_state, self.theme, self)
         self.setCentralWidget(self.graph)
         self.tree = ModuleTreePanel(self, self.theme)
         self.plots = PlotsPanel(self, self.theme)
@@ -120,9 +123,10 @@ class MainWindow(QMainWindow):
         a.toggle_break.triggered.connect(self.toggle_breakpoint)
         a.pin.triggered.connect(self.toggle_pin)
         a.conditions.triggered.connect(self.edit_conditions)
-        for act, kind in ((a.break_non_finite, "non_finite"), (a.break_exception, "exception"),
-                          (a.break_finding, "finding")):
-            act.toggled.connect(lambda on, k=kind: c.set_global_break(k, on))
+        for act, kind in self._break_actions():
+            act.toggled.connect(lambda on, k=kind: self.view_state.set_break_kind(k, on))
+        self.view_state.events.breakpoints.connect(lambda _e: self._breakpoints_changed())
+        self.view_state.events.selection.connect(lambda _e: self._selection_changed())
         a.fit.triggered.connect(lambda: self.graph.view.fit_all())
         a.zoom_in.triggered.connect(lambda: self.graph.view.zoom(1.25))
         a.zoom_out.triggered.connect(lambda: self.graph.view.zoom(0.8))
@@ -139,8 +143,8 @@ class MainWindow(QMainWindow):
         self.search = ModuleSearch(a.search, a.search_status, self.graph, lambda: [
             ((m.root, m.path), m.type) for m in self.model.modules.values()
             if m.rank == self.model.rank])
-        self.tree.module_selected.connect(self._tree_selected)
-        self.graph.module_selected.connect(self._graph_selected)
+        self.tree.module_selected.connect(
+            lambda root, path: self.view_state.select(self.model.rank, root, path))
         self.plots.point_selected.connect(self._point_selected)
         self.plots.step_selected.connect(lambda step: self.plots.mark_step(step))
         self.findings.rank_activated.connect(lambda rank: self.model.select_rank(rank))
@@ -199,8 +203,11 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(message, 15000)
 
     def reset_session(self) -> None:
-        """Forget the previous session's data (a new script connected)."""
+        """Forget the previous session's data (a new script connected); breakpoints
+        and pins stay, for the new session."""
         self.model.__init__()
+        self.view_state.clear_selection()
+        self.view_state.set_paused_at(None)
         self.tree.clear()
         self.graph.clear()
         self.plots.clear()
@@ -241,6 +248,9 @@ class MainWindow(QMainWindow):
                 self.ranks_dock.raise_()
             self.ranks.refresh(m)
         self._rank_count = len(m.ranks)
+        sel = self.view_state.selection
+        if sel is not None and sel.rank != m.rank:   # another rank shown: its same module
+            self.select_module(sel.root, sel.path)
         if m.changes.take(self._seen, "pause"):
             self._paused_changed()
         live = self.connection is not None
@@ -254,37 +264,50 @@ class MainWindow(QMainWindow):
 
     def _paused_changed(self) -> None:
         p = self.model.paused
-        if p is None or p.path is None:
-            self.graph.set_executing(None, None)
-        else:
-            self.graph.set_executing(p.root or 0, p.path, non_finite=p.reason == "non_finite")
+        self.view_state.set_paused_at(PausedMarker.of(p))
         state = self.model.module(p.root or 0, p.path) if p is not None and p.path is not None \
             else None
         self.graph.set_banner(paused_banner(p, state.type if state else "") if p else "",
                               alarm=p is not None and p.reason in ("non_finite", "exception"))
         if p is not None:
             self.plots.mark_step(p.step)
-            key = (p.root or 0, p.path) if p.path is not None else self.graph.selected
+            sel = self.view_state.selection
+            key = (p.root or 0, p.path) if p.path is not None else sel.local if sel else None
             if key is not None:
-                self.select_module(*key)
+                self.select_module(*key)   # the inspector offers this pause's tensors
 
     # --------------------------------------------------------- selection ---
     def select_module(self, root: int, path: str) -> None:
-        """Select a module everywhere: graph, tree, plots and inspector."""
-        self.graph.select_module(root, path)
-        self.tree.select_module(root, path)
-        self.plots.set_focus((root, path))
-        self._inspect(root, path)
+        """Select a module of the rank shown everywhere: graph, tree, plots and
+        inspector. Selected already, it is shown again (the user may have scrolled
+        away, or training paused since: the inspector offers the new tensors)."""
+        if not self.view_state.select(self.model.rank, root, path):
+            self.graph.show_selection()
+            self._selection_changed()
 
-    def _tree_selected(self, root: int, path: str) -> None:
-        self.graph.select_module(root, path)
-        self.plots.set_focus((root, path))
-        self._inspect(root, path)
+    def _selection_changed(self) -> None:
+        """The ``ViewState``'s selection moved: the tree, plots and inspector follow
+        (the graph panel observes it itself)."""
+        sel = self.view_state.selection
+        if sel is None:
+            self.plots.set_focus(None)
+            return
+        self.tree.select_module(*sel.local)
+        self.plots.set_focus(sel.local)
+        self._inspect(*sel.local)
 
-    def _graph_selected(self, root: int, path: str) -> None:
-        self.tree.select_module(root, path)
-        self.plots.set_focus((root, path))
-        self._inspect(root, path)
+    def _break_actions(self) -> list[tuple[Any, str]]:
+        a = self.actions
+        actions = {"non_finite": a.break_non_finite, "exception": a.break_exception,
+                   "finding": a.break_finding}
+        return [(actions[kind], kind) for kind in BREAK_KINDS]
+
+    def _breakpoints_changed(self) -> None:
+        """The break-on-kind actions show the ``ViewState``'s kinds."""
+        kinds = self.view_state.break_kinds
+        for act, kind in self._break_actions():
+            if act.isChecked() != (kind in kinds):
+                act.setChecked(kind in kinds)
 
     def _point_selected(self, root: int, path: str, step: int) -> None:
         self.select_module(root, path)
@@ -306,7 +329,7 @@ class MainWindow(QMainWindow):
             meta = tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
                                device=state.device)
         if meta is not None:
-            can_pin = self.connection is not None and (root, path) not in self.controller.pinned
+            can_pin = self.connection is not None and (root, path) not in self.view_state.pins
             show(None, meta, stats, unavailable=self._unavailable(root, path), can_pin=can_pin)
 
     def module_stats(self, root: int, path: str) -> dict | None:
@@ -317,7 +340,7 @@ class MainWindow(QMainWindow):
     def _unavailable(self, root: int, path: str) -> str:
         """Why module ``(root, path)``'s values cannot be fetched now (what to do instead)."""
         name = f"`{path or self.model.root_names.get(root, '<root>')}`"
-        pinned = (root, path) in self.controller.pinned
+        pinned = (root, path) in self.view_state.pins
         p = self.model.paused
         if self.connection is None:
             return (f"No values for {name}: a recording holds statistics, not tensors"
@@ -355,26 +378,28 @@ class MainWindow(QMainWindow):
 
     def toggle_breakpoint(self) -> None:
         """F9: toggle a forward breakpoint on the selected module."""
-        if self.graph.selected is not None:
-            self.controller.toggle_module_break(*self.graph.selected)
-            self.graph.set_breakpoints(self.controller.module_breaks)
+        sel = self.view_state.selection
+        if sel is not None:
+            self.view_state.toggle_module_break(*sel.local)
 
     def edit_conditions(self) -> None:
         """The condition breakpoints dialog (module prefilled from the selection)."""
         from tensorscope.ui.conditions_dialog import ConditionDialog
-        module = self.graph.selected[1] if self.graph.selected else ""
-        self.conditions_dialog = ConditionDialog(self.controller, module, self)
+        sel = self.view_state.selection
+        self.conditions_dialog = ConditionDialog(self.view_state, sel.path if sel else "", self)
         self.conditions_dialog.show()
 
     def _pin_from_inspector(self) -> None:
-        if self.graph.selected is not None and self.graph.selected not in self.controller.pinned:
-            self.controller.toggle_pin(*self.graph.selected)
-            self._inspect(*self.graph.selected)   # now says it is pinned
+        sel = self.view_state.selection
+        if sel is not None and sel.local not in self.view_state.pins:
+            self.view_state.toggle_pin(*sel.local)
+            self._inspect(*sel.local)   # now says it is pinned
 
     def toggle_pin(self) -> None:
         """Pin/unpin the selected module's tensors."""
-        if self.graph.selected is not None:
-            self.controller.toggle_pin(*self.graph.selected)
+        sel = self.view_state.selection
+        if sel is not None:
+            self.view_state.toggle_pin(*sel.local)
 
     def _ask_run_to(self) -> None:
         step, ok = QInputDialog.getInt(self, "Run to step", "Pause before step:",

@@ -196,8 +196,9 @@ class ReplayWindow(MainWindow):
     def _show_metrics(self, step: int, metrics: dict, stats: dict | None = None) -> None:
         self.graph.set_snapshot(metrics)
         self.shown_step, self._step_stats = step, stats or {}
-        if self.graph.selected is not None:   # the inspector follows the timeline
-            self._inspect(*self.graph.selected)
+        sel = self.view_state.selection
+        if sel is not None:   # the inspector follows the timeline
+            self._inspect(*sel.local)
         self.statusBar().showMessage(f"showing recorded step {step}", 4000)
 
     def module_stats(self, root: int, path: str) -> dict | None:

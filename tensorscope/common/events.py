@@ -488,6 +488,8 @@ class SetBreakpoints(Request):
     """
 
     TYPE: ClassVar[str] = "set_breakpoints"
+    #: the kinds that name no module (``--break-on`` takes them too)
+    FLAG_KINDS: ClassVar[tuple[str, ...]] = ("non_finite", "exception", "finding")
     breakpoints: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -164,7 +164,7 @@ def test_condition_breakpoints_from_the_dialog(qtbot, live):
             "path": "network.2"} in sent.breakpoints
     dialog.list.setCurrentRow(0)
     dialog.remove()
-    assert dialog.list.count() == 0 and w.controller.conditions == []
+    assert dialog.list.count() == 0 and w.view_state.conditions == ()
 
 
 def test_one_click_pins_a_module_while_running(qtbot, live):
@@ -175,6 +175,50 @@ def test_one_click_pins_a_module_while_running(qtbot, live):
     assert "Training is running" in w.inspector.state.hint
     button.click()
     qtbot.waitUntil(lambda: "pin_modules" in peer.types(), timeout=5000)
-    assert (0, "network.0") in w.controller.pinned
+    assert (0, "network.0") in w.view_state.pins
     assert "is pinned" in w.inspector.state.hint
     assert not button.isVisibleTo(w.inspector)
+
+
+def _click_card(qtbot, view, nid):
+    from PySide6.QtCore import Qt
+    pos = view.mapFromScene(view.nodes.by_id[nid].rect.center())
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+
+
+def test_a_breakpoint_set_in_the_graph_reaches_the_request_and_the_pause_is_drawn(qtbot, live):
+    """Click a card, F9: the breakpoint is kept once, in the ViewState; the graph draws
+    it and the controller sends it. The pause training reports is outlined from the
+    ViewState's paused-at marker, and goes when training resumes."""
+    from tensorscope.common.events import Resumed, SetBreakpoints
+    from tensorscope.ui.model.view_state import PausedMarker, Selection
+    w, peer = live
+    view = w.graph.views["module"]
+    nid = w.graph.graphs["module"].visible_for_module(0, "network.2")
+    _click_card(qtbot, view, nid)
+    assert w.view_state.selection == Selection(0, 0, "network.2", ("module", nid))
+    with qtbot.waitSignal(w.bridge.response_arrived, timeout=5000):   # training answered
+        w.actions.toggle_break.trigger()
+    assert w.view_state.module_breaks == {(0, "network.2")}
+    assert view.nodes.breakpoints == {nid}
+    sent = [r for r in peer.requests if isinstance(r, SetBreakpoints)]
+    assert [r.breakpoints for r in sent] == [
+        [{"kind": "module", "root": 0, "path": "network.2", "on": "forward"}]]
+    assert w.controller.sent[-1].breakpoints == sent[-1].breakpoints
+
+    # a breakpoint changed elsewhere (not through the graph) is drawn there too
+    other = w.graph.graphs["module"].visible_for_module(0, "network.4")
+    with qtbot.waitSignal(w.bridge.response_arrived, timeout=5000):
+        w.view_state.toggle_module_break(0, "network.4")
+    assert view.nodes.breakpoints == {nid, other}
+    assert len([r for r in peer.requests if isinstance(r, SetBreakpoints)]) == 2
+
+    peer.send(PausedAt(step=5, where="forward", reason="breakpoint", root=0, path="network.2",
+                       call=2))
+    qtbot.waitUntil(lambda: w.view_state.paused_at is not None, timeout=5000)
+    assert w.view_state.paused_at == PausedMarker(0, 0, "network.2")
+    assert view.nodes.executing == nid
+    peer.send(Resumed(step=5))
+    qtbot.waitUntil(lambda: w.view_state.paused_at is None, timeout=5000)
+    assert view.nodes.executing is None
+    assert view.nodes.breakpoints == {nid, other}   # breakpoints stay across the pause

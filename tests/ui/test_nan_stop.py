@@ -49,7 +49,7 @@ def test_non_finite_pause_banner_status_colour_and_scroll(qtbot):
     w.ingest([Resumed(step=1)])
     w.refresh()
     assert not w.graph.banner.isVisible()
-    assert w.graph._paused_non_finite is None
+    assert w.view_state.paused_at is None and view.nodes.executing is None
 
 
 def test_a_plain_pause_has_no_banner_and_names_the_step(qtbot):
