@@ -1,97 +1,100 @@
-"""What the capture calls back into its watch (training thread, or autograd's).
+"""What the capture calls back into (training thread, or autograd's).
 
-``CaptureCallbacks`` is the part of ``Watch`` the hooks talk to: observers
-(a failing one is detached with a message), the step debugger's gate (only
-while ``gate.armed``), module exceptions and the optimizer step hooks.
+``CaptureHost`` is the narrow protocol ``Capture`` talks to: internal errors,
+naming a module the index does not know, a step's start, the step debugger's
+pause points, output gradients and module exceptions. ``CaptureCallbacks``
+implements it for a watch, from the parts it is given (the gate, the
+observers, the step emitter, the module index, the parameter tracker), and
+holds the optimizer step hooks. Observers are called through their
+``ObserverSet``; one that raises is detached there.
 """
 from __future__ import annotations
 
-import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import torch
 
-from tensorscope.hooks import faults
 from tensorscope.hooks.watch_events import exception_message
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tensorscope.hooks.observer import CallRecord, Observer
+    from torch import nn
+
+    from tensorscope.hooks.capture import Capture
+    from tensorscope.hooks.faults import FaultReporter
+    from tensorscope.hooks.gate import Gate
+    from tensorscope.hooks.observer import CallRecord
+    from tensorscope.hooks.observers import ObserverSet
+    from tensorscope.hooks.params import ParamTracker
+    from tensorscope.hooks.registry import ModelIndex
+    from tensorscope.hooks.watch_events import StepEmitter
 
 # Raised by PyTorch inside module forwards to stop work early, caught by PyTorch itself:
 # non-reentrant torch.utils.checkpoint stops its recomputation this way.
 CONTROL_FLOW_EXCEPTIONS = frozenset({"_StopRecomputationError"})
-# Capture's lists of (observer, bound method), one per callback an observer overrides.
 _ns = time.perf_counter_ns   # the overhead meter's clock (hooks.meter)
-OBSERVER_BUCKETS = ("observers_pre", "observers_fwd", "observers_grad", "observers_exc",
-                    "observers_opt_pre", "observers_opt", "observers_end", "observers_bwd")
+
+
+class CaptureHost(Protocol):
+    """What ``Capture`` calls outside itself (training thread, or autograd's)."""
+
+    def internal_error(self, where: str, exc: BaseException, effect: str = ...,
+                       *, module: str = ..., phase: str = ...) -> None:
+        """A TensorScope bug at a boundary; the caller switched off what failed."""
+
+    def resolve_module(self, module: "nn.Module",
+                       parent: CallRecord | None) -> tuple[int, str] | None:
+        """``(root, path)`` of a module the index does not know, or None to skip it."""
+
+    def step_beginning(self, index: int) -> None:
+        """A step's first module call is about to run."""
+
+    def gate_forward_pre(self, call: CallRecord) -> None:
+        """Pause point before a module's forward (only while the gate is armed)."""
+
+    def gate_forward(self, call: CallRecord) -> None:
+        """Pause point after a module's forward (only while the gate is armed)."""
+
+    def output_grad(self, call: CallRecord, path: str, grad: torch.Tensor) -> None:
+        """An output gradient of ``call`` arrived (observers or gate want it)."""
+
+    def module_raised(self, call: CallRecord, exc: BaseException, first: bool) -> None:
+        """``call``'s forward raised ``exc`` (``first``: the innermost module)."""
 
 
 class CaptureCallbacks:
-    """Mixin of ``Watch``: the callbacks of ``Capture``."""
+    """A watch's ``CaptureHost``, and its optimizer step hooks.
 
-    capture: Any
-    gate: Any
-    emitter: Any
-    index: Any
-    params: Any
-    optimizers: list[Any]
-    rank: int
-    _observers: list[Any]
-    _errors: set[str]
+    ``capture`` is set by the watch right after it builds the ``Capture``
+    (each needs the other). ``refresh_rank`` and ``resolve_module`` are the
+    watch's own.
+    """
 
-    def emit_finding(self, kind: str, severity: str, phase: str, root: int, module: str,
-                     message: str, step: int | None = None) -> None:
-        """Defined by ``Watch``."""
-        raise NotImplementedError
+    capture: Capture
 
-    def refresh_rank(self) -> None:
-        """Defined by ``Watch``."""
-        raise NotImplementedError
-
-    def notify(self, obs: Observer, method: str, *args: Any) -> None:
-        """Call an observer; one that raises is detached with a message on stderr."""
-        try:
-            getattr(obs, method)(*args)
-        except Exception as exc:
-            self.observer_failed(obs, method, exc)
-
-    def observer_failed(self, obs: Observer, method: str, exc: Exception) -> None:
-        """Detach an observer that raised, and say so on stderr."""
-        cap = self.capture
-        self._observers = [o for o in self._observers if o is not obs]
-        for name in OBSERVER_BUCKETS:
-            # a new list: a loop running over the old one is not disturbed
-            setattr(cap, name, [pair for pair in getattr(cap, name) if pair[0] is not obs])
-        cap.dispatch.clear()
-        where = f"diagnostic {type(obs).__name__}.{method}"
-        if where in self._errors:
-            return
-        self._errors.add(where)
-        self._internal_finding("step" if method == "on_step_end" else "forward", "",
-                               faults.report(where, exc, f"{type(obs).__name__}.{method} "
-                                             f"failed and was detached"))
+    def __init__(self, *, gate: Gate, observers: ObserverSet, faults: FaultReporter,
+                 emitter: StepEmitter, index: ModelIndex, params: ParamTracker,
+                 optimizers: list[Any], refresh_rank: Callable[[], None],
+                 resolve_module: Callable[..., tuple[int, str] | None]) -> None:
+        self.gate = gate
+        self.observers = observers
+        self.faults = faults
+        self.emitter = emitter
+        self.index = index
+        self.params = params
+        self.optimizers = optimizers   # the watch's list: optimizers seen stepping join it
+        self.refresh_rank = refresh_rank
+        self._resolve = resolve_module
 
     def internal_error(self, where: str, exc: BaseException, effect: str = "capture goes on",
                        *, module: str = "", phase: str = "forward") -> None:
-        """A bug in TensorScope at one of its boundaries (training thread, or autograd's).
+        """Said once per ``where`` (``FaultReporter.internal_error``)."""
+        self.faults.internal_error(where, exc, effect, module=module, phase=phase)
 
-        The caller has already switched off the smallest part that failed (one
-        tensor, one module call, one step's digests); this says so once per
-        ``where``: on stderr with the traceback, and as an ``internal_error``
-        finding naming the last frames. Capture goes on; training never notices.
-        """
-        if where in self._errors:
-            return
-        self._errors.add(where)
-        self._internal_finding(phase, module, faults.report(where, exc, effect))
-
-    def _internal_finding(self, phase: str, module: str, message: str) -> None:
-        try:
-            self.emitter.finding("internal_error", "error", phase, 0, module, message)
-        except Exception as exc:   # the finding itself cannot be emitted: stderr has it
-            print(f"tensorscope: the internal_error finding was not emitted "
-                  f"({type(exc).__name__}: {exc})", file=sys.stderr)
+    def resolve_module(self, module: "nn.Module",
+                       parent: CallRecord | None) -> tuple[int, str] | None:
+        """The watch's ``resolve_module``."""
+        return self._resolve(module, parent)
 
     def step_beginning(self, index: int) -> None:
         """A step's first module call is about to run."""
@@ -124,11 +127,8 @@ class CaptureCallbacks:
 
     def output_grad(self, call: CallRecord, path: str, grad: torch.Tensor) -> None:
         """An output gradient of ``call`` arrived (autograd's thread)."""
-        for obs, fn in self.capture.observers_grad:
-            try:
-                fn(call, path, grad)
-            except Exception as exc:
-                self.observer_failed(obs, "on_output_grad", exc)
+        if self.observers.grad:
+            self.observers.call(self.observers.grad, "on_output_grad", call, path, grad)
         if self.gate.armed:
             name = "grad" + path[3:]
             nf = self.gate.check_non_finite and _non_finite({name: grad})
@@ -140,17 +140,14 @@ class CaptureCallbacks:
         """``call``'s forward raised ``exc`` (``first``: the innermost module)."""
         if type(exc).__name__ in CONTROL_FLOW_EXCEPTIONS:
             return  # PyTorch's own control flow (checkpoint recomputation), not an error
-        for obs, fn in self.capture.observers_exc:
-            try:
-                fn(call, exc)
-            except Exception as err:
-                self.observer_failed(obs, "on_exception", err)
+        if self.observers.exc:
+            self.observers.call(self.observers.exc, "on_exception", call, exc)
         if not first:
             return
         phase = "loss" if call.is_root and self.index.is_loss_root(call.root) else "forward"
         name = call.path or self.index.root_names[call.root]
-        self.emit_finding("exception", "error", phase, call.root, call.path,
-                          exception_message(call, exc, name))
+        self.emitter.finding("exception", "error", phase, call.root, call.path,
+                             exception_message(call, exc, name))
         if self.gate.armed:
             self.gate.at_exception(step=call.step, root=call.root, path=call.path,
                                    call=call.index, type=call.type,
@@ -175,11 +172,8 @@ class CaptureCallbacks:
         self.capture.optimizers_known = True
         if self.capture.step.inference_open:  # an evaluation ran since the last forward
             self.capture.end_step("inference")
-        for obs, fn in self.capture.observers_opt_pre:
-            try:
-                fn(optimizer)
-            except Exception as exc:
-                self.observer_failed(obs, "on_optimizer_step_pre", exc)
+        if self.observers.opt_pre:
+            self.observers.call(self.observers.opt_pre, "on_optimizer_step_pre", optimizer)
         try:
             self.params.before_optimizer_step(optimizer, self.capture.step)
         except Exception as exc:
@@ -200,11 +194,8 @@ class CaptureCallbacks:
         t0 = _ns()
         try:
             self.capture.step.optimizer_steps += 1
-            for obs, fn in self.capture.observers_opt:
-                try:
-                    fn(optimizer)
-                except Exception as exc:
-                    self.observer_failed(obs, "on_optimizer_step", exc)
+            if self.observers.opt:
+                self.observers.call(self.observers.opt, "on_optimizer_step", optimizer)
         finally:
             self.capture.meter.train_ns += _ns() - t0
         self.capture.end_step("train")   # the step end counts itself (hooks.meter)

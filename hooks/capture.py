@@ -32,7 +32,10 @@ from tensorscope.hooks.step_records import (  # noqa: F401 (StepBuffer re-export
     FlowEntry, GradEntry, StepBuffer, inside, node_name, tensor_version)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tensorscope.hooks.watch import Watch
+    from tensorscope.hooks.callbacks import CaptureHost
+    from tensorscope.hooks.gate import Gate
+    from tensorscope.hooks.observers import ObserverSet
+    from tensorscope.hooks.registry import ModelIndex
 
 _Tensor = torch.Tensor
 _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
@@ -63,38 +66,35 @@ MAX_STEP_CALLS = 50_000
 
 
 class Capture:
-    """The hooks and the step state of one watch."""
+    """The hooks and the step state of one watch.
 
-    def __init__(self, watch: "Watch") -> None:
-        self.watch = watch
-        self.index = watch.index
-        self.mode = watch.mode
+    It calls out only to its ``host`` (``callbacks.CaptureHost``) and to its
+    ``observers`` (``observers.ObserverSet``).
+    """
+
+    def __init__(self, host: "CaptureHost", observers: "ObserverSet", index: "ModelIndex",
+                 gate: "Gate", *, mode: str, stats_every: int, global_hooks: bool,
+                 optimizers_known: bool) -> None:
+        self.host = host
+        self.observers = observers
+        # module type -> the forward observers (``ObserverSet.for_type``; one dict for good)
+        self.dispatch = observers.dispatch
+        self.index = index
+        self.mode = mode
         # the rates: statistics, parameter numbers, metadata refresh (hooks.budget sets them)
-        self.stats_every = 1 if self.mode == "full" else max(1, watch.stats_every)
-        self.params_every = max(1, watch.stats_every)
+        self.stats_every = 1 if self.mode == "full" else max(1, stats_every)
+        self.params_every = max(1, stats_every)
         self.meta_every = 1
         self.prev_calls: list[CallRecord] = []   # the last step's calls (metadata reuse)
-        self.global_mode = watch.global_hooks
-        self.gate = watch.gate
+        self.global_mode = global_hooks
+        self.gate = gate
         self.active = True
         self.stack: list[CallRecord] = []
         self.step = self._new_step(0)
         self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
-        self.optimizers_known = bool(watch.optimizers)
+        self.optimizers_known = optimizers_known
         self.probe = self.mode != "shapes"
         self.meter = OverheadMeter()
-        # (observer, bound method) of the observers that override each callback
-        self.observers_pre: list[tuple[Any, Any]] = []
-        self.observers_fwd: list[tuple[Any, Any]] = []
-        self.observers_grad: list[tuple[Any, Any]] = []
-        self.observers_exc: list[tuple[Any, Any]] = []
-        self.observers_opt_pre: list[tuple[Any, Any]] = []
-        self.observers_opt: list[tuple[Any, Any]] = []
-        self.observers_end: list[tuple[Any, Any]] = []
-        self.observers_bwd: list[tuple[Any, Any]] = []
-        # module type -> forward pre/post observers of inner calls, then of root calls
-        # (see ``observers_for``)
-        self.dispatch: dict[type, tuple[list[tuple[Any, Any]], ...]] = {}
         self.passes_finite: dict[type, bool] = {}   # module type -> in FINITE_PASSING
         self._last_exc_id = 0
         self.last_module_error: tuple[int, str, str] | None = None
@@ -104,23 +104,6 @@ class Capture:
         self.thread = _get_ident()
         self.thread_active = False   # the training thread has run a captured forward
         self._foreign_noted: set[str] = set()
-
-    def observers_for(self, mtype: type) -> tuple[list[tuple[Any, Any]], ...]:
-        """The forward pre/post observers of calls of modules of type ``mtype``:
-        ``(pre, fwd)`` for calls inside a root, those whose ``Observer.watches``
-        accepts the type and that do not want the hook for roots only
-        (``Observer.roots_only``); then ``(pre, fwd)`` for root calls (a few a
-        step): every observer. Decided once per type; ``dispatch`` is cleared
-        whenever the observer lists change."""
-        hit = self.dispatch.get(mtype)
-        if hit is None:
-            hit = self.dispatch[mtype] = (
-                [p for p in self.observers_pre if not _roots_only(p[0], "on_forward_pre")
-                 and _watches(p[0], mtype, "on_forward_pre")],
-                [p for p in self.observers_fwd if not _roots_only(p[0], "on_forward")
-                 and _watches(p[0], mtype, "on_forward")],
-                list(self.observers_pre), list(self.observers_fwd))
-        return hit
 
     def set_rates(self, stats_every: int, params_every: int, meta_every: int) -> None:
         """Statistics every ``stats_every`` steps (1 in ``full``), parameter norms
@@ -199,7 +182,7 @@ class Capture:
         stack, calls = self.stack, self.step.calls
         if stack and calls and stack[-1] is calls[-1] and stack[-1].module is module:
             stack.pop()   # failed after the push: the post-hook must not pair with it
-        self.watch.internal_error("forward pre-hook", exc, "this module call is not captured",
+        self.host.internal_error("forward pre-hook", exc, "this module call is not captured",
                                   module=self._path_of(module))
 
     def _path_of(self, module: torch.nn.Module) -> str:
@@ -214,7 +197,7 @@ class Capture:
         parent = stack[-1] if stack else None
         loc = self.index.lookup(module)
         if loc is None:
-            loc = self.watch.resolve_module(module, parent)
+            loc = self.host.resolve_module(module, parent)
             if loc is None:
                 return
         if parent is None:
@@ -237,14 +220,14 @@ class Capture:
         self._track_inputs(call, inputs, step, not step.meta_step)
         stack.append(call)
         mtype = type(module)
-        for obs, fn in (self.dispatch.get(mtype) or self.observers_for(mtype))[
+        for obs, fn in (self.dispatch.get(mtype) or self.observers.for_type(mtype))[
                 0 if parent is not None else 2]:
             try:
                 fn(call)
             except Exception as exc:
-                self.watch.observer_failed(obs, "on_forward_pre", exc)
+                self.observers.failed(obs, "on_forward_pre", exc)
         if self.gate.armed:
-            self.watch.gate_forward_pre(call)
+            self.host.gate_forward_pre(call)
 
     def _track_inputs(self, call: CallRecord, inputs: list, step: StepBuffer,
                       reuse: bool = False) -> None:
@@ -320,7 +303,7 @@ class Capture:
             self.stack.clear()
         step.roots_called.add(rid)
         if not step.calls:
-            self.watch.step_beginning(step.index)
+            self.host.step_beginning(step.index)
 
     def _root_starts_step(self, step: StepBuffer, rid: int) -> bool:
         """Whether a root call starting now begins a new step.
@@ -360,7 +343,7 @@ class Capture:
                 call.finished = True
                 call.inputs = call.outputs = []
                 break
-        self.watch.internal_error("forward hook", exc, "this module call's outputs are not "
+        self.host.internal_error("forward hook", exc, "this module call's outputs are not "
                                   "captured", module=self._path_of(module))
 
     def _post(self, module: torch.nn.Module, result: Any, kwargs: dict | None) -> None:
@@ -400,14 +383,14 @@ class Capture:
             call.mem_delta = self._mem_delta(call)
         call.finished = True
         mtype = type(module)
-        for obs, fn in (self.dispatch.get(mtype) or self.observers_for(mtype))[
+        for obs, fn in (self.dispatch.get(mtype) or self.observers.for_type(mtype))[
                 1 if call.parent is not None else 3]:
             try:
                 fn(call)
             except Exception as exc:
-                self.watch.observer_failed(obs, "on_forward", exc)
+                self.observers.failed(obs, "on_forward", exc)
         if self.gate.armed:
-            self.watch.gate_forward(call)
+            self.host.gate_forward(call)
         if call.parent is None:
             self._root_finished(call)
         # Nothing needs them after this point: holding activations until the step
@@ -423,7 +406,7 @@ class Capture:
         kind = tensor_kinds.kind_of(v)
         if kind == "plain":
             if exc is not None:
-                self.watch.internal_error("tensor capture", exc,
+                self.host.internal_error("tensor capture", exc,
                                           "that tensor gets metadata only", module=call.path)
             return kind, None
         tensor_kinds.note(kind, f"{call.path or call.type} {path}")
@@ -590,11 +573,11 @@ class Capture:
                     if grad_on:
                         _set_grad_enabled(True)
             entry.arrived = step.saw_backward = True
-            if self.observers_grad or self.gate.armed:
+            if self.observers.grad or self.gate.armed:
                 for call, path in entry.targets:
-                    self.watch.output_grad(call, path, grad)
+                    self.host.output_grad(call, path, grad)
         except Exception as exc:
-            self.watch.internal_error("gradient hook", exc, "that gradient is not captured")
+            self.host.internal_error("gradient hook", exc, "that gradient is not captured")
         self.meter.grad_ns += _ns() - t0
         return None
 
@@ -608,13 +591,10 @@ class Capture:
             loss = backward_loss(first)
             if loss is not None:
                 self.step.backward_loss = loss
-            for obs, fn in self.observers_bwd:
-                try:
-                    fn(first)
-                except Exception as exc:
-                    self.watch.observer_failed(obs, "on_backward", exc)
+            if self.observers.bwd:
+                self.observers.call(self.observers.bwd, "on_backward", first)
         except Exception as exc:
-            self.watch.internal_error("backward wrapper", exc, "that backward is not noted")
+            self.host.internal_error("backward wrapper", exc, "that backward is not noted")
         self.meter.train_ns += _ns() - t0
 
     def _odd_grad_norm(self, entry: GradEntry, grad: _Tensor, step: StepBuffer,
@@ -673,7 +653,7 @@ class Capture:
         if first:
             self._last_exc_id = id(exc)
             self.last_module_error = (call.root, call.path, type(exc).__name__)
-        self.watch.module_raised(call, exc, first)
+        self.host.module_raised(call, exc, first)
         call.inputs = call.outputs = []
 
     # ------------------------------------------------------------------ steps
@@ -695,7 +675,7 @@ class Capture:
         try:
             self.on_step_end(step, kind)
         except Exception as exc:   # the boundary of the step end: the next step goes on
-            self.watch.internal_error("step end", exc, "that step's digests are lost",
+            self.host.internal_error("step end", exc, "that step's digests are lost",
                                       phase="step")
         finally:
             for h in step.grad_handles:
@@ -710,19 +690,3 @@ class Capture:
         self.stack.clear()
         self.prev_calls = []
 
-
-def _watches(obs: Any, mtype: type, hook: str) -> bool:
-    """``obs.watches(mtype, hook)``; an observer whose filter fails sees every call
-    (said on stderr: its checks still run, only the filter is lost)."""
-    try:
-        return bool(obs.watches(mtype, hook))
-    except Exception as exc:
-        print(f"tensorscope: diagnostic {type(obs).__name__}.watches failed for "
-              f"{mtype.__name__} ({type(exc).__name__}: {exc}); it sees every call",
-              file=sys.stderr)
-        return True
-
-
-def _roots_only(obs: Any, hook: str) -> bool:
-    """Whether ``obs`` wants ``hook`` for root calls only (``Observer.roots_only``)."""
-    return hook in getattr(obs, "roots_only", ())

@@ -2,8 +2,8 @@
 
 Every entry from the user's code into TensorScope (module hooks, gradient
 hooks, optimizer hooks, the step end, observers, sinks) catches what it
-raises and degrades the smallest part that failed (``CaptureCallbacks.
-internal_error``). ``describe`` turns such an exception into the one line,
+raises and degrades the smallest part that failed; a ``FaultReporter``
+says so once per boundary. ``describe`` turns such an exception into the one line,
 with its last frames, that stderr and the ``internal_error`` finding carry.
 
 The test switch: ``TENSORSCOPE_FAULT=<stage>[,<stage>...]`` in the
@@ -117,3 +117,30 @@ def report(where: str, exc: BaseException, effect: str) -> str:
     except Exception:  # stderr closed or replaced by something broken: nothing else to do
         pass
     return text
+
+
+class FaultReporter:
+    """Says each internal error once: on stderr with its traceback, and as an
+    ``internal_error`` finding through ``emit(phase, module, message)``."""
+
+    def __init__(self, emit: Callable[[str, str, str], None]) -> None:
+        self._emit = emit
+        self._seen: set[str] = set()
+
+    def internal_error(self, where: str, exc: BaseException, effect: str = "capture goes on",
+                       *, module: str = "", phase: str = "forward") -> None:
+        """A bug in TensorScope at one of its boundaries (training thread, or autograd's).
+
+        The caller has already switched off the smallest part that failed (one
+        tensor, one module call, one step's digests, one observer); this says
+        so once per ``where``. Capture goes on; training never notices.
+        """
+        if where in self._seen:
+            return
+        self._seen.add(where)
+        text = report(where, exc, effect)
+        try:
+            self._emit(phase, module, text)
+        except Exception as err:   # the finding itself cannot be emitted: stderr has it
+            print(f"tensorscope: the internal_error finding was not emitted "
+                  f"({type(err).__name__}: {err})", file=sys.stderr)

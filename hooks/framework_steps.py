@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -66,13 +66,9 @@ class FrameworkSteps:
     closed: bool
     _handles: list[Any]
 
-    def optimizer_pre(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
-        """Defined by ``CaptureCallbacks``."""
-        raise NotImplementedError
-
-    def optimizer_post(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
-        """Defined by ``CaptureCallbacks``."""
-        raise NotImplementedError
+    # the optimizer step hooks (``CaptureCallbacks.optimizer_pre``/``optimizer_post``)
+    optimizer_pre: Callable[..., None]
+    optimizer_post: Callable[..., None]
 
     def add_optimizer(self, optimizer: Any) -> None:
         """Watch an optimizer built after attach (frameworks build it after setup).

@@ -33,6 +33,7 @@ from tensorscope.hooks.compiled import CompiledModules, compiled_inner
 from tensorscope.hooks.framework_steps import FrameworkSteps
 from tensorscope.hooks.gate import Gate
 from tensorscope.hooks.observer import CallRecord, Observer
+from tensorscope.hooks.observers import ObserverSet
 from tensorscope.hooks.params import ParamTracker
 from tensorscope.hooks.registry import ModelIndex, is_loss_module
 from tensorscope.hooks.signals import SignalClose
@@ -80,7 +81,7 @@ def _breakpoint_kinds(break_on: Sequence[str] | str) -> list[dict[str, Any]]:
     return out
 
 
-class Watch(CaptureCallbacks, FrameworkSteps):
+class Watch(FrameworkSteps):
     # The watch of ``tensorscope run`` (global hooks) while it is open: framework
     # callbacks drive it instead of attaching a second one.
     process_watch: "Watch | None" = None
@@ -133,9 +134,21 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         self.gate = Gate(self.session, self.rank)
         self.gate.finding_sink = self.emit_finding
         self._hello_msg: Hello | None = None
-        self.capture = Capture(self)
-        self.params = ParamTracker(self.index, self.optimizers, mode)
         self.emitter = StepEmitter(self)
+        self.faults = faults.FaultReporter(self._internal_finding)
+        self.observers = ObserverSet(self.faults)
+        self.params = ParamTracker(self.index, self.optimizers, mode)
+        self.callbacks = CaptureCallbacks(
+            gate=self.gate, observers=self.observers, faults=self.faults, emitter=self.emitter,
+            index=self.index, params=self.params, optimizers=self.optimizers,
+            refresh_rank=self.refresh_rank, resolve_module=self.resolve_module)
+        self.capture = Capture(self.callbacks, self.observers, self.index, self.gate,
+                               mode=mode, stats_every=self.stats_every,
+                               global_hooks=global_hooks, optimizers_known=bool(self.optimizers))
+        self.callbacks.capture = self.capture
+        # the optimizer step hooks (registered on each optimizer, or process-wide)
+        self.optimizer_pre = self.callbacks.optimizer_pre
+        self.optimizer_post = self.callbacks.optimizer_post
         self.compiled = CompiledModules(self, compile_eager_steps)
         self.capture.on_step_end = self._step_ended
         self.budget: Budget | None = None
@@ -144,8 +157,6 @@ class Watch(CaptureCallbacks, FrameworkSteps):
                                  self._budget_exceeded)
         self._handles: list[Any] = []
         self._hooked: set[int] = set()
-        self._observers: list[Observer] = []
-        self._errors: set[str] = set()
         self._refreshed: dict[int, int] = {}
         self._live: Any = None
         self._report: Any = None
@@ -307,21 +318,16 @@ class Watch(CaptureCallbacks, FrameworkSteps):
 
     def add_observer(self, obs: Observer) -> None:
         """Attach a diagnostics observer (it sees calls from now on)."""
-        self._observers.append(obs)
-        cap = self.capture
-        for method, bucket in (("on_forward_pre", cap.observers_pre),
-                               ("on_forward", cap.observers_fwd),
-                               ("on_output_grad", cap.observers_grad),
-                               ("on_exception", cap.observers_exc),
-                               ("on_optimizer_step_pre", cap.observers_opt_pre),
-                               ("on_optimizer_step", cap.observers_opt),
-                               ("on_step_end", cap.observers_end),
-                               ("on_backward", cap.observers_bwd)):
-            fn = getattr(obs, method, None)
-            if fn is not None and getattr(type(obs), method, None) is not getattr(Observer, method):
-                bucket.append((obs, fn))  # bound once: hooks call it directly
-        cap.dispatch.clear()
-        self.notify(obs, "on_attach", self)
+        self.observers.add(obs, self)
+
+    def internal_error(self, where: str, exc: BaseException, effect: str = "capture goes on",
+                       *, module: str = "", phase: str = "forward") -> None:
+        """A bug in TensorScope at one of its boundaries, said once per ``where``
+        (``faults.FaultReporter``); the caller switched off what failed."""
+        self.faults.internal_error(where, exc, effect, module=module, phase=phase)
+
+    def _internal_finding(self, phase: str, module: str, message: str) -> None:
+        self.emitter.finding("internal_error", "error", phase, 0, module, message)
 
     # ------------------------------------------------- WatchContext (observers)
     @property
@@ -435,7 +441,7 @@ class Watch(CaptureCallbacks, FrameworkSteps):
         for where, part in (("signal handlers", self.signals.uninstall),
                             ("compiled modules restore", self.compiled.restore),
                             ("detach", self._remove_handles),
-                            ("diagnostics' detach", self._detach_observers),
+                            ("diagnostics' detach", self.observers.detach_all),
                             ("findings flush", self.emitter.flush_findings),
                             ("bye", lambda: self.session.emit(Bye(
                                 exit_code=exit_code or 0, steps=self.capture.step.index,
@@ -455,10 +461,6 @@ class Watch(CaptureCallbacks, FrameworkSteps):
             h.remove()
         self._handles.clear()
         self._hooked.clear()
-
-    def _detach_observers(self) -> None:
-        for obs in list(self._observers):
-            self.notify(obs, "on_detach")
 
     def _close_live(self) -> None:
         if self._live is not None:

@@ -81,11 +81,8 @@ class StepEmitter:
         for where, exc in errors:   # a part of the step lost (one digest, the params)
             w.internal_error(where, exc, "that part of the step is left out", phase="step")
         w.budget_step(step)
-        for obs, fn in w.capture.observers_end:
-            try:
-                fn(record)
-            except Exception as exc:
-                w.observer_failed(obs, "on_step_end", exc)
+        if w.observers.end:
+            w.observers.call(w.observers.end, "on_step_end", record)
         try:
             self._graphs(step)
         except Exception as exc:

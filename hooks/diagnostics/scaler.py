@@ -35,6 +35,15 @@ def grad_scaler_in_use() -> bool:
     types = _scaler_types()
     with warnings.catch_warnings():   # isinstance on some objects warns (deprecated aliases)
         warnings.simplefilter("ignore")
-        found = bool(types) and any(isinstance(o, types) for o in gc.get_objects())
+        found = bool(types) and any(_is_a(o, types) for o in gc.get_objects())
     _CACHE["at"], _CACHE["value"] = now, found
     return found
+
+
+def _is_a(obj: object, types: tuple[type, ...]) -> bool:
+    """``isinstance``, False for a ``weakref.proxy`` whose referent is gone (the
+    collector still lists it; ``isinstance`` on it raises ReferenceError)."""
+    try:
+        return isinstance(obj, types)
+    except ReferenceError:
+        return False

@@ -225,3 +225,22 @@ def test_dead_relu_that_dies_late_is_found_from_the_statistics() -> None:
                 assert ("dead_activation", "1") not in sink.findings
     found = sink.findings[("dead_activation", "1")]
     assert found.step == 15   # statistics steps 15, 20, 25: three consecutive checks
+
+
+def test_grad_scaler_check_survives_a_dead_weak_proxy(monkeypatch) -> None:
+    import weakref
+
+    from tensorscope.hooks.diagnostics import scaler
+
+    class Gone:
+        pass
+
+    obj = Gone()
+    proxy = weakref.proxy(obj)
+    del obj   # the collector still lists the proxy; isinstance on it raises ReferenceError
+    monkeypatch.setitem(scaler._CACHE, "at", -1e9)
+    assert scaler.grad_scaler_in_use() is False
+    scaler_obj = torch.amp.GradScaler("cpu")
+    monkeypatch.setitem(scaler._CACHE, "at", -1e9)
+    assert scaler.grad_scaler_in_use() is True
+    del proxy, scaler_obj
