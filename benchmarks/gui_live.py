@@ -72,15 +72,18 @@ def bench_recolour(args: argparse.Namespace) -> list[dict]:
     _app()
     from PySide6.QtGui import QColor
     from PySide6.QtWidgets import QGraphicsRectItem, QGraphicsScene
-    from tensorscope.ui.graph_view import GraphView, build_cards, card_sizes
+    from tensorscope.ui.graph_items import text_widths
+    from tensorscope.ui.graph_view import GraphView
+    from tensorscope.ui.model.cards import card_sizes, card_texts
     from tensorscope.ui.model.layout import layered_layout
     n = 2000
     g = wide_graph(n)
     view = GraphView()
     view.resize(1200, 800)
     view.show()
-    cards = build_cards(g)
-    view.apply_layout(g, cards, layered_layout(g, card_sizes(cards)))
+    cards = card_texts(g)
+    sizes = card_sizes(cards, text_widths())
+    view.apply_layout(g, cards, sizes, layered_layout(g, sizes))
     rng = random.Random(1)
     recolour, paint = [], []
     for _ in range(args.repeat * 5):

@@ -157,10 +157,12 @@ def bench_models(args: argparse.Namespace) -> list[dict]:
     from PySide6.QtWidgets import QApplication
 
     from real_models import MODELS, captured
+    from tensorscope.ui.graph_items import text_widths
     from tensorscope.ui.graph_panel import ModuleLabels
     from tensorscope.ui.layout_runner import prepare
     from tensorscope.ui.model.graph_model import GraphModel
     _app = QApplication.instance() or QApplication([])
+    widths = text_widths()
     have_dot = shutil.which("dot") is not None and not args.no_dot
     rows = []
     for name in MODELS:
@@ -179,7 +181,7 @@ def bench_models(args: argparse.Namespace) -> list[dict]:
                     g.set_structure(gs, budget=None)
                     if fold == "default":
                         g.collapse_to_budget()
-                    prep = prepare(g, labels.describe)
+                    prep = prepare(g, labels.describe, widths)
                     times.append(time.perf_counter() - t0)
                 vis = nx.DiGraph()
                 vis.add_nodes_from(prep.visible.nodes)

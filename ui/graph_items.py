@@ -15,74 +15,27 @@ from PySide6.QtGui import (QColor, QFontMetricsF, QPainter, QPainterPath, QPen,
                            QPolygonF)
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
+from tensorscope.ui.model.cards import MEASURED, SIDE_ROW, CardText, TextWidths, short_dtype
 from tensorscope.ui.theme import Theme, mono_font, ui_font
 
-SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-                "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
-                "bool": "bool", "complex64": "c64", "complex128": "c128"}
 LOD_TEXT = 0.4
 
 
 @dataclass
-class Card:
-    """One node as drawn: geometry plus the text it shows."""
+class Card(CardText):
+    """One node as drawn: its text plus its rectangle in the scene (GUI thread)."""
 
-    id: str
-    kind: str                 # call | group | input | output | op | param | leaf
-    title: str
-    path: str = ""
-    shape: str = ""
-    dtype: str = ""
-    device: str = ""
-    members: int = 1
-    side: str = ""            # side inputs drawn as a stub row ("⇢ attention_mask 2×32")
     rect: QRectF = field(default_factory=QRectF)
 
 
-def short_dtype(dtype: str) -> str:
-    """``float32`` → ``f32`` for badges."""
-    return SHORT_DTYPES.get(dtype, dtype.replace("torch.", ""))
-
-
-def shape_text(shape) -> str:
-    """``[64, 128]`` → ``64×128``; scalars read ``scalar``."""
-    if shape is None:
-        return ""
-    if isinstance(shape, str):
-        return shape
-    return "×".join(str(s) for s in shape) if len(shape) else "scalar"
-
-
-def card_size(card: Card) -> tuple[float, float]:
-    """Width and height a card needs for its text (GUI thread)."""
-    title = QFontMetricsF(ui_font(0.5, bold=True))
-    small = QFontMetricsF(ui_font(-1.0))
-    mono = QFontMetricsF(mono_font(-0.5))
-    if card.kind in ("input", "output", "leaf", "param"):
-        w = max(title.horizontalAdvance(card.title), mono.horizontalAdvance(card.shape)) + 28
-        return (max(96.0, min(w, 240.0)), 42.0 if card.shape else 30.0)
-    if card.kind in ("op", "opgroup"):
-        w = title.horizontalAdvance(card.title) + 28
-        if card.kind == "opgroup":
-            w = max(w, small.horizontalAdvance(f"{card.path}  ▸{card.members}") + 28)
-        return (max(110.0, min(w, 240.0)), 40.0 if card.path else 30.0)
-    path = card.path if card.kind != "group" else f"{card.path}  ▸{card.members}"
-    top = title.horizontalAdvance(card.title) + small.horizontalAdvance(path) + 36
-    badges = small.horizontalAdvance(short_dtype(card.dtype) + card.device) + 34
-    bottom = mono.horizontalAdvance(card.shape) + badges + 30
-    side = small.horizontalAdvance(card.side) + 30 if card.side else 0.0
-    height = (54.0 if card.kind != "group" else 58.0) + (SIDE_ROW if card.side else 0.0)
-    return (max(170.0, min(max(top, bottom, side), 300.0)), height)
-
-
-SIDE_ROW = 17.0
-
-
-def side_text(badges: list[dict]) -> str:
-    """The stub row of a card fed side inputs: ``⇢ attention_mask 2×32, side input 1×32``."""
-    parts = [f"{b.get('label', 'side input')} {shape_text(b.get('shape'))}".strip()
-             for b in badges]
-    return "⇢ " + ", ".join(dict.fromkeys(parts)) if parts else ""
+def text_widths() -> TextWidths:
+    """The card fonts' character advances, for layout workers (GUI thread)."""
+    fonts = {"title": ui_font(0.5, bold=True), "small": ui_font(-1.0), "mono": mono_font(-0.5)}
+    advances = {}
+    for name, font in fonts.items():
+        metrics = QFontMetricsF(font)
+        advances[name] = {ch: metrics.horizontalAdvance(ch) for ch in MEASURED}
+    return TextWidths(advances)
 
 
 class NodeLayer(QGraphicsItem):

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.graph_model import GraphModel
+from tensorscope.ui.graph_items import text_widths
 from tensorscope.ui.graph_view import GraphView
 from tensorscope.ui.layout_runner import LayoutRunner, Prepared, prepare
 from tensorscope.ui.model.session_model import ModuleKey, SessionModel
@@ -82,6 +83,9 @@ class GraphPanel(QWidget):
         self.graphs = {k: GraphModel(k, type_of=self._type_of) for k in KINDS}
         self.views = {k: GraphView(self, theme) for k in KINDS}
         self.runners = {k: LayoutRunner(bridge) for k in KINDS}
+        runners = list(self.runners.values())
+        self.destroyed.connect(lambda *_: [r.close() for r in runners])
+        self.widths = text_widths()   # what workers measure card texts with
         self._pending: dict[int, tuple[str, bool]] = {}
         self._laid_out = {k: False for k in KINDS}
         self._hash = {k: None for k in KINDS}
@@ -142,7 +146,7 @@ class GraphPanel(QWidget):
         empty = Layout(positions={}, edge_points={}, layers={}, width=0.0, height=0.0)
         for kind in KINDS:
             self.graphs[kind] = GraphModel(kind, type_of=self._type_of)
-            self.views[kind].apply_layout(nx.DiGraph(), {}, empty, fit=False)
+            self.views[kind].apply_layout(nx.DiGraph(), {}, {}, empty, fit=False)
             self.runners[kind].previous = None
             self.runners[kind].latest = 0
             self._hash[kind] = None
@@ -171,7 +175,7 @@ class GraphPanel(QWidget):
         old = self.graphs[kind]
         old_groups, old_collapsed = set(old.groups), set(old.collapsed)
         had_nodes = old.full.number_of_nodes() > 0
-        labels = self.labels()
+        labels, widths = self.labels(), self.widths
         fresh = GraphModel(kind, type_of=labels.type_of)
         fresh.fold_runs = old.fold_runs
 
@@ -181,7 +185,7 @@ class GraphPanel(QWidget):
                 fresh.collapsed = old_collapsed
             else:
                 fresh.collapse_to_budget()
-            return prepare(fresh, labels.describe)
+            return prepare(fresh, labels.describe, widths)
         self._submit(kind, work, fit=True)
 
     def relayout(self, kind: str, incremental: bool = True,
@@ -191,7 +195,8 @@ class GraphPanel(QWidget):
         labels = self.labels()
         model.set_type_of(labels.type_of)
         previous = self.runners[kind].previous if incremental else None
-        return self._submit(kind, lambda: prepare(model, labels.describe, previous),
+        widths = self.widths
+        return self._submit(kind, lambda: prepare(model, labels.describe, widths, previous),
                             fit=not incremental)
 
     def _submit(self, kind: str, work, fit: bool) -> int:
@@ -217,7 +222,7 @@ class GraphPanel(QWidget):
             return
         self.graphs[kind] = result.model
         self.runners[kind].previous = result.layout
-        view.apply_layout(result.visible, result.cards, result.layout,
+        view.apply_layout(result.visible, result.texts, result.sizes, result.layout,
                           fit=fit or not self._laid_out[kind])
         self._laid_out[kind] = True
         self._seen.reset()
@@ -233,6 +238,12 @@ class GraphPanel(QWidget):
     def pending_layouts(self) -> int:
         """Layouts still running."""
         return len(self._pending)
+
+    def close_layouts(self) -> None:
+        """Stop the layout workers and wait for them (the window closes; GUI thread)."""
+        for runner in self.runners.values():
+            runner.close()
+        self._pending.clear()
 
     # ------------------------------------------------------------ colour ---
     def set_metric(self, metric: str) -> None:
@@ -417,10 +428,11 @@ class GraphPanel(QWidget):
         changed = self.graphs[self.kind].copy()
         labels = self.labels()
         changed.set_type_of(labels.type_of)
+        widths = self.widths
 
         def work() -> Prepared:
             changed.collapse_to_budget()
-            return prepare(changed, labels.describe)
+            return prepare(changed, labels.describe, widths)
         self._submit(self.kind, work, fit=True)
 
 

@@ -1,62 +1,30 @@
 """The graph canvas: cards, shape-labelled edges, live colour, minimap, export.
 
 ``GraphView`` draws a laid-out visible graph (from ``GraphModel``) with the
-batched items of ``graph_items``. It never computes a layout itself: the
-window builds cards (``build_cards``), hands their sizes to a layout worker
-and calls ``apply_layout`` with the result.
+batched items of ``graph_items``. It never computes a layout itself: a layout
+worker works out the cards' texts, sizes and positions as plain data
+(``layout_runner.prepare``) and ``apply_layout`` makes the cards from them on
+the GUI thread.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Collection, Mapping
 
 import networkx as nx
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QPainter, QWheelEvent
+from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QStyle, QWidget
 
 from tensorscope.common.statistics import METRICS
-from tensorscope.ui.graph_items import (Card, EdgeLabel, EdgeLayer, NodeLayer, card_size,
-                                        shape_text, short_dtype, side_text)
+from tensorscope.ui.graph_items import Card, EdgeLabel, EdgeLayer, NodeLayer
+from tensorscope.ui.model.cards import CardText, short_dtype
 from tensorscope.ui.legend import MetricLegend
 from tensorscope.ui.minimap import Minimap
 from tensorscope.ui.theme import Theme, make_theme, mono_font
-from PySide6.QtGui import QFontMetricsF
 
 LOG_METRICS = tuple(m.key for m in METRICS if m.log)
 FLOATS = ("float16", "bfloat16", "float32", "float64")
-
-
-def build_cards(vis: nx.DiGraph, describe: Callable[[dict], tuple[str, str]] | None = None
-                ) -> dict[str, Card]:
-    """Cards (without positions) for every visible node. GUI thread.
-
-    ``describe(attrs)`` may return a nicer ``(title, path)`` for call/group nodes.
-    """
-    cards = {}
-    for nid, a in vis.nodes(data=True):
-        kind = a.get("kind", "call")
-        title, path = str(a.get("label", nid)), str(a.get("path") or a.get("module") or "")
-        if describe is not None and (kind in ("call", "group") or (kind == "op" and not path)):
-            title, path = describe(a)  # ops of a root module show the root's name
-        if kind == "op":
-            title = title.removesuffix("Backward0").removesuffix("Backward1") or title
-        if kind == "param":
-            title, path = str(a.get("param") or title), ""
-        cards[nid] = Card(id=nid, kind=kind, title=title, path=path,
-                          shape=shape_text(a.get("shape")), dtype=str(a.get("dtype") or ""),
-                          device=str(a.get("device") or ""), members=int(a.get("members", 1)),
-                          side=side_text(a.get("side_inputs") or []))
-        if kind == "group" and a.get("mixed_dtype"):
-            cards[nid].dtype = "mixed"
-        if kind == "group" and a.get("shape") is None and not a.get("dtype"):
-            cards[nid].kind = "opgroup"   # autograd ops folded by module: no tensor row
-    return cards
-
-
-def card_sizes(cards: Mapping[str, Card]) -> dict[str, tuple[float, float]]:
-    """The size each card needs (input to the layout)."""
-    return {nid: card_size(c) for nid, c in cards.items()}
 
 
 def edge_style(vis: nx.DiGraph, u: str, v: str) -> str:
@@ -135,15 +103,17 @@ class GraphView(QGraphicsView):
         self._empty_text = text
         self.viewport().update()
 
-    def apply_layout(self, vis: nx.DiGraph, cards: dict[str, Card], layout: Any,
+    def apply_layout(self, vis: nx.DiGraph, texts: Mapping[str, CardText],
+                     sizes: Mapping[str, tuple[float, float]], layout: Any,
                      fit: bool = True) -> None:
-        """Place cards at the layout's positions and rebuild the edges."""
+        """Make the cards, place them at the layout's positions, rebuild the edges."""
         self.graph = vis
-        for nid, card in cards.items():
-            w, h = card_size(card)
+        cards = []
+        for nid, text in texts.items():
+            w, h = sizes[nid]
             x, y = layout.positions.get(nid, (0.0, 0.0))
-            card.rect = QRectF(x - w / 2, y - h / 2, w, h)
-        self.nodes.set_cards(list(cards.values()))
+            cards.append(Card(**vars(text), rect=QRectF(x - w / 2, y - h / 2, w, h)))
+        self.nodes.set_cards(cards)
         self._build_edges(getattr(layout, "edge_points", {}))
         self._scene.setSceneRect(self._scene.itemsBoundingRect().adjusted(-60, -60, 60, 60))
         self.minimap.refresh()

@@ -436,6 +436,7 @@ class MainWindow(QMainWindow):
         if hook is not None:
             hook()
         self.timer.stop()
+        self.graph.close_layouts()
         if self.connection is not None:
             self._drop_connection("window closed")
         super().closeEvent(event)

@@ -7,7 +7,7 @@ from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSortFilterProxyMod
 from PySide6.QtGui import QBrush, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
-from tensorscope.ui.graph_items import shape_text
+from tensorscope.ui.model.cards import shape_text
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import LocalKey, ModuleState, SessionModel
