@@ -21,18 +21,20 @@ def isolated_settings(tmp_path):
 def settle_workers_and_deletions(qtbot):
     """After each test: let layout workers finish, then delete the test's widgets.
 
-    A widget that a test left behind must not be destroyed by a later garbage
-    collection while a layout worker of the next test runs: destroying a QObject
-    on the GUI thread (with the GIL held) can wait on a Qt lock that the worker
-    holds while it waits for the GIL.
+    Test isolation only: the product no longer needs it (layout workers make no
+    Qt objects, and closing or destroying a window stops its jobs, as
+    ``test_layout_lifecycle.py`` checks without this fixture). It keeps one
+    test's leftover windows and workers from running into the next test's
+    timings and thread checks.
     """
     yield
     import gc
+    import threading
 
-    from PySide6.QtCore import QCoreApplication, QEvent, QThreadPool
-    pool = QThreadPool.globalInstance()
+    from PySide6.QtCore import QCoreApplication, QEvent
     try:
-        qtbot.waitUntil(lambda: pool.activeThreadCount() == 0, timeout=30_000)
+        qtbot.waitUntil(lambda: not any(t.name == "tensorscope-layout"
+                                        for t in threading.enumerate()), timeout=30_000)
     except AssertionError:
         pass   # a worker still busy: the next test's own waits cover it
     gc.collect()

@@ -1,0 +1,41 @@
+"""Card texts and sizes as plain data (what a layout worker computes; no Qt)."""
+from __future__ import annotations
+
+import networkx as nx
+
+from tensorscope.ui.model.cards import TextWidths, card_size, card_texts, shape_text, side_text
+
+WIDTHS = TextWidths({"title": {"a": 7.0, "b": 8.0}, "small": {"a": 5.0}, "mono": {"1": 6.0}})
+
+
+def test_a_text_is_as_wide_as_its_characters_and_unknown_ones_count_as_the_widest():
+    assert WIDTHS.width("title", "ab") == 15.0
+    assert WIDTHS.width("title", "a?") == 15.0   # '?' not measured: the widest (8)
+    assert WIDTHS.width("small", "") == 0.0
+
+
+def test_card_texts_follow_the_node_kinds():
+    vis = nx.DiGraph()
+    vis.add_node("c", kind="call", label="Linear", path="fc", shape=[2, 3], dtype="float32",
+                 device="cpu", side_inputs=[{"label": "mask", "shape": [2]}])
+    vis.add_node("g", kind="group", label="Block", path="blk", members=4)
+    vis.add_node("o", kind="op", label="AddmmBackward0", path="fc")
+    vis.add_node("p", kind="param", label="w", param="fc.weight")
+    texts = card_texts(vis, describe=lambda a: (f"<{a['label']}>", str(a.get("path", ""))))
+    assert (texts["c"].title, texts["c"].shape, texts["c"].side) == ("<Linear>", "2×3", "⇢ mask 2")
+    assert texts["g"].kind == "opgroup" and texts["g"].members == 4   # no tensor row
+    assert texts["o"].title == "Addmm"
+    assert (texts["p"].title, texts["p"].path) == ("fc.weight", "")
+    assert shape_text([]) == "scalar" and side_text([]) == ""
+
+
+def test_card_sizes_grow_with_the_text_within_their_bounds():
+    vis = nx.DiGraph()
+    vis.add_node("short", kind="call", label="a", path="a")
+    vis.add_node("long", kind="call", label="a" * 30, path="a")
+    vis.add_node("huge", kind="call", label="a" * 300, path="a")
+    texts = card_texts(vis)
+    short, long_, huge = (card_size(texts[n], WIDTHS) for n in ("short", "long", "huge"))
+    assert short == (170.0, 54.0)                     # the minimum width
+    assert long_[0] == 7.0 * 30 + 5.0 + 36           # title, path and padding
+    assert huge == (300.0, 54.0)                      # the maximum width
