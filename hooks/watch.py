@@ -169,7 +169,7 @@ class Watch(FrameworkSteps):
                                        listen=listen, wait=wait,
                                        allow_remote=allow_remote, connect=connect))
         try:
-            self._hello(name, script, argv)
+            self._hello(name, script, argv, kinds)
             self._attach(model)
             if kinds:
                 self.gate.set_breakpoints(kinds)
@@ -212,7 +212,8 @@ class Watch(FrameworkSteps):
         for obs in observers:
             self.add_observer(obs)
 
-    def _hello(self, name: str | None, script: str | None, argv: Sequence[str] | None) -> None:
+    def _hello(self, name: str | None, script: str | None, argv: Sequence[str] | None,
+               breakpoints: list[dict[str, Any]]) -> None:
         devices = ["cpu"]
         if torch.cuda.is_available():
             devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
@@ -222,7 +223,7 @@ class Watch(FrameworkSteps):
                                 pid=os.getpid(), torch=torch.__version__, devices=devices,
                                 rank=info.rank, mode=self.mode, started_at=time.time(),
                                 world_size=info.world_size, local_rank=info.local_rank,
-                                job=job_id())
+                                job=job_id(), breakpoints=breakpoints)
         self.session.emit(self._hello_msg)
 
     def refresh_rank(self) -> None:

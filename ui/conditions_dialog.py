@@ -2,7 +2,8 @@
 
 ``Break when encoder.0: grad_norm > 100``: training pauses at the next step boundary
 after a step whose statistics of that module (any module when none is named) meet
-the condition. The fields a condition may use are those of ``tensorscope.common.
+the condition. Those the run was started with (``--break-on``) are listed too,
+marked so. The fields a condition may use are those of ``tensorscope.common.
 conditions`` (``grad_norm``, ``norm``, ``max``, ``zero_fraction``, ``finite`` …).
 """
 from __future__ import annotations
@@ -61,8 +62,11 @@ class ConditionDialog(QDialog):
     def refresh(self) -> None:
         """Show the ``ViewState``'s conditions."""
         self.list.clear()
-        for _root, path, expr in self.view_state.conditions:
-            self.list.addItem(f"{path or 'any module'}: {expr}")
+        from_run = self.view_state.run_breakpoints.conditions
+        for item in self.view_state.conditions:
+            _root, path, expr = item
+            origin = "   (--break-on)" if item in from_run else ""
+            self.list.addItem(f"{path or 'any module'}: {expr}{origin}")
         self.remove_button.setEnabled(bool(self.view_state.conditions))
 
     def add(self) -> bool:

@@ -56,7 +56,8 @@ class MainWindow(QMainWindow):
         self.job = JobConnection(self.model)
         self.job.on_rank_joined = self._rank_joined
         self._connection_text = "waiting for a training script"
-        self._seen = ChangeCursor()   # the pause last shown
+        self._seen = ChangeCursor()   # the pause and the ranks last shown
+        self._run_hellos: set[tuple[int, int, float]] = set()   # their --break-on taken
         self._settings_key = settings_key
         self.graph = GraphPanel(self.bridge, self.model, self.view_state, self.theme, self)
         self.setCentralWidget(self.graph)
@@ -251,7 +252,10 @@ class MainWindow(QMainWindow):
         sel = self.view_state.selection
         if sel is not None and sel.rank != m.rank:   # another rank shown: its same module
             self.select_module(sel.root, sel.path)
-        if m.changes.take(self._seen, "pause"):
+        changed = m.changes.take(self._seen, "pause", "ranks")
+        if "ranks" in changed:
+            self._take_run_breakpoints()
+        if "pause" in changed:
             self._paused_changed()
         live = self.connection is not None
         for act in self.actions.debugger():
@@ -261,6 +265,23 @@ class MainWindow(QMainWindow):
             act.setEnabled(live and m.paused is not None)
         self.status.refresh(m, self._connection_text)
         self.refreshed.emit()
+
+    def _take_run_breakpoints(self) -> None:
+        """The breakpoints each rank's run was started with (``--break-on``, in its
+        Hello) join the ``ViewState``'s set, once per Hello: shown in the actions and
+        the conditions dialog, and kept in the set the controller sends."""
+        for state in self.model.ranks.values():
+            hello = state.hello
+            if hello is None or not hello.breakpoints:
+                continue
+            key = (hello.rank, hello.pid, hello.started_at)
+            if key in self._run_hellos:
+                continue
+            self._run_hellos.add(key)
+            try:
+                self.view_state.add_run_breakpoints(hello.breakpoints)
+            except ValueError as exc:
+                self.show_error(f"could not show the run's --break-on breakpoints: {exc}")
 
     def _paused_changed(self) -> None:
         p = self.model.paused

@@ -128,6 +128,9 @@ class Hello(Message):
     world_size: int = 1
     local_rank: int = 0
     job: str = ""  # the same for every rank of one job (``distributed.job_id``)
+    #: the breakpoints the run was started with (``--break-on``), as ``SetBreakpoints``
+    #: dicts: the GUI shows them, and keeps them in the set it sends
+    breakpoints: list[dict[str, Any]] = field(default_factory=list)
 
 
 @_register

@@ -30,5 +30,8 @@ def test_a_condition_from_the_command_line_reaches_the_gate():
         conds = w.gate._base.conditions
         assert len(conds) == 1 and conds[0][:2] == (0, "0")
         assert conds[0][2].text == "grad_norm > 100"
+        # the GUI learns them from the Hello, to show them and keep them
+        assert w._hello_msg.breakpoints == [
+            {"kind": "condition", "expr": "grad_norm > 100", "root": 0, "path": "0"}]
     finally:
         w.close()

@@ -222,3 +222,46 @@ def test_a_breakpoint_set_in_the_graph_reaches_the_request_and_the_pause_is_draw
     qtbot.waitUntil(lambda: w.view_state.paused_at is None, timeout=5000)
     assert view.nodes.executing is None
     assert view.nodes.breakpoints == {nid, other}   # breakpoints stay across the pause
+
+
+def test_the_runs_break_on_set_is_shown_and_kept_in_the_set_the_gui_sends(qtbot):
+    """A run started with ``--break-on non_finite,network.2: grad_norm > 100``: its
+    Hello says so; the action is checked, the dialog lists the condition, and a
+    breakpoint set in the GUI does not drop them (SetBreakpoints replaces the set)."""
+    import dataclasses
+
+    from tensorscope.common.events import SetBreakpoints
+    from tensorscope.ui.conditions_dialog import ConditionDialog
+    run = [{"kind": "non_finite"},
+           {"kind": "condition", "expr": "grad_norm > 100", "root": 0, "path": "network.2"}]
+    peer = TrainingPeer()
+    w = MainWindow(make_theme(False), settings_key="test")
+    qtbot.addWidget(w)
+    w.accept_connection(peer.connect())
+    qtbot.waitUntil(lambda: w.connection is not None, timeout=5000)
+    msgs = mlp_session(3)
+    msgs[0] = dataclasses.replace(msgs[0], breakpoints=run)
+    for msg in msgs:
+        peer.send(msg)
+    qtbot.waitUntil(lambda: w.view_state.run_breakpoints.kinds == {"non_finite"},
+                    timeout=5000)
+    try:
+        assert w.actions.break_non_finite.isChecked()
+        w.actions.conditions.trigger()
+        dialog: ConditionDialog = w.conditions_dialog
+        qtbot.addWidget(dialog)
+        assert dialog.list.item(0).text() == "network.2: grad_norm > 100   (--break-on)"
+        w.view_state.select(0, 0, "network.0")
+        w.actions.toggle_break.trigger()
+        qtbot.waitUntil(lambda: any(isinstance(r, SetBreakpoints) and len(r.breakpoints) == 3
+                                    for r in peer.requests), timeout=5000)
+        last = [r for r in peer.requests if isinstance(r, SetBreakpoints)][-1]
+        assert last.breakpoints == [
+            {"kind": "non_finite"},
+            {"kind": "module", "root": 0, "path": "network.0", "on": "forward"},
+            {"kind": "condition", "expr": "grad_norm > 100", "root": 0, "path": "network.2"}]
+        w.actions.break_non_finite.setChecked(False)   # the user may disarm one
+        assert "non_finite" not in w.view_state.break_kinds
+    finally:
+        w.close()
+        peer.close()

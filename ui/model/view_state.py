@@ -87,6 +87,33 @@ class Breakpoints:
     def __bool__(self) -> bool:
         return bool(self.modules or self.kinds or self.conditions)
 
+    @classmethod
+    def from_dicts(cls, items: list[dict[str, Any]]) -> Breakpoints:
+        """A set from ``SetBreakpoints`` dicts (``Hello.breakpoints``); raises
+        ValueError naming the first item it cannot read."""
+        modules: set[LocalKey] = set()
+        kinds: set[str] = set()
+        conditions: list[ConditionKey] = []
+        for i, bp in enumerate(items):
+            kind = bp.get("kind") if isinstance(bp, dict) else None
+            if kind in BREAK_KINDS:
+                kinds.add(str(kind))
+            elif kind == "module" and bp.get("on", "forward") == "forward":
+                modules.add((int(bp.get("root", 0) or 0), str(bp.get("path", ""))))
+            elif kind == "condition" and isinstance(bp.get("expr"), str):
+                item = (int(bp.get("root", 0) or 0), str(bp.get("path") or ""), bp["expr"])
+                if item not in conditions:
+                    conditions.append(item)
+            else:
+                raise ValueError(f"breakpoint {i} is not one the GUI shows: {bp!r}")
+        return cls(frozenset(modules), frozenset(kinds), tuple(conditions))
+
+    def union(self, other: Breakpoints) -> Breakpoints:
+        """Both sets together (``self``'s conditions first)."""
+        return Breakpoints(self.modules | other.modules, self.kinds | other.kinds,
+                           (*self.conditions,
+                            *(c for c in other.conditions if c not in self.conditions)))
+
     def dicts(self) -> list[dict[str, Any]]:
         """The set as ``SetBreakpoints`` dicts."""
         out: list[dict[str, Any]] = [{"kind": k} for k in sorted(self.kinds)]
@@ -107,6 +134,7 @@ class ViewState:
         self.events = EmitterGroup("selection", "breakpoints", "pins", "paused_at")
         self._selection: Selection | None = None
         self._breakpoints = Breakpoints()
+        self._run_breakpoints = Breakpoints()
         self._pins: frozenset[LocalKey] = frozenset()
         self._paused_at: PausedMarker | None = None
 
@@ -185,6 +213,19 @@ class ViewState:
         if 0 <= index < len(self.conditions):
             kept = self.conditions[:index] + self.conditions[index + 1:]
             self._set_breakpoints(replace(self._breakpoints, conditions=kept))
+
+    @property
+    def run_breakpoints(self) -> Breakpoints:
+        """The breakpoints the run was started with (``--break-on``), as its ranks said."""
+        return self._run_breakpoints
+
+    def add_run_breakpoints(self, items: list[dict[str, Any]]) -> None:
+        """Take the breakpoints a run was started with (``Hello.breakpoints``) into the
+        set, so that they are shown, and kept in the set the GUI sends (which replaces
+        the run's). Raises ValueError for an item it cannot read (nothing is taken)."""
+        run = Breakpoints.from_dicts(items)
+        self._run_breakpoints = self._run_breakpoints.union(run)
+        self._set_breakpoints(self._breakpoints.union(run))
 
     def _set_breakpoints(self, breakpoints: Breakpoints) -> None:
         if breakpoints != self._breakpoints:

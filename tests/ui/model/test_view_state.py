@@ -115,3 +115,32 @@ def test_a_callback_that_disconnects_hears_nothing_more():
     state.events.pins.disconnect(callback)
     state.toggle_pin(0, "b")
     assert heard == [{(0, "a")}]
+
+
+def test_the_runs_breakpoints_join_the_set_once_and_are_remembered():
+    """``--break-on`` arrives in Hello: shown, and kept in the set the GUI sends."""
+    state = ViewState()
+    heard = _heard(state)
+    state.toggle_module_break(0, "fc")
+    run = [{"kind": "non_finite"},
+           {"kind": "condition", "expr": "grad_norm > 100", "root": 0, "path": "encoder.0"},
+           {"kind": "condition", "expr": "zero_fraction > 0.9"}]
+    state.add_run_breakpoints(run)
+    state.add_run_breakpoints(run)            # another rank said the same: no change
+    assert len(heard["breakpoints"]) == 2
+    assert state.break_kinds == {"non_finite"} and state.module_breaks == {(0, "fc")}
+    assert state.conditions == ((0, "encoder.0", "grad_norm > 100"), (0, "", "zero_fraction > 0.9"))
+    assert state.run_breakpoints == Breakpoints.from_dicts(run)
+    assert {"kind": "non_finite"} in state.breakpoints.dicts()
+    state.remove_condition(0)                 # the user may still remove one
+    assert state.conditions == ((0, "", "zero_fraction > 0.9"),)
+    assert len(state.run_breakpoints.conditions) == 2
+
+
+def test_breakpoints_the_gui_cannot_show_are_refused_by_name():
+    state = ViewState()
+    with pytest.raises(ValueError, match="breakpoint 1 is not one the GUI shows"):
+        state.add_run_breakpoints([{"kind": "finding"}, {"kind": "bogus"}])
+    with pytest.raises(ValueError, match="breakpoint 0"):
+        state.add_run_breakpoints(["non_finite"])  # type: ignore[list-item]
+    assert not state.breakpoints and not state.run_breakpoints
