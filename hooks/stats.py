@@ -20,7 +20,9 @@ What is computed for a floating tensor:
 The zero fraction and the NaN/Inf counts always come from the sample (a
 count is raised to at least 1 when the exact min/max show such a value);
 ``"sample"`` in the result says how many elements that was. min, max and
-mean are always exact.
+mean are always exact. What each key means (NaN and Inf propagate) is in
+``tensorscope.common.statistics``; a sampled ``std`` or ``norm`` is made NaN
+or Inf on the host when the exact min/max show a value the sample missed.
 """
 from __future__ import annotations
 
@@ -306,13 +308,25 @@ def stats_from(slots: StatSlots, v: list[float]) -> dict[str, float]:
         var = (ssq_s - ns * mean_s * mean_s) / max(ns - 1, 1)
         norm = math.sqrt(max(ssq_s, 0.0) * n / ns) if math.isfinite(ssq_s) else ssq_s
         zero = (ns - v[slots.nnz]) / ns
+    if slots.integer:   # integer and bool: the catalogue's keys for them
+        return _with_sample({"min": mn, "max": mx, "mean": mean, "zero_fraction": zero},
+                            slots.n_sample < n, slots)
     std = math.sqrt(max(var, 0.0)) if math.isfinite(var) else math.nan
     out = {"min": mn, "max": mx, "mean": mean, "std": std, "norm": norm,
            "nan": 0, "inf": 0, "zero_fraction": zero}
     sampled = slots.n_sample < n
-    if slots.nan is not None and not (math.isfinite(mn) and math.isfinite(mx)):
-        out["nan"], out["inf"] = _counts(slots, v, mn, mx)
-        sampled = True
+    if not (math.isfinite(mn) and math.isfinite(mx)):
+        # the exact min/max show a NaN (aminmax propagates it) or an infinity, which a
+        # sample may have missed: std and norm as the catalogue defines them
+        has_nan = math.isnan(mn) or math.isnan(mx)
+        out["std"], out["norm"] = math.nan, math.nan if has_nan else math.inf
+        if slots.nan is not None:
+            out["nan"], out["inf"] = _counts(slots, v, mn, mx)
+            sampled = True
+    return _with_sample(out, sampled, slots)
+
+
+def _with_sample(out: dict[str, float], sampled: bool, slots: StatSlots) -> dict[str, float]:
     if sampled:
         out["sample"] = slots.n_sample
     return out

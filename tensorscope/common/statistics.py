@@ -1,21 +1,27 @@
 """The statistics catalogue: every tensor statistic and module metric, defined once.
 
 A statistics dict (``CallDigest.stats``, a tensor slice's ``stats``) maps a
-``Statistic.key`` to a number. What each one means:
+``Statistic.key`` to a number. Each key means one thing wherever it
+appears; its entry's ``meaning`` says what (complex tensors: of their
+magnitudes; bool tensors: as 0/1). In short:
 
-* ``min``, ``max``, ``mean``: of the values (complex tensors: of their
-  magnitudes; bool tensors: as 0/1);
-* ``std``: the unbiased standard deviation, as ``torch.std``;
-* ``norm``: the L2 norm of the whole tensor;
+* ``min``, ``max``, ``mean``, ``std``, ``norm``: of all the values, with
+  IEEE arithmetic: a NaN anywhere makes them NaN, and an infinity makes the
+  ones it reaches infinite (``std`` NaN). They are how a NaN or Inf is seen
+  to be there, at no cost on the capture's hot path;
+* ``finite_min`` ... ``finite_std``: the same over the finite values only
+  (NaN when none is), for a look past the NaN/Inf; only a tensor slice's
+  statistics carry them (``captured=False``);
 * ``nan``, ``inf``: how many values are NaN, or ±Inf;
 * ``zero_fraction``: the share of values that are exactly zero.
 
-The capture (``tensorscope.hooks.stats``) may take them from a strided
-sample of a large tensor (``"sample"`` then says how many values) and keeps
-NaN/Inf in ``min``/``max``/``mean``, which is how they are seen to be there.
-A tensor slice's statistics (``tensorscope.training.slice_encode``) are exact,
-of the whole tensor, and describe its finite values (the counts say how many
-are not).
+Two implementations follow these definitions: the capture's
+(``tensorscope.hooks.stats``, on device on the hot path: ``std``, ``norm``,
+the counts and the zero fraction may come from a strided sample of a large
+tensor, ``"sample"`` then says of how many values) and a tensor slice's
+(``tensorscope.training.slice_torch.chunked_stats``: exact, of the whole
+tensor). ``tests/common/test_statistics_agree.py`` runs both on the same
+tensors.
 
 Module metrics (``METRICS``) are what the GUI colours a graph by: per module,
 one number of its last call. Adding a statistic means adding it here and
@@ -38,6 +44,9 @@ class Statistic:
     a log axis; ``kinds`` are the dtype kinds it is taken for; ``plot_order``
     is its place among the per-module statistics the plots offer (None: not
     offered); ``percent`` shows it as a percentage; ``count`` as an integer.
+    ``captured``: the capture takes it (else only a tensor slice's statistics
+    carry it); ``finite_of`` names the statistic it is the finite-values-only
+    version of. ``meaning`` is its definition, which every implementation follows.
     """
 
     key: str
@@ -48,6 +57,9 @@ class Statistic:
     plot_order: int | None = None
     percent: bool = False
     count: bool = False
+    captured: bool = True
+    finite_of: str | None = None
+    meaning: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,22 +76,43 @@ class Metric:
     stat: str | None = None
 
 
+_F = frozenset({FLOAT})
+_NONFINITE = "; NaN if any value is NaN"
 #: in the inspector's order
 STATISTICS: tuple[Statistic, ...] = (
-    Statistic("min", "min"),
-    Statistic("max", "max", plot_order=4),
-    Statistic("mean", "mean", plot_order=2),
-    Statistic("std", "std", kinds=frozenset({FLOAT}), plot_order=3),
-    Statistic("norm", "activation norm", log=True, kinds=frozenset({FLOAT}), plot_order=0),
-    Statistic("zero_fraction", "zero fraction", short="zeros", percent=True, plot_order=1),
-    Statistic("nan", "NaN count", kinds=frozenset({FLOAT}), count=True),
-    Statistic("inf", "Inf count", kinds=frozenset({FLOAT}), count=True),
+    Statistic("min", "min", meaning="the smallest value (-Inf if there is one)" + _NONFINITE),
+    Statistic("max", "max", plot_order=4,
+              meaning="the largest value (+Inf if there is one)" + _NONFINITE),
+    Statistic("mean", "mean", plot_order=2,
+              meaning="the sum of the values over their count: ±Inf if infinities of one "
+                      "sign are there" + _NONFINITE + " or infinities of both signs are"),
+    Statistic("std", "std", kinds=_F, plot_order=3,
+              meaning="the unbiased standard deviation, as torch.std (0 for one value); "
+                      "NaN if any value is NaN or ±Inf"),
+    Statistic("norm", "activation norm", log=True, kinds=_F, plot_order=0,
+              meaning="the L2 norm of the whole tensor: +Inf if a value is ±Inf" + _NONFINITE),
+    Statistic("zero_fraction", "zero fraction", short="zeros", percent=True, plot_order=1,
+              meaning="the share of values that are exactly zero (NaN is not zero)"),
+    Statistic("nan", "NaN count", kinds=_F, count=True, meaning="how many values are NaN"),
+    Statistic("inf", "Inf count", kinds=_F, count=True,
+              meaning="how many values are +Inf or -Inf"),
+    *(Statistic(f"finite_{k}", f"finite {k}", kinds=_F, captured=False, finite_of=k,
+                meaning=f"{k} of the finite values only; NaN when none is finite")
+      for k in ("min", "max", "mean", "std")),
 )
 BY_KEY: dict[str, Statistic] = {s.key: s for s in STATISTICS}
 STAT_KEYS: tuple[str, ...] = tuple(BY_KEY)
+#: the statistics the capture takes
+CAPTURED: tuple[Statistic, ...] = tuple(s for s in STATISTICS if s.captured)
 #: the statistics the plots offer per module, in their order
 PLOTTED: tuple[Statistic, ...] = tuple(sorted((s for s in STATISTICS if s.plot_order is not None),
                                               key=lambda s: s.plot_order or 0))
+
+
+def keys_for(kind: str, *, captured: bool = False) -> tuple[str, ...]:
+    """The keys a statistics dict of a tensor of dtype ``kind`` (``FLOAT``, ``INT``,
+    ``BOOL``) has: the capture's (``captured``) or a tensor slice's (all)."""
+    return tuple(s.key for s in STATISTICS if kind in s.kinds and (s.captured or not captured))
 
 #: in the colour menu's order
 METRICS: tuple[Metric, ...] = (

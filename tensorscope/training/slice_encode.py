@@ -67,51 +67,6 @@ def _transport(t: Any) -> Any:
     return t.to(torch.int64)  # uint16/32/64 and other integer kinds
 
 
-def tensor_stats(t: Any) -> dict[str, float]:
-    """Whole-tensor statistics, computed on its device, one host transfer."""
-    import torch
-
-    t = t.detach()
-    n = t.numel()
-    if n == 0:
-        return {}
-    if t.dtype == torch.bool:
-        zero = (~t).sum() / n
-        return {"zero_fraction": float(zero), "min": float(t.min()), "max": float(t.max())}
-    v = t.abs() if t.is_complex() else t
-    if not v.is_floating_point():
-        v64 = v.to(torch.float64)
-        vals = torch.stack([v64.min(), v64.max(), v64.mean(), (v64 == 0).sum() / n])
-        mn, mx, mean, zero = vals.tolist()
-        return {"min": mn, "max": mx, "mean": mean, "zero_fraction": zero}
-    v = v.to(torch.float32) if v.dtype in (torch.float16, torch.bfloat16) else v
-    if bool(torch.isfinite(v).all()):  # the common case: fewer passes over the data
-        mn, mx = torch.aminmax(v)
-        std, mean = torch.std_mean(v) if n > 1 else (torch.zeros((), dtype=v.dtype), v.mean())
-        vals = torch.stack([mn, mx, mean, std.to(v.device), v.norm(), (v == 0).sum() / n])
-        mn_, mx_, mean_, std_, norm_, zero_ = vals.tolist()
-        return {"min": mn_, "max": mx_, "mean": mean_, "std": std_, "norm": norm_,
-                "nan": 0.0, "inf": 0.0, "zero_fraction": zero_}
-    finite = torch.isfinite(v)
-    nan = torch.isnan(v).sum()
-    inf = torch.isinf(v).sum()
-    fv = torch.where(finite, v, torch.zeros((), dtype=v.dtype, device=v.device))
-    cnt = finite.sum().clamp(min=1)
-    mean = fv.sum() / cnt
-    big = torch.finfo(v.dtype).max
-    mn = torch.where(finite, v, torch.full((), big, dtype=v.dtype, device=v.device)).min()
-    mx = torch.where(finite, v, torch.full((), -big, dtype=v.dtype, device=v.device)).max()
-    var = (torch.where(finite, v - mean, torch.zeros((), dtype=v.dtype, device=v.device)) ** 2
-           ).sum() / (cnt - 1).clamp(min=1)  # unbiased, as torch.std
-    numbers = torch.stack([mn, mx, mean, var.sqrt(), fv.norm(), nan.to(v.dtype),
-                        inf.to(v.dtype), (v == 0).sum().to(v.dtype) / n, finite.sum().to(v.dtype)
-                        ]).tolist()
-    out = dict(zip(("min", "max", "mean", "std", "norm", "nan", "inf", "zero_fraction"), numbers))
-    if numbers[-1] == 0:   # nothing finite: no finite statistic exists (not ±finfo.max)
-        out.update(min=math.nan, max=math.nan, mean=math.nan, std=math.nan, norm=math.nan)
-    return out
-
-
 def encode_slice(tensor: Any, slice_text: str, *, ref: str = "",
                  max_elements: int = 1_000_000) -> dict[str, Any]:
     """Slice ``tensor`` on its device and build a GetTensor response body."""

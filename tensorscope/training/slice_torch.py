@@ -117,20 +117,17 @@ def _upcast(c: torch.Tensor) -> torch.Tensor:
 
 
 def chunked_stats(t: torch.Tensor) -> dict[str, float]:
-    """Whole-tensor statistics in chunks: the same fields as ``slice_encode.tensor_stats``
-    always gave (min, max, mean, std, norm, nan, inf, zero_fraction for floating
-    tensors, over the finite values; min, max, mean, zero_fraction for integer ones;
-    min, max, zero_fraction for bool), with memory bounded by one chunk."""
+    """Whole-tensor statistics in chunks, as the catalogue defines them
+    (``tensorscope.common.statistics``: ``keys_for`` the tensor's dtype kind),
+    with memory bounded by one chunk. Empty tensors have none."""
     import torch
 
     n = t.numel()
     if n == 0:
         return {}
-    boolean = t.dtype == torch.bool
     floating = t.is_floating_point() or t.is_complex() or t.is_quantized
-    count = nan = inf = zeros = 0
-    mn, mx = math.inf, -math.inf
-    mean = m2 = ssq = 0.0
+    acc = _Moments()
+    nan = pos = neg = zeros = 0
     for raw in _chunks(t):
         c = _upcast(raw)
         zeros += int((c == 0).sum())
@@ -139,29 +136,62 @@ def chunked_stats(t: torch.Tensor) -> dict[str, float]:
             k = int(finite.sum())
             if k < c.numel():
                 nan += int(torch.isnan(c).sum())
-                inf += c.numel() - k - int(torch.isnan(c).sum())
+                pos += int((c == math.inf).sum())
+                neg += int((c == -math.inf).sum())
                 c = c[finite]
             if k == 0:
                 continue
+        acc.add(c)
+    if not floating:   # integer and bool: no NaN, no Inf
+        return {"min": acc.min, "max": acc.max, "mean": acc.mean, "zero_fraction": zeros / n}
+    fin = acc.finite_stats()
+    return {**_propagated(fin, nan, pos, neg), "nan": float(nan), "inf": float(pos + neg),
+            "zero_fraction": zeros / n,
+            **{f"finite_{k}": fin[k] for k in ("min", "max", "mean", "std")}}
+
+
+class _Moments:
+    """min, max, mean and sums of squares of finite values, merged chunk by chunk
+    (float64; Chan et al. for the mean and the squared deviations)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.min, self.max = math.inf, -math.inf
+        self.mean = self.m2 = self.ssq = 0.0
+
+    def add(self, c: torch.Tensor) -> None:
+        import torch
+
         c64 = c.to(torch.float64)
         k = c64.numel()
         cmn, cmx = torch.aminmax(c64)
         cvar_sum = ((c64 - c64.mean()) ** 2).sum() if k > 1 else torch.zeros((), dtype=c64.dtype)
         vals = torch.stack([cmn, cmx, c64.mean(), cvar_sum, (c64 * c64).sum()]).tolist()
-        mn, mx = min(mn, vals[0]), max(mx, vals[1])
-        # Chan et al.: merge the chunk's mean and sum of squared deviations
-        total = count + k
-        delta = vals[2] - mean
-        mean += delta * k / total
-        m2 += vals[3] + delta * delta * count * k / total
-        ssq += vals[4]
-        count = total
-    if boolean:
-        return {"zero_fraction": zeros / n, "min": mn, "max": mx}
-    if not floating:
-        return {"min": mn, "max": mx, "mean": mean, "zero_fraction": zeros / n}
-    if count == 0:
-        mn = mx = mean = math.nan
-    std = math.sqrt(m2 / (count - 1)) if count > 1 else 0.0
-    return {"min": mn, "max": mx, "mean": mean, "std": std, "norm": math.sqrt(ssq),
-            "nan": float(nan), "inf": float(inf), "zero_fraction": zeros / n}
+        self.min, self.max = min(self.min, vals[0]), max(self.max, vals[1])
+        total = self.count + k
+        delta = vals[2] - self.mean
+        self.mean += delta * k / total
+        self.m2 += vals[3] + delta * delta * self.count * k / total
+        self.ssq += vals[4]
+        self.count = total
+
+    def finite_stats(self) -> dict[str, float]:
+        """min, max, mean, std, norm of the values added; NaN when there were none."""
+        if self.count == 0:
+            return dict.fromkeys(("min", "max", "mean", "std", "norm"), math.nan)
+        std = math.sqrt(self.m2 / (self.count - 1)) if self.count > 1 else 0.0
+        return {"min": self.min, "max": self.max, "mean": self.mean, "std": std,
+                "norm": math.sqrt(self.ssq)}
+
+
+def _propagated(fin: dict[str, float], nan: int, pos: int, neg: int) -> dict[str, float]:
+    """min, max, mean, std, norm of all the values, from those of the finite ones and
+    the NaN, +Inf and -Inf counts (IEEE arithmetic, as the catalogue defines them)."""
+    if nan:
+        return dict.fromkeys(("min", "max", "mean", "std", "norm"), math.nan)
+    if not pos and not neg:
+        return dict(fin)
+    mn = -math.inf if neg else (fin["min"] if not math.isnan(fin["min"]) else math.inf)
+    mx = math.inf if pos else (fin["max"] if not math.isnan(fin["max"]) else -math.inf)
+    mean = math.nan if pos and neg else (math.inf if pos else -math.inf)
+    return {"min": mn, "max": mx, "mean": mean, "std": math.nan, "norm": math.inf}

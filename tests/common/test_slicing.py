@@ -1,6 +1,8 @@
 """The safe slice parser and the slice codec over every dtype family."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -81,7 +83,8 @@ def test_dtypes(dtype, transport):
 def test_nan_and_inf_counted_in_stats():
     body = encode_slice(torch.tensor([1.0, float("nan"), float("inf"), 3.0]), "")
     s = body["stats"]
-    assert s["nan"] == 1 and s["inf"] == 1 and s["max"] == 3 and s["mean"] == 2
+    assert s["nan"] == 1 and s["inf"] == 1 and s["finite_max"] == 3 and s["finite_mean"] == 2
+    assert math.isnan(s["max"]) and math.isnan(s["mean"])   # NaN propagates (the catalogue)
 
 
 def test_decode_slice_rejects_bad_bodies():
@@ -95,15 +98,12 @@ def test_decode_slice_rejects_bad_bodies():
 
 
 def test_statistics_of_an_all_nan_tensor_are_nan_not_the_float_limits():
-    import math
-
-    import torch
-
-    from tensorscope.training.slice_encode import tensor_stats
-    stats = tensor_stats(torch.full((4,), float("nan")))
+    from tensorscope.training.slice_torch import chunked_stats
+    stats = chunked_stats(torch.full((4,), float("nan")))
     assert all(math.isnan(stats[k]) for k in ("min", "max", "mean", "std", "norm"))
+    assert all(math.isnan(stats[f"finite_{k}"]) for k in ("min", "max", "mean", "std"))
     assert stats["nan"] == 4
-    scalar = tensor_stats(torch.tensor(float("nan")))
-    assert math.isnan(scalar["min"]) and math.isnan(scalar["max"])
-    mixed = tensor_stats(torch.tensor([1.0, float("nan"), 3.0]))
-    assert (mixed["min"], mixed["max"], mixed["nan"]) == (1.0, 3.0, 1)
+    scalar = chunked_stats(torch.tensor(float("nan")))
+    assert math.isnan(scalar["finite_min"]) and math.isnan(scalar["finite_max"])
+    mixed = chunked_stats(torch.tensor([1.0, float("nan"), 3.0]))
+    assert (mixed["finite_min"], mixed["finite_max"], mixed["nan"]) == (1.0, 3.0, 1)

@@ -243,3 +243,17 @@ def test_switching_views_before_the_new_slice_arrives_never_breaks(inspector):
     inspector.tensor_requested.connect(host.answer)
     inspector.request_now()
     assert inspector.stack.currentWidget() is inspector.grid and inspector.grid.tile_count == 3
+
+
+def test_finite_only_statistics_show_only_for_a_tensor_with_nan_or_inf(inspector):
+    meta = tensor_meta("fc", shape=[4], dtype="float32", device="cpu")
+    header = inspector.header
+    inspector.show_tensor(None, meta, {"min": float("nan"), "nan": 1, "inf": 0,
+                                       "finite_min": 1.0, "finite_max": 3.0})
+    assert header.value_text("min") == "nan" and header.value_text("finite_min") == "1"
+    assert header.stat_names["finite_min"].isVisible()
+    assert header.stat_names["finite_min"].text() == "finite min"   # the catalogue's label
+    assert not header.stat_names["finite_std"].isVisible()          # not in these stats
+    inspector.show_tensor(None, meta, {"min": 1.0, "nan": 0, "inf": 0, "finite_min": 1.0})
+    assert not header.stat_names["finite_min"].isVisible()
+    assert not header.stat_values["finite_min"].isVisible()

@@ -15,7 +15,9 @@ from tensorscope.ui.inspector.theme import (accent_color, error_color, mute, plo
                                             style_plot)
 
 STAT_ORDER = STAT_KEYS
-STAT_LABELS = {s.key: s.short for s in BY_KEY.values() if s.short}
+STAT_LABELS = {s.key: s.short or s.label for s in BY_KEY.values() if s.short or s.finite_of}
+#: shown only for a tensor that holds NaN/Inf (else they equal the plain ones)
+FINITE_ONLY = frozenset(s.key for s in BY_KEY.values() if s.finite_of is not None)
 HIST_BINS = 40
 
 
@@ -92,6 +94,7 @@ class InspectorHeader(QWidget):
         self.meta_line = QLabel("", self)
         self.meta_line.setWordWrap(True)
         self.stat_values: dict[str, QLabel] = {}
+        self.stat_names: dict[str, QLabel] = {}
         stats = self._build_stats()
         self._build_histogram()
         self.picker = QComboBox(self)
@@ -115,10 +118,15 @@ class InspectorHeader(QWidget):
         stats.setVerticalSpacing(1)
         for i, name in enumerate(STAT_ORDER):
             key = QLabel(STAT_LABELS.get(name, name), self)
+            key.setToolTip(BY_KEY[name].meaning)
             mute(key)
+            self.stat_names[name] = key
             value = QLabel("–", self)
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.stat_values[name] = value
+            if name in FINITE_ONLY:
+                key.hide()
+                value.hide()
             stats.addWidget(key, i // 4, (i % 4) * 2)
             stats.addWidget(value, i // 4, (i % 4) * 2 + 1)
         return stats
@@ -149,9 +157,14 @@ class InspectorHeader(QWidget):
             line += f" (sent as {transport_dtype})"
         self.meta_line.setText(line)
         stats = stats or {}
+        non_finite = bool(stats.get("nan") or stats.get("inf"))
         for name, label in self.stat_values.items():
             value = stats.get(name)
             label.setText(format_stat(name, value))
+            if name in FINITE_ONLY:
+                shown = non_finite and value is not None
+                label.setVisible(shown)
+                self.stat_names[name].setVisible(shown)
             bad = name in ("nan", "inf") and value
             label.setStyleSheet(f"color: {error_color(self)}; font-weight: bold;" if bad else "")
 
