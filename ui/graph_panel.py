@@ -94,7 +94,7 @@ class GraphPanel(QWidget):
         self.colour_metric = "grad_norm"
         self.compare: dict[ModuleKey, float] | None = None
         self.snapshot: dict[ModuleKey, dict[str, float]] | None = None
-        self._reveal_after: tuple[int, str] | None = None   # select once laid out
+        self._reveal_pending = False   # centre the selection once laid out
         self.banner = QLabel(self)
         self.banner.setObjectName("pause_banner")
         self.banner.setWordWrap(True)
@@ -230,8 +230,8 @@ class GraphPanel(QWidget):
         self.show_selection(centre=False)
         self._show_breakpoints()
         self._show_paused_at()
-        if self._reveal_after is not None and kind == self.kind:
-            self._reveal_after = None
+        if self._reveal_pending and kind == self.kind:
+            self._reveal_pending = False
             self.show_selection(centre=True)
         self.layout_applied.emit(kind)
 
@@ -369,7 +369,7 @@ class GraphPanel(QWidget):
             changed = graph.copy()
             for key in sorted(folding, key=lambda k: len(k[1])):
                 changed.expand(key)
-            self._reveal_after = (root, path)
+            self._reveal_pending = True
             self.relayout(self.kind, incremental=True, model=changed)
 
     def set_banner(self, text: str, alarm: bool = False) -> None:

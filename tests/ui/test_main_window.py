@@ -214,3 +214,24 @@ def test_loss_nodes_are_coloured_but_do_not_stretch_the_range(qtbot, window):
     assert view.legend.hi == pytest.approx(max(model_values)) and view.legend.hi < 1.0
     assert view.legend.lo == pytest.approx(min(model_values))
     assert all(nid in view.nodes.colours for nid in losses if values.get(nid) is not None)
+
+
+def test_the_selection_is_of_the_rank_shown_and_follows_it(qtbot):
+    """Rank is part of the selection's key: showing another rank selects the same
+    module there, and the graph, tree and inspector show that rank's."""
+    import dataclasses
+
+    from tensorscope.ui.model.view_state import Selection
+    msgs = mlp_session(4)
+    two = [dataclasses.replace(m, world_size=2) if type(m).__name__ == "Hello" else m
+           for m in msgs]
+    w = _open(qtbot, two + [dataclasses.replace(m, rank=1) for m in two])
+    w.select_module(0, "network.2")
+    assert w.view_state.selection == Selection(0, 0, "network.2")
+    w.model.select_rank(1)
+    w.refresh()
+    assert w.view_state.selection == Selection(1, 0, "network.2")
+    nid = w.graph.graphs["module"].visible_for_module(0, "network.2")
+    assert w.graph.views["module"].nodes.selected == {nid}
+    assert w.tree.selected_module() == (0, "network.2")
+    assert w.inspector.state.shape == (64, 64)
