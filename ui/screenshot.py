@@ -11,8 +11,8 @@ from tensorscope.ui.main_window import MainWindow
 log = logging.getLogger("tensorscope.ui")
 
 
-class StepScreenshot(QObject):
-    """Waits for ``steps`` steps (or the script's end) and a finished layout, then grabs.
+class _WindowScreenshot(QObject):
+    """Saves a PNG of ``window`` to ``path`` once a subclass says it is ready.
 
     Emits ``saved(path)`` or ``failed(message)``; the caller quits the app.
     """
@@ -20,13 +20,26 @@ class StepScreenshot(QObject):
     saved = Signal(str)
     failed = Signal(str)
 
-    def __init__(self, window: MainWindow, steps: int, path: str, timeout: float = 180.0,
-                 select: tuple[int, str] | None = (0, "network.2")) -> None:
+    def __init__(self, window: MainWindow, path: str, timeout: float) -> None:
         super().__init__(window)
-        self.window, self.steps, self.path = window, steps, path
-        self.select = select
+        self.window, self.path = window, path
         self.deadline = time.monotonic() + timeout
         self._settle = 0
+
+    def _grab(self) -> None:
+        if self.window.grab().save(self.path, "PNG"):
+            self.saved.emit(self.path)
+        else:
+            self.failed.emit(f"could not write {self.path}")
+
+
+class StepScreenshot(_WindowScreenshot):
+    """Waits for ``steps`` steps (or the script's end) and a finished layout, then grabs."""
+
+    def __init__(self, window: MainWindow, steps: int, path: str, timeout: float = 180.0,
+                 select: tuple[int, str] | None = (0, "network.2")) -> None:
+        super().__init__(window, path, timeout)
+        self.steps, self.select = steps, select
         self._done = False
         window.refreshed.connect(self._check)
 
@@ -52,35 +65,23 @@ class StepScreenshot(QObject):
             self._done = True
             QTimer.singleShot(0, self._grab)
 
-    def _grab(self) -> None:
-        if self.window.grab().save(self.path, "PNG"):
-            self.saved.emit(self.path)
-        else:
-            self.failed.emit(f"could not write {self.path}")
 
-
-class ReplayScreenshot(QObject):
+class ReplayScreenshot(_WindowScreenshot):
     """Renders a recording's window in a chosen state, then grabs it (``open --screenshot``).
 
     Once the file is loaded: show ``step`` (default: the last), the ``graph``
     kind, fold per ``expand`` (``default``, ``all`` or ``none``: every container
     folded), select ``select`` (a module path, root 0 unless ``"root:path"``),
-    wait for the layout and a few refresh ticks, and save. Emits ``saved`` or
-    ``failed`` like ``StepScreenshot``.
+    wait for the layout and a few refresh ticks, and save.
     """
-
-    saved = Signal(str)
-    failed = Signal(str)
 
     def __init__(self, window, path: str, step: int | None = None, graph: str = "module",
                  expand: str = "default", select: str | None = None,
                  timeout: float = 180.0) -> None:
-        super().__init__(window)
-        self.window, self.path, self.step = window, path, step
+        super().__init__(window, path, timeout)
+        self.step = step
         self.graph, self.expand, self.select = graph, expand, select
-        self.deadline = time.monotonic() + timeout
         self._stage = "loading"
-        self._settle = 0
         window.loaded.connect(self._loaded)
         window.refreshed.connect(self._check)
 
@@ -139,9 +140,3 @@ class ReplayScreenshot(QObject):
         if self._settle >= 4:   # a few refresh ticks: colours, plots, inspector settle
             self._stage = "done"
             QTimer.singleShot(0, self._grab)
-
-    def _grab(self) -> None:
-        if self.window.grab().save(self.path, "PNG"):
-            self.saved.emit(self.path)
-        else:
-            self.failed.emit(f"could not write {self.path}")
