@@ -55,6 +55,16 @@ def attach_for_callback(model: Any, options: dict[str, Any], callback: str) -> t
     return watch, True
 
 
+def detach_for_callback(watch: Any, owned: bool) -> None:
+    """A framework callback is done with ``watch`` (from ``attach_for_callback``):
+    close it if the callback owns it; the run's watch only gets its open step
+    flushed (the run closes it)."""
+    if owned:
+        watch.close()
+    else:
+        watch.end_open_step()
+
+
 class FrameworkSteps:
     """Mixin of ``Watch``: optimizers added late, explicit steps, loss, logged scalars."""
 

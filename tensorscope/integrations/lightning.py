@@ -68,10 +68,8 @@ class TensorScopeCallback(Callback):
         """Detach: the last step is flushed and every hook removed."""
         watch, self.watch = self.watch, None
         if watch is not None:
-            if self._owned:
-                watch.close()
-            else:
-                watch.end_open_step()
+            from tensorscope.hooks.framework_steps import detach_for_callback
+            detach_for_callback(watch, self._owned)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         """Report the exception, then detach (Lightning skips ``teardown`` then)."""

@@ -86,10 +86,8 @@ class TensorScopeCallback(TrainerCallback):
             self._loss_handle = None
         watch, self.watch = self.watch, None
         if watch is not None:
-            if self._owned:
-                watch.close()
-            else:
-                watch.end_open_step()
+            from tensorscope.hooks.framework_steps import detach_for_callback
+            detach_for_callback(watch, self._owned)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """A training step (its first micro-batch) begins: close what ran since."""
