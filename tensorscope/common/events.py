@@ -96,18 +96,18 @@ class Message:
         """The key under which a newer message replaces an older one (``Keep("latest")``)."""
         return (self.TYPE,)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A class that names its own ``TYPE`` is a wire type: ``message_type`` finds it."""
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("TYPE"):
+            MESSAGE_TYPES[cls.TYPE] = cls
+
 
 MESSAGE_TYPES: dict[str, type[Message]] = {}
 
 
-def _register(cls: type[Message]) -> type[Message]:
-    MESSAGE_TYPES[cls.TYPE] = cls
-    return cls
-
-
 # ---------------------------------------------------------------- events ---
 
-@_register
 @dataclass
 class Hello(Message):
     """First event of a session: who is training, where."""
@@ -133,7 +133,6 @@ class Hello(Message):
     breakpoints: list[dict[str, Any]] = field(default_factory=list)
 
 
-@_register
 @dataclass
 class ModuleTree(Message):
     """The hierarchy of every root module seen so far (sent when it grows).
@@ -158,7 +157,6 @@ class ModuleTree(Message):
     rank: int = 0
 
 
-@_register
 @dataclass
 class StepBegin(Message):
     """A new step starts (emitted lazily, at its first module call)."""
@@ -169,7 +167,6 @@ class StepBegin(Message):
     rank: int = 0
 
 
-@_register
 @dataclass
 class CallDigest(Message):
     """One module call, complete: sent at the end of its step.
@@ -205,7 +202,6 @@ class CallDigest(Message):
     grad_enabled: bool = True
 
 
-@_register
 @dataclass
 class StepSummary(Message):
     """End of a step: loss, timing, per-parameter numbers.
@@ -246,7 +242,6 @@ class StepSummary(Message):
     rates: dict[str, Any] | None = None
 
 
-@_register
 @dataclass
 class Scalars(Message):
     """Numbers logged by the user or a framework (``Watch.log``), plotted beside
@@ -272,7 +267,6 @@ class Scalars(Message):
     time: float = 0.0
 
 
-@_register
 @dataclass
 class GraphStructure(Message):
     """A graph of a step, sent only when its structure hash changes.
@@ -308,7 +302,6 @@ class GraphStructure(Message):
         return ("graph", self.rank, self.kind)
 
 
-@_register
 @dataclass
 class Finding(Message):
     """A diagnostic: once per (rank, kind, root, module), ``count`` grows after."""
@@ -336,7 +329,6 @@ class Finding(Message):
         return ("finding", *self.key)
 
 
-@_register
 @dataclass
 class ExceptionRaised(Message):
     """An exception escaped the script (or a module): type, message, where."""
@@ -355,7 +347,6 @@ class ExceptionRaised(Message):
     traceback: str = ""
 
 
-@_register
 @dataclass
 class PausedAt(Message):
     """Training is paused and serving requests.
@@ -388,7 +379,6 @@ class PausedAt(Message):
         return ("pause", self.rank)
 
 
-@_register
 @dataclass
 class Resumed(Message):
     """Training left a pause."""
@@ -403,7 +393,6 @@ class Resumed(Message):
         return ("pause", self.rank)  # a resume clears its rank's pause
 
 
-@_register
 @dataclass
 class Dropped(Message):
     """The live stream dropped ``count`` digests (the GUI fell behind)."""
@@ -414,7 +403,6 @@ class Dropped(Message):
     rank: int = 0
 
 
-@_register
 @dataclass
 class Bye(Message):
     """Last event: the script ended."""
@@ -435,7 +423,6 @@ class Request(Message):
     KIND: ClassVar[str] = "request"
 
 
-@_register
 @dataclass
 class Pause(Request):
     """Pause at the next pause point (module or step boundary)."""
@@ -443,7 +430,6 @@ class Pause(Request):
     TYPE: ClassVar[str] = "pause"
 
 
-@_register
 @dataclass
 class Continue(Request):
     """Leave a pause and run freely."""
@@ -451,7 +437,6 @@ class Continue(Request):
     TYPE: ClassVar[str] = "continue"
 
 
-@_register
 @dataclass
 class StepBatch(Request):
     """Run to the next step boundary and pause there."""
@@ -459,7 +444,6 @@ class StepBatch(Request):
     TYPE: ClassVar[str] = "step_batch"
 
 
-@_register
 @dataclass
 class StepModule(Request):
     """Run to the next module boundary (forward or gradient) and pause."""
@@ -467,7 +451,6 @@ class StepModule(Request):
     TYPE: ClassVar[str] = "step_module"
 
 
-@_register
 @dataclass
 class RunToStep(Request):
     """Run until the boundary before step ``step`` and pause there."""
@@ -476,7 +459,6 @@ class RunToStep(Request):
     step: int = 0
 
 
-@_register
 @dataclass
 class SetBreakpoints(Request):
     """Replace the breakpoint set.
@@ -496,7 +478,6 @@ class SetBreakpoints(Request):
     breakpoints: list[dict[str, Any]] = field(default_factory=list)
 
 
-@_register
 @dataclass
 class GetTensor(Request):
     """Fetch a slice of a tensor available at the current pause.
@@ -512,7 +493,6 @@ class GetTensor(Request):
     max_elements: int = 1_000_000
 
 
-@_register
 @dataclass
 class PinModules(Request):
     """Keep these modules' last-step tensors for inspection at step pauses."""
@@ -523,7 +503,6 @@ class PinModules(Request):
 
 # ------------------------------------------------------------- responses ---
 
-@_register
 @dataclass
 class Response(Message):
     """The answer to request ``request_seq``. ``body`` depends on the request.
