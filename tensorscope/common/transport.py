@@ -39,6 +39,15 @@ MAX_UNAUTHENTICATED = 16  # handshakes a listener runs at once
 _RECV = 1 << 16
 
 
+def shut_down(sock: socket.socket) -> None:
+    """Shut ``sock`` down both ways and close it (wakes a thread blocked on it)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass   # never connected, or the peer went first
+    sock.close()
+
+
 class HandshakeError(ConnectionError):
     """The peer did not complete the token handshake (wrong token, wrong version...)."""
 
@@ -255,11 +264,7 @@ class Channel:
     def close(self) -> None:
         """Shut the socket down (idempotent; wakes a blocked reader)."""
         self.closed = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
+        shut_down(self.sock)
 
 
 # ------------------------------------------------------------- listener ---
@@ -359,11 +364,7 @@ class Listener:
     def close(self) -> None:
         """Stop accepting (idempotent); established channels stay open."""
         self._closed = True
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._sock.close()
+        shut_down(self._sock)
 
 
 # ------------------------------------------------------------ discovery ---
