@@ -47,7 +47,7 @@ until a step is entirely finite again (a NaN spreads to everything after it).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
@@ -59,6 +59,19 @@ from tensorscope.hooks.observer import CallRecord, StepRecord
 
 # Root inputs whose name marks an additive mask or bias (``-inf`` on purpose).
 MASK_NAMES = ("mask", "bias")
+
+
+def _by_owner(params: Iterable[tuple[int, str, str]]) -> dict[tuple[int, str], list[str]]:
+    """Parameter names by the ``(root, path)`` of the module owning them."""
+    out: dict[tuple[int, str], list[str]] = {}
+    for root, path, name in params:
+        out.setdefault((root, path), []).append(name)
+    return out
+
+
+def _listed(names: list[str]) -> str:
+    """The first four names, and ``...`` when there are more."""
+    return ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
 
 
 def _finite(x: Any) -> bool:
@@ -229,11 +242,8 @@ class NonFiniteObserver(Diagnostic):
                         step: int | None = None) -> None:
         """Parameters already non-finite before step ``step``'s forward."""
         n = record.step if step is None else step
-        by_owner: dict[tuple[int, str], list[str]] = {}
-        for rid, mpath, pname in bad:
-            by_owner.setdefault((rid, mpath), []).append(pname)
-        for (rid, mpath), names in by_owner.items():
-            listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+        for (rid, mpath), names in _by_owner(bad).items():
+            listed = _listed(names)
             self.emit("non_finite", "error", "forward", rid, mpath,
                       f"The weights of {module_label(self.ctx, rid, mpath)} ({listed}) were "
                       f"already NaN/Inf before step {n}'s forward: they were loaded from a "
@@ -303,7 +313,7 @@ class NonFiniteObserver(Diagnostic):
         """Weights finite at step ``updated``'s forward and gradients finite, but
         non-finite at the next forward: that update made them so."""
         names = [n for _, _, n in weights]
-        listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+        listed = _listed(names)
         self.emit("non_finite", "error", "optimizer", call.root, call.path,
                   f"After the optimizer update of step {updated}, parameters of "
                   f"{module_label(self.ctx, call.root, call.path)} ({listed}) are NaN/Inf, "
@@ -363,12 +373,10 @@ class NonFiniteObserver(Diagnostic):
 
     def _param_grads(self, record: StepRecord, bad: list[dict[str, Any]]) -> bool:
         """Parameter gradients non-finite while every output gradient was finite."""
-        by_owner: dict[tuple[int, str], list[str]] = {}
-        for r in bad:
-            rid = r.get("root") if isinstance(r.get("root"), int) else 0
-            by_owner.setdefault((rid, r.get("module", "")), []).append(r["name"])
+        by_owner = _by_owner((r["root"] if isinstance(r.get("root"), int) else 0,
+                              r.get("module", ""), r["name"]) for r in bad)
         for (rid, mpath), names in by_owner.items():
-            listed = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+            listed = _listed(names)
             self.emit("non_finite", "error", "backward", rid, mpath,
                       f"The gradient of {listed} is NaN/Inf at step {record.step} although the "
                       f"forward and the gradients of the activations were finite: an "
