@@ -39,3 +39,18 @@ def settle_workers_and_deletions(qtbot):
         pass   # a worker still busy: the next test's own waits cover it
     gc.collect()
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+@pytest.fixture
+def recording(tmp_path) -> str:
+    """A recording of a 12-step MLP session (``mlp_session``)."""
+    from sample_events import mlp_session
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+    path = str(tmp_path / "run.tscope")
+    session = Session()
+    session.add_sink(Recorder(path))
+    for msg in mlp_session(12):
+        session.emit(msg)
+    session.close()
+    return path

@@ -10,20 +10,14 @@ from PySide6.QtGui import QImage
 from sample_events import mlp_session, mlp_step, transformer_session
 from tensorscope.ui.model.graph_model import group_id
 from tensorscope.ui.main_window import MainWindow
+from windows import laid_out_window
 from tensorscope.ui.theme import make_theme
 
 
 def _open(qtbot, msgs, count=None) -> MainWindow:
-    w = MainWindow(make_theme(False), settings_key="test")
-    qtbot.addWidget(w)
-    w.resize(1400, 900)
-    w.show()
-    w.ingest(msgs)
-    view = w.graph.views["module"]
-    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0 and len(view.nodes.cards) > 0,
-                    timeout=10_000)
+    w = laid_out_window(qtbot, msgs, (1400, 900), settings_key="test")
     if count is not None:
-        assert len(view.nodes.cards) == count
+        assert len(w.graph.views["module"].nodes.cards) == count
     return w
 
 

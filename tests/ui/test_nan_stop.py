@@ -6,20 +6,14 @@ import math
 from sample_events import transformer_session
 from tensorscope.common.events import PausedAt, Resumed
 from tensorscope.ui.main_window import MainWindow
-from tensorscope.ui.theme import make_theme
+from windows import laid_out_window
 
 DETAIL = "non-finite output in `encoder.layers.11.norm2` (LayerNorm), step 1, forward: 32 NaN"
 
 
 def _window(qtbot) -> MainWindow:
-    w = MainWindow(make_theme(False), settings_key=None)
-    qtbot.addWidget(w)
-    w.resize(1600, 1000)
-    w.show()
-    w.ingest(transformer_session(12))
+    w = laid_out_window(qtbot, transformer_session(12))
     view = w.graph.views["module"]
-    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0 and bool(view.nodes.cards),
-                    timeout=20_000)
     w.graph.expand_all()
     qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0
                     and len(view.nodes.cards) > 40, timeout=20_000)

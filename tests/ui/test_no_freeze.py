@@ -9,8 +9,7 @@ from PySide6.QtCore import QTimer
 
 from sample_events import mlp_autograd_graph, mlp_session, mlp_step, transformer_session
 from tensorscope.common.events import GraphStructure
-from tensorscope.ui.main_window import MainWindow
-from tensorscope.ui.theme import make_theme
+from windows import laid_out_window
 
 # A behaviour bound, not a benchmark: the frozen GUI looped for 40 s and more.
 # The bound is generous so a loaded two-core machine does not make it flake.
@@ -43,13 +42,7 @@ def _renamed(gs: GraphStructure, tag: str) -> GraphStructure:
 
 
 def test_resizing_and_swapping_graphs_while_streaming_never_stalls(qtbot):
-    w = MainWindow(make_theme(False), settings_key=None)
-    qtbot.addWidget(w)
-    w.resize(1600, 1000)
-    w.show()
-    w.ingest(transformer_session(12) + mlp_session(3)[3:4])
-    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0
-                    and bool(w.graph.views["module"].nodes.cards), timeout=20_000)
+    w = laid_out_window(qtbot, transformer_session(12) + mlp_session(3)[3:4])
     dog = StallWatchdog()
     sizes = [(1600, 1000), (1601, 999), (900, 600), (1599, 1001), (1200, 1000), (640, 480)]
     module_graph = transformer_session(12)[2]
@@ -87,14 +80,8 @@ def test_resizing_and_swapping_graphs_while_streaming_never_stalls(qtbot):
 def test_a_fit_does_not_depend_on_scroll_bars(qtbot):
     """Fitting against the size with both bars shown: showing or hiding a bar
     leaves the fit unchanged, so a fit cannot trigger another resize."""
-    w = MainWindow(make_theme(False), settings_key=None)
-    qtbot.addWidget(w)
-    w.resize(1600, 1000)
-    w.show()
-    w.ingest(transformer_session(12))
+    w = laid_out_window(qtbot, transformer_session(12))
     view = w.graph.views["module"]
-    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0 and bool(view.nodes.cards),
-                    timeout=20_000)
     view.fit_default()
     size, scale = view.fit_size(), view.transform().m11()
     calls = []

@@ -5,23 +5,8 @@ import os
 import subprocess
 import sys
 
-import pytest
 from PySide6.QtGui import QImage
 
-from sample_events import mlp_session
-from tensorscope.training.recording import Recorder
-from tensorscope.training.session import Session
-
-
-@pytest.fixture
-def recording(tmp_path):
-    path = str(tmp_path / "run.tscope")
-    session = Session()
-    session.add_sink(Recorder(path))
-    for msg in mlp_session(12):
-        session.emit(msg)
-    session.close()
-    return path
 
 
 def _open(*args: str) -> subprocess.CompletedProcess:

@@ -5,22 +5,8 @@ import argparse
 
 import pytest
 
-from sample_events import mlp_session
-from tensorscope.training.recording import Recorder
-from tensorscope.training.session import Session
 from tensorscope.ui.app import open_command
 from tensorscope.ui.replay import ReplayWindow
-
-
-@pytest.fixture
-def recording(tmp_path):
-    path = str(tmp_path / "run.tscope")
-    session = Session()
-    session.add_sink(Recorder(path))
-    for msg in mlp_session(12):
-        session.emit(msg)
-    session.close()
-    return path
 
 
 @pytest.fixture

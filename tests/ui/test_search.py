@@ -7,19 +7,11 @@ from sample_events import transformer_session
 from tensorscope.ui.main_window import MainWindow
 from tensorscope.ui.model.graph_model import group_id
 from tensorscope.ui.search import module_matches, natural_key
-from tensorscope.ui.theme import make_theme
+from windows import laid_out_window
 
 
 def _window(qtbot) -> MainWindow:
-    w = MainWindow(make_theme(False), settings_key=None)
-    qtbot.addWidget(w)
-    w.resize(1600, 1000)
-    w.show()
-    w.ingest(transformer_session(12))
-    view = w.graph.views["module"]
-    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0 and bool(view.nodes.cards),
-                    timeout=20_000)
-    return w
+    return laid_out_window(qtbot, transformer_session(12))
 
 
 def _type(qtbot, w, text, shift=False):
