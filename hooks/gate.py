@@ -22,9 +22,10 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from tensorscope.common.conditions import ConditionError, digest_values
-from tensorscope.common.events import (CallDigest, Continue, Finding, GetTensor, Pause,
-                                PausedAt, PinModules, Request, Response, Resumed, RunToStep,
-                                SetBreakpoints, StepBatch, StepModule, StepSummary)
+from tensorscope.common.events import (CallDigest, Continue, Finding, GetTensor, JobFinding,
+                                Pause, PausedAt, PinModules, Request, Response, Resumed,
+                                RunToStep, SetBreakpoints, StepBatch, StepModule, StepSummary)
+from tensorscope.common.protocol import PROTOCOL_VERSION, Frame, to_message
 from tensorscope.hooks.gate_state import (Breakpoints, BreakpointError, Job, nbytes,
                                           describe_tensors, tensor_ref)
 
@@ -328,6 +329,14 @@ class Gate:
             resp = Response(ok=False, error=f"{req.TYPE} failed: {type(exc).__name__}: {exc}")
         resp.request_seq = req.seq
         return resp
+
+    def job_finding_request(self, req: JobFinding) -> Response:
+        """A finding of the job (made where the ranks meet): taken as this rank's own."""
+        finding = to_message(Frame(PROTOCOL_VERSION, Finding.TYPE, 0, req.finding))
+        if not isinstance(finding, Finding):   # to_message raises on a malformed body
+            return Response(ok=False, error="job_finding carries no finding")
+        self.on_finding(finding)
+        return Response()
 
     def pause_request(self, req: Pause) -> Response:
         """Pause at the next pause point."""

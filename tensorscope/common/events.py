@@ -467,7 +467,7 @@ class SetBreakpoints(Request):
 
         {"kind": "module", "root": 0, "path": "features.6", "on": "forward"|"backward"}
         {"kind": "non_finite"}
-        {"kind": "finding"}            # any finding
+        {"kind": "finding"}            # any finding (a job's too: ``JobFinding``)
         {"kind": "exception"}          # post-mortem at the failing module
         {"kind": "condition", "root": 0, "path": "fc", "expr": "grad_norm > 100"}
     """
@@ -499,6 +499,16 @@ class PinModules(Request):
 
     TYPE: ClassVar[str] = "pin_modules"
     modules: list[dict[str, Any]] = field(default_factory=list)  # {"root", "path"}
+
+
+@dataclass
+class JobFinding(Request):
+    """A finding made where a job's ranks meet, not in any one rank (the GUI's
+    ``rank_divergence`` check), sent to the rank it names. The rank's gate
+    takes it as one of its own findings: a ``finding`` breakpoint pauses there."""
+
+    TYPE: ClassVar[str] = "job_finding"
+    finding: dict[str, Any] = field(default_factory=dict)   # the ``Finding``'s fields
 
 
 # ------------------------------------------------------------- responses ---

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tensorscope.viewer.client import GuiServer
-from tensorscope.common.events import Continue, Pause
+from tensorscope.common.events import Continue, Pause, PausedAt
 from tensorscope.ui.model.job import JobConnection
 from tensorscope.ui.model.session_model import SessionModel
 
@@ -133,6 +133,36 @@ def test_a_rank_divergence_is_found_and_named(tmp_path):
     assert "module.3.weight" in found[0]["message"]
     rank1 = next(r for r in report["ranks"] if r["rank"] == 1)
     assert any(f["kind"] == "rank_divergence" for f in rank1["findings"])
+
+
+def test_break_on_finding_fires_on_a_rank_divergence(tmp_path):
+    """The GUI finds the divergence (the ranks meet only there) and tells the odd
+    rank, whose ``--break-on finding`` pauses it; every pause is continued."""
+    gui = GuiSide()
+    host, port = gui.server.address
+    stops: dict[int, PausedAt] = {}
+
+    def ended_after_continuing_each_pause() -> bool:
+        m = gui.model
+        for s in m.ranks.values():
+            if s.paused is not None and id(s.paused) not in stops:
+                stops[id(s.paused)] = s.paused
+                gui.job.request(Continue())
+        return len(m.ranks) == 2 and all(s.ended for s in m.ranks.values())
+
+    try:
+        proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                       "--connect", f"{host}:{port}", "--break-on", "finding",
+                       "--stats-every", "2", SCRIPT, "--bug", "--steps", "40", "--sleep", "0.05"],
+                      tmp_path, TENSORSCOPE_TOKEN=gui.server.token)
+        gui.pump_until(ended_after_continuing_each_pause, "both ranks to end")
+        _finish(proc)
+    finally:
+        gui.close()
+    diverged = [p for p in stops.values()
+                if p.reason == "finding" and "rank_divergence" in p.detail]
+    assert diverged and {p.rank for p in diverged} == {1}
+    assert "module.3" in diverged[0].detail
 
 
 def test_pause_holds_both_ranks_at_one_step_and_continue_resumes_both(tmp_path):

@@ -94,6 +94,24 @@ def test_divergence_is_a_finding_of_the_odd_rank_and_counted():
     assert [(f.rank, f.module, f.step, f.count) for f in found] == [(2, "fc", 10, 2)]
 
 
+def test_a_divergence_is_sent_once_to_the_odd_rank_for_its_finding_breakpoint():
+    from tensorscope.common.events import JobFinding
+
+    model, jc, conns = _job(world=3)
+    rows = [{"name": "fc.weight", "root": 0, "module": "fc", "norm": 1.0}]
+    for step in (10, 12):   # found at step 10, counted again at 12
+        for rank in range(3):
+            msg = StepSummary(step=step, rank=rank,
+                              params=[dict(rows[0], norm=1.5)] if rank == 2 else rows)
+            model.ingest(msg)
+            jc.observe(rank + 10, [msg])
+    sent = {r: [q for q, _ in c.sent if isinstance(q, JobFinding)] for r, c in conns.items()}
+    assert sent[0] == sent[1] == [] and len(sent[2]) == 1
+    finding = sent[2][0].finding
+    assert (finding["kind"], finding["rank"], finding["module"], finding["step"]) == \
+        ("rank_divergence", 2, "fc", 10)
+
+
 def test_ranks_dock_shows_each_rank_and_selects(qtbot):
     from tensorscope.ui.rank_panel import RankPanel
 

@@ -195,6 +195,27 @@ def test_finding_and_condition_breakpoints_pause_at_next_step(gate):
     t.join(5)
 
 
+def test_a_finding_of_the_job_fires_the_finding_breakpoint(gate):
+    """A finding the GUI made across ranks (``JobFinding``) pauses like a rank's own."""
+    from tensorscope.common.events import JobFinding
+    from tensorscope.common.protocol import body_of
+
+    divergence = Finding(kind="rank_divergence", severity="error", step=4, rank=1,
+                         module="fc", message="parameter fc.weight differs across ranks")
+    assert gate.handle_request(JobFinding(finding=body_of(divergence))).ok
+    gate.at_step_boundary(5)          # no finding breakpoint yet: runs on
+    assert not gate.sink.of_type(PausedAt)
+    gate.handle_request(SetBreakpoints(breakpoints=[{"kind": "finding"}]))
+    assert gate.handle_request(JobFinding(finding=body_of(divergence))).ok
+    t = run(lambda: gate.at_step_boundary(6))
+    p = gate.sink.wait_paused(1)
+    assert (p.step, p.reason) == (6, "finding") and "rank_divergence at fc" in p.detail
+    gate.handle_request(Continue())
+    t.join(5)
+    bad = gate.handle_request(JobFinding(finding={"step": "four"}))
+    assert not bad.ok and "malformed" in bad.error
+
+
 def test_exception_post_mortem(gate):
     gate.set_breakpoints([{"kind": "exception"}])
     x = torch.ones(2, 3)

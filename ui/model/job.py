@@ -15,6 +15,9 @@ rank of the session shown. It is what the ``DebugController`` sends through:
 
 When one rank pauses on its own (a breakpoint, a non-finite value, a finding,
 an exception), the others are asked to pause at their next step boundary.
+A finding the GUI makes across ranks (``rank_divergence``) is sent to the rank
+it names (``JobFinding``), whose gate treats it as its own: ``--break-on
+finding`` fires on it there.
 
 A new connection joins the session when its ``Hello`` names the same job
 (``Hello.job``, ``world_size`` > 1); anything else starts a new session.
@@ -25,8 +28,9 @@ import dataclasses
 import logging
 from typing import Any, Callable
 
-from tensorscope.common.events import (Continue, GetTensor, Hello, Message, Pause, PausedAt, Request,
-                                       Response, RunToStep, StepModule)
+from tensorscope.common.events import (Continue, Finding, GetTensor, Hello, JobFinding, Message,
+                                       Pause, PausedAt, Request, Response, RunToStep, StepModule)
+from tensorscope.common.protocol import body_of
 from tensorscope.common.tensors import parse_tensor_ref
 
 log = logging.getLogger("tensorscope.ui")
@@ -180,6 +184,17 @@ class JobConnection:
                           and getattr(self.model.ranks.get(r), "paused", None) is None]
                 for rank in others:
                     self._send(rank, RunToStep(step=msg.step + 1), None)
+        findings, self.model.job_findings = self.model.job_findings, []
+        for finding in findings:
+            self._tell(finding)
+
+    def _tell(self, finding: Finding) -> None:
+        """Send a job's finding to its rank (to every rank if that one is not here)."""
+        req = JobFinding(finding=body_of(finding))
+        if finding.rank in self.ranks:
+            self._send(finding.rank, req, None)
+        elif self.ranks:
+            self._fan_out(req, None)
 
     def resume_all(self) -> None:
         """Continue every rank (e.g. before closing)."""

@@ -271,6 +271,9 @@ class SessionModel:
         self.changes = ChangeLog()
         self._unheard = RankState(0)
         self.divergence = DivergenceCheck()  # rank_divergence across the ranks' summaries
+        #: findings this model made itself, across ranks, that the ranks have not been
+        #: told of yet (``JobConnection.observe`` sends them, for their finding breakpoints)
+        self.job_findings: list[Finding] = []
         self._handlers = {
             Hello: self._hello, ModuleTree: self._tree, StepBegin: self._step_begin,
             CallDigest: self._digest, StepSummary: self._summary,
@@ -484,6 +487,8 @@ class SessionModel:
             seen = self.findings.get(finding.key)
             if seen is not None:  # the same divergence again: counted, first step kept
                 finding.count, finding.step = seen.count + 1, seen.step
+            else:
+                self.job_findings.append(finding)
             self._finding(finding)
 
     def _scalars(self, msg: Scalars) -> None:
