@@ -348,13 +348,13 @@ def probe_pause_latency(tries: int) -> Tally:
     import torch
 
     from tensorscope.hooks.gate import Gate
-    from tensorscope.training.live import start_live
+    from tensorscope.training.sinks import SinkConfig, build_sinks
     from tensorscope.training.session import Session
 
     tally = Tally("Pause/Continue during a 16M slice")
     session = Session()
     gate = Gate(session)
-    links = start_live(session, gate, listen="127.0.0.1:0", connect=False)
+    links = build_sinks(session, gate, SinkConfig(listen="127.0.0.1:0", connect=False))
     gui = Reader(links.address, links.token)
     big = torch.randn(4096, 4096)
     waits, slices = [], []

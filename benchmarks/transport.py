@@ -22,7 +22,7 @@ from torch import nn
 from tensorscope.viewer.client import attach
 from tensorscope.common.events import CallDigest, Continue, GetTensor, Pause, PausedAt, StepSummary
 from tensorscope.hooks.gate import Gate
-from tensorscope.training.live import start_live
+from tensorscope.training.sinks import SinkConfig, build_sinks
 from tensorscope.common.protocol import FrameDecoder, encode
 from tensorscope.training.recording import Recorder
 from tensorscope.training.session import Session
@@ -60,7 +60,7 @@ def bench_loopback(n: int) -> float:
     for _ in range(3):
         s, gate = Session(), None
         gate = Gate(s)
-        links = start_live(s, gate, listen="127.0.0.1:0", connect=False)
+        links = build_sinks(s, gate, SinkConfig(listen="127.0.0.1:0", connect=False))
         done = threading.Event()
         got = [0]
 
@@ -92,7 +92,7 @@ def bench_slices(mb: int) -> float:
 
     s = Session()
     gate = Gate(s)
-    links = start_live(s, gate, listen="127.0.0.1:0", connect=False)
+    links = build_sinks(s, gate, SinkConfig(listen="127.0.0.1:0", connect=False))
     conn = attach("%s:%d" % links.address, links.token)
     paused = threading.Event()
     conn.start(lambda m: isinstance(m, PausedAt) and paused.set(), lambda r: None)

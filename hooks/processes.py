@@ -92,14 +92,15 @@ def let_go(watch: "Watch") -> None:
     session = watch.session
     session._sinks = []       # no lock: another thread may have held it at fork time
     session.closed = True
-    live, watch._live, watch._report = watch._live, None, None
-    if live is not None:
-        _drop_links(live)
+    sinks, watch.sinks = watch.sinks, None
+    if sinks is not None:
+        _drop_links(sinks)
 
 
 def _drop_links(live: Any) -> None:
-    """Close the child's copies of the socket descriptors; keep the recording's
-    connection alive (never closed) for as long as the child runs."""
+    """Close the child's copies of the socket descriptors of ``live`` (the watch's
+    ``training.sinks.RunSinks``); keep the recording's connection alive (never
+    closed) for as long as the child runs."""
     socks = []
     listener = getattr(live, "listener", None)
     if listener is not None:

@@ -130,7 +130,7 @@ class Watch(FrameworkSteps):
         self.index = ModelIndex()
         self.rank_info: RankInfo = current_rank()
         self.rank = self.rank_info.rank
-        self.session = Session()
+        self.session = Session(on_sink_failed=self._sink_failed)
         self.gate = Gate(self.session, self.rank)
         self.gate.finding_sink = self.emit_finding
         self._hello_msg: Hello | None = None
@@ -158,16 +158,18 @@ class Watch(FrameworkSteps):
         self._handles: list[Any] = []
         self._hooked: set[int] = set()
         self._refreshed: dict[int, int] = {}
-        self._live: Any = None
-        self._report: Any = None
+        self.sinks: Any = None   # training.sinks.RunSinks
         self.closed = False
         self.forked = False   # set in a forked child, where this watch is inert (processes)
         self.interrupted = ""  # the signal that ended the run (signals.SignalClose)
         self.signals = SignalClose(self)
         kinds = _breakpoint_kinds(break_on)
-        self._start_sinks(report, dict(record=record, overwrite=overwrite,
-                                       listen=listen, wait=wait,
-                                       allow_remote=allow_remote, connect=connect))
+        from tensorscope.training.sinks import SinkConfig, build_sinks
+
+        self.sinks = build_sinks(self.session, self.gate, SinkConfig(
+            report=report, record=record, overwrite=overwrite, listen=listen, wait=wait,
+            allow_remote=allow_remote, connect=connect),
+            rank=self.rank, world_size=self.rank_info.world_size)
         try:
             self._hello(name, script, argv, kinds)
             self._attach(model)
@@ -182,19 +184,6 @@ class Watch(FrameworkSteps):
             self.closed = True
             self._detach(None)  # no half-attached watch: hooks removed, links closed
             raise
-
-    def _start_sinks(self, report: str | None, live: dict[str, Any]) -> None:
-        """The report builder, and the live links when any of record/listen/connect is set."""
-        if report:
-            from tensorscope.training.report import ReportBuilder
-
-            self._report = ReportBuilder(report)
-            self.session.add_sink(self._report)
-        if live["record"] or live["listen"] not in (None, "") or live["connect"]:
-            from tensorscope.training.live import start_live
-
-            self._live = start_live(self.session, self.gate, rank=self.rank,
-                                    world_size=self.rank_info.world_size, **live)
 
     # ------------------------------------------------------------- attach
     def _install_diagnostics(self) -> None:
@@ -327,6 +316,11 @@ class Watch(FrameworkSteps):
         (``faults.FaultReporter``); the caller switched off what failed."""
         self.faults.internal_error(where, exc, effect, module=module, phase=phase)
 
+    def _sink_failed(self, sink: Any, exc: Exception) -> None:
+        """A sink raised: the session switched it off; said once, as any internal error."""
+        self.internal_error(f"{type(sink).__name__} sink", exc, "it is switched off, the "
+                            "other sinks go on", phase="step")
+
     def _internal_finding(self, phase: str, module: str, message: str) -> None:
         self.emitter.finding("internal_error", "error", phase, 0, module, message)
 
@@ -412,9 +406,8 @@ class Watch(FrameworkSteps):
         """The script started ``torch.multiprocessing.spawn`` children that train under
         watches of their own: a watch that saw no step yet writes no report (the
         children's merged report takes its place)."""
-        if self._report is not None and self.capture.step.index == 0 and not self.capture.step.calls:
-            self.session.remove_sink(self._report)
-            self._report = None
+        if self.sinks is not None and self.capture.step.index == 0 and not self.capture.step.calls:
+            self.sinks.drop_report()
 
     # ------------------------------------------------------------ public API
     def step(self) -> None:
@@ -447,7 +440,7 @@ class Watch(FrameworkSteps):
                             ("bye", lambda: self.session.emit(Bye(
                                 exit_code=exit_code or 0, steps=self.capture.step.index,
                                 rank=self.rank))),
-                            ("live links close", self._close_live),
+                            ("sinks close", self._close_sinks),
                             ("step debugger close", self.gate.close),
                             ("session close", self.session.close),
                             ("detach", self._forget)):
@@ -463,9 +456,9 @@ class Watch(FrameworkSteps):
         self._handles.clear()
         self._hooked.clear()
 
-    def _close_live(self) -> None:
-        if self._live is not None:
-            self._live.close()
+    def _close_sinks(self) -> None:
+        if self.sinks is not None:
+            self.sinks.close()
 
     def _forget(self) -> None:
         self.index.clear()

@@ -1,13 +1,11 @@
-"""Live links of a training process: recording, listen server, connection to a GUI.
+"""The live hub of a training process and its links to GUIs.
 
-``start_live`` wires a ``Session`` to the outside world (interfaces.md §4):
-
-* ``record=FILE``: a ``Recorder`` sink writes the session to SQLite;
-* ``listen=[HOST:]PORT``: serve; any number of GUIs may attach, one after
-  another or together, each first receiving a replay of the session so far;
-  in a distributed job rank ``r`` serves on ``PORT + r`` (``attach`` to the
-  first reaches them all);
-* ``connect``: connect to a GUI (``GuiServer``) that is already listening.
+``LiveHub`` is the session sink that keeps the replay state and fans messages
+out to attached GUIs (one ``Sender`` thread and one request-reading thread
+per GUI). ``announce`` says where a listening process serves and where its
+token is; ``connect_hub`` connects a hub to a running GUI. What a run asks
+for (record, listen, connect, wait) is built by
+``tensorscope.training.sinks.build_sinks``.
 
 Requests from a GUI go to ``gate.handle_request`` and the answer goes back on
 the same connection. When the last GUI goes away the gate is released, so a
@@ -29,11 +27,10 @@ from tensorscope.common.events import Message, Request
 from tensorscope.training.sender import Sender
 from tensorscope.common.transport import (Channel, HandshakeError, Listener,
                                           connect as open_channel, find_gui, parse_address,
-                                          remove_discovery, write_token_file)
+                                          write_token_file)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.gate import Gate
-    from tensorscope.training.session import Session
 
 log = logging.getLogger("tensorscope.live")
 
@@ -180,43 +177,7 @@ class LiveHub:
             peer.channel.close()
 
 
-class LiveLinks:
-    """What ``start_live`` set up; ``close`` tears it all down (idempotent)."""
-
-    def __init__(self, session: "Session", hub: LiveHub) -> None:
-        self.session = session
-        self.hub = hub
-        self.recorder: Any = None
-        self.listener: Listener | None = None
-        self.token_file: Path | None = None
-        self._closed = False
-
-    @property
-    def address(self) -> tuple[str, int] | None:
-        """The listen address, if serving."""
-        return self.listener.address if self.listener else None
-
-    @property
-    def token(self) -> str | None:
-        """The listen token, if serving."""
-        return self.listener.token if self.listener else None
-
-    def close(self) -> None:
-        """Flush the recording, say bye (already emitted by the Watch), close sockets."""
-        if self._closed:
-            return
-        self._closed = True
-        if self.listener is not None:
-            self.listener.close()
-        remove_discovery(self.token_file)
-        self.hub.close()
-        if self.recorder is not None:
-            self.recorder.close()
-        self.session.remove_sink(self.hub)
-        self.hub.gate.set_interactive(False)
-
-
-def _announce(listener: Listener, rank: int = 0, world_size: int = 1) -> Path | None:
+def announce(listener: Listener, rank: int = 0, world_size: int = 1) -> Path | None:
     """Say where the script listens and where its token is; returns the token file.
 
     The token itself is not printed (terminal scroll-back and CI logs are often
@@ -280,7 +241,9 @@ def _open(connect: bool | str | None) -> Channel | None:
                               f"({exc})") from exc
 
 
-def _connect(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
+def connect_hub(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
+    """Connect ``hub`` to the GUI ``connect`` designates; False (said on stderr) if
+    there is none or it cannot be reached: training continues without it."""
     try:
         channel = _open(connect)
     except (OSError, ValueError) as exc:
@@ -294,59 +257,3 @@ def _connect(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
     hub.reconnect_to = connect
     hub.attach(channel)
     return True
-
-
-def start_live(session: "Session", gate: "Gate", *, record: str | None = None,
-               overwrite: bool = False, listen: str | int | None = None, wait: bool = False,
-               allow_remote: bool = False, connect: bool | str = True, rank: int = 0,
-               world_size: int = 1) -> LiveLinks:
-    """Start recording / serving / connecting as asked (interfaces.md §4).
-
-    Rank ``rank`` of a job of ``world_size`` records to its own file
-    (``rank_path``) and listens on the base port plus its rank.
-    """
-    hub = LiveHub(gate)
-    links = LiveLinks(session, hub)
-    if record:
-        record = rank_path(record, rank, world_size)
-    if listen not in (None, "") and world_size > 1:
-        host, port = parse_address(listen)
-        listen = f"{host}:{port + rank}" if port else f"{host}:0"
-    try:
-        _start(links, record, overwrite, listen, wait, allow_remote, connect, (rank, world_size))
-    except BaseException:
-        links.close()
-        raise
-    return links
-
-
-def _start(links: LiveLinks, record: str | None, overwrite: bool, listen: str | int | None,
-           wait: bool, allow_remote: bool, connect: bool | str,
-           where: tuple[int, int] = (0, 1)) -> None:
-    session, hub, gate = links.session, links.hub, links.hub.gate
-    if record:
-        from tensorscope.training.recording import Recorder
-
-        links.recorder = Recorder(record, overwrite=overwrite)
-        session.add_sink(links.recorder)
-    session.add_sink(hub)
-    if listen is not None and listen != "":
-        host, port = parse_address(listen)
-        links.listener = Listener(hub.attach, host, port,
-                                  token=os.environ.get("TENSORSCOPE_TOKEN") or None,
-                                  allow_remote=allow_remote)
-        hub.keep_interactive = True
-        gate.set_interactive(True)
-        links.listener.start()
-        links.token_file = _announce(links.listener, *where)
-    connected = _connect(hub, connect, quiet=links.listener is not None) if connect else False
-    if wait:
-        if links.listener is None and not connected:
-            print("tensorscope: --wait needs --listen or a GUI; not waiting", file=sys.stderr)
-        else:
-            waiting = ("on %s:%d" % links.listener.address if links.listener is not None
-                       else "for the connected GUI")
-            print(f"tensorscope: --wait: training is held before its first step, waiting "
-                  f"{waiting} until a GUI attaches and presses Continue (Ctrl-C stops the "
-                  f"script)", file=sys.stderr)
-            gate.wait_for_client()

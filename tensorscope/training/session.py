@@ -12,7 +12,7 @@ import itertools
 import logging
 import sys
 import threading
-from typing import Protocol
+from typing import Callable, Protocol
 
 from tensorscope.common.events import Message
 
@@ -32,12 +32,16 @@ class Sink(Protocol):
 class Session:
     """Numbers messages and hands each to every sink.
 
-    A sink that raises is removed and the error is printed once on stderr:
-    a broken sink never breaks training.
+    A sink that raises is switched off (removed, never closed) and reported
+    once through ``on_sink_failed`` (default: one line on stderr), after the
+    message has reached the other sinks: a broken sink never breaks training
+    and never costs the others a message.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_sink_failed: Callable[[Sink, Exception], None] | None = None) -> None:
+        # replaced, never changed in place: ``emit`` walks the list it finds
         self._sinks: list[Sink] = []
+        self._on_sink_failed = on_sink_failed or _say_sink_failed
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self.closed = False
@@ -50,24 +54,30 @@ class Session:
     def add_sink(self, sink: Sink) -> None:
         """Attach a sink; it sees messages emitted from now on."""
         with self._lock:
-            self._sinks.append(sink)
+            self._sinks = [*self._sinks, sink]
 
     def remove_sink(self, sink: Sink) -> None:
         """Detach a sink without closing it."""
         with self._lock:
             if sink in self._sinks:
-                self._sinks.remove(sink)
+                self._sinks = [k for k in self._sinks if k is not sink]
 
     def emit(self, msg: Message) -> None:
         """Number ``msg`` and pass it to every sink."""
         msg.seq = next(self._seq)
+        failed: list[tuple[Sink, Exception]] | None = None
         for sink in self._sinks:
             try:
                 sink.handle(msg)
             except Exception as exc:  # a sink must never break training
                 self.remove_sink(sink)
-                print(f"tensorscope: {type(sink).__name__} failed and was "
-                      f"detached: {type(exc).__name__}: {exc}", file=sys.stderr)
+                failed = [*(failed or []), (sink, exc)]
+        if failed:
+            for broken, error in failed:
+                try:
+                    self._on_sink_failed(broken, error)
+                except Exception:
+                    _say_sink_failed(broken, error)
 
     def close(self) -> None:
         """Close every sink (idempotent)."""
@@ -80,3 +90,8 @@ class Session:
             except Exception as exc:
                 print(f"tensorscope: closing {type(sink).__name__} failed: "
                       f"{type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _say_sink_failed(sink: Sink, exc: Exception) -> None:
+    print(f"tensorscope: {type(sink).__name__} failed and was detached: "
+          f"{type(exc).__name__}: {exc}", file=sys.stderr)

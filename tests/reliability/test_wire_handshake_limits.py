@@ -16,7 +16,7 @@ import pytest
 from tensorscope.common import transport
 from tensorscope.viewer.client import GuiServer
 from tensorscope.hooks.gate import Gate
-from tensorscope.training.live import start_live
+from tensorscope.training.sinks import SinkConfig, build_sinks
 from tensorscope.common.protocol import HEADER
 from tensorscope.training.session import Session
 from tensorscope.common.transport import (HANDSHAKE_LIMIT, MAX_UNAUTHENTICATED, HandshakeError,
@@ -102,7 +102,7 @@ def _serve(side: str):
     if side == "training":
         s = Session()
         gate = Gate(s)
-        links = start_live(s, gate, listen="127.0.0.1:0", connect=False)
+        links = build_sinks(s, gate, SinkConfig(listen="127.0.0.1:0", connect=False))
         return links.address, links.token, lambda: (links.close(), gate.close())
     server = GuiServer(lambda conn: conn.close(), discovery=False)
     server.start()

@@ -11,7 +11,7 @@ from tensorscope.viewer.client import attach
 from tensorscope.common.events import Continue, GetTensor, Pause, PausedAt, Response
 from tensorscope.common.tensors import tensor_ref
 from tensorscope.hooks.gate import Gate
-from tensorscope.training.live import start_live
+from tensorscope.training.sinks import SinkConfig, build_sinks
 from tensorscope.training.session import Session
 
 
@@ -19,7 +19,7 @@ def test_continue_is_answered_while_a_slice_is_being_prepared(tmp_path, monkeypa
     monkeypatch.setenv("TENSORSCOPE_RUNTIME_DIR", str(tmp_path / "run"))
     s = Session()
     gate = Gate(s)
-    links = start_live(s, gate, listen="127.0.0.1:0", connect=False)
+    links = build_sinks(s, gate, SinkConfig(listen="127.0.0.1:0", connect=False))
     slicing, release = threading.Event(), threading.Event()
 
     def slow_slice(req):  # stands in for preparing a large slice on the training thread

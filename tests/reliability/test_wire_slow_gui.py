@@ -16,7 +16,7 @@ from tensorscope.viewer.client import GuiServer
 from tensorscope.common.events import (STREAM_RING as RING, CallDigest, Finding, Hello, PausedAt,
                                        Resumed, StepSummary)
 from tensorscope.hooks.gate import Gate
-from tensorscope.training.live import start_live
+from tensorscope.training.sinks import SinkConfig, build_sinks
 from tensorscope.common.protocol import FrameDecoder
 from tensorscope.training.sender import Sender
 from tensorscope.training.session import Session
@@ -104,7 +104,7 @@ def test_connect_mode_looks_for_the_gui_again(monkeypatch, capsys):
     monkeypatch.setenv("TENSORSCOPE_TOKEN", server.token)
     s = Session()
     gate = Gate(s)
-    links = start_live(s, gate, connect="%s:%d" % server.address)
+    links = build_sinks(s, gate, SinkConfig(connect="%s:%d" % server.address))
     try:
         with cond:
             assert cond.wait_for(lambda: len(arrived) == 1, 30)

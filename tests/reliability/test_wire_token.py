@@ -21,7 +21,7 @@ import pytest
 
 from tensorscope.viewer.client import GuiServer, TokenError, resolve_token
 from tensorscope.hooks.gate import Gate
-from tensorscope.training.live import start_live
+from tensorscope.training.sinks import SinkConfig, build_sinks
 from tensorscope.training.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def test_listen_writes_a_private_token_file_and_never_prints_the_token(runtime, 
     stale.write_text("00" * 32)
     s = Session()
     gate = Gate(s)
-    links = start_live(s, gate, listen="127.0.0.1:0", connect=False)
+    links = build_sinks(s, gate, SinkConfig(listen="127.0.0.1:0", connect=False))
     try:
         err = capsys.readouterr().err
         path = links.token_file

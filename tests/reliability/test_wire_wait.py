@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from tensorscope.hooks.gate import Gate
-from tensorscope.training.live import start_live
+from tensorscope.training.sinks import SinkConfig, build_sinks
 from tensorscope.training.session import Session
 
 
@@ -15,7 +15,7 @@ def test_wait_says_it_waits_where_and_how_to_stop(capsys, tmp_path, monkeypatch)
     monkeypatch.setenv("TENSORSCOPE_RUNTIME_DIR", str(tmp_path / "run"))
     s = Session()
     gate = Gate(s)
-    links = start_live(s, gate, listen="127.0.0.1:0", wait=True, connect=False)
+    links = build_sinks(s, gate, SinkConfig(listen="127.0.0.1:0", wait=True, connect=False))
     try:
         err = capsys.readouterr().err
         assert "waiting on 127.0.0.1:%d" % links.address[1] in err

@@ -1,4 +1,4 @@
-"""start_live in-process: replay on attach, successive attaches, release, recording."""
+"""build_sinks in-process: replay on attach, successive attaches, release, recording."""
 from __future__ import annotations
 
 import threading
@@ -9,7 +9,7 @@ from tensorscope.viewer.client import GuiServer, attach
 from tensorscope.common.events import (Finding, GraphStructure, Hello, ModuleTree, Pause, PausedAt,
                                 StepSummary)
 from tensorscope.hooks.gate import Gate
-from tensorscope.training.live import start_live
+from tensorscope.training.sinks import SinkConfig, build_sinks
 from tensorscope.viewer.reader import SessionReader
 from tensorscope.training.session import Session
 
@@ -33,7 +33,7 @@ class Inbox:
 def served():
     s = Session()
     g = Gate(s)
-    links = start_live(s, g, listen="127.0.0.1:0", connect=False)
+    links = build_sinks(s, g, SinkConfig(listen="127.0.0.1:0", connect=False))
     yield s, g, links
     links.close()
     g.close()
@@ -114,7 +114,7 @@ def test_record_and_connect_via_environment(tmp_path, monkeypatch):
         monkeypatch.setenv(k, v)
     s = Session()
     g = Gate(s)
-    links = start_live(s, g, record=str(tmp_path / "r.tscope"), connect=True)
+    links = build_sinks(s, g, SinkConfig(record=str(tmp_path / "r.tscope"), connect=True))
     s.emit(Hello(script="x"))
     s.emit(StepSummary(step=0, loss=2.0))
     inbox.wait(lambda ms: len(ms) == 2)
@@ -131,7 +131,7 @@ def test_no_gui_found_is_said_once(monkeypatch, capsys):
     monkeypatch.delenv("TENSORSCOPE_CONNECT", raising=False)
     monkeypatch.setenv("TENSORSCOPE_NO_DISCOVERY", "1")
     s = Session()
-    links = start_live(s, Gate(s), connect=True)
+    links = build_sinks(s, Gate(s), SinkConfig(connect=True))
     assert capsys.readouterr().err.count("no TensorScope GUI found") == 1
     links.close()
 
@@ -139,7 +139,7 @@ def test_no_gui_found_is_said_once(monkeypatch, capsys):
 def test_unreachable_gui_is_reported_and_training_goes_on(monkeypatch, capsys):
     monkeypatch.setenv("TENSORSCOPE_TOKEN", "ab" * 32)
     s = Session()
-    links = start_live(s, Gate(s), connect="127.0.0.1:1")
+    links = build_sinks(s, Gate(s), SinkConfig(connect="127.0.0.1:1"))
     assert "could not connect to the TensorScope GUI at 127.0.0.1:1" in capsys.readouterr().err
     s.emit(StepSummary(step=0))
     links.close()
@@ -148,8 +148,8 @@ def test_unreachable_gui_is_reported_and_training_goes_on(monkeypatch, capsys):
 def test_remote_bind_needs_allow_remote():
     s = Session()
     with pytest.raises(PermissionError):
-        start_live(s, Gate(s), listen="0.0.0.0:0", connect=False)
-    links = start_live(s, Gate(s), listen="0.0.0.0:0", allow_remote=True, connect=False)
+        build_sinks(s, Gate(s), SinkConfig(listen="0.0.0.0:0", connect=False))
+    links = build_sinks(s, Gate(s), SinkConfig(listen="0.0.0.0:0", allow_remote=True, connect=False))
     links.close()
 
 
