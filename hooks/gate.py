@@ -19,7 +19,7 @@ import logging
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tensorscope.common.conditions import ConditionError, digest_values
 from tensorscope.common.events import (CallDigest, Continue, Finding, GetTensor, JobFinding,
@@ -32,6 +32,7 @@ from tensorscope.hooks.gate_state import (Breakpoints, BreakpointError, Job, nby
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
+    from tensorscope.common.step_calls import CallRow
     from tensorscope.training.session import Session
 
 log = logging.getLogger("tensorscope.gate")
@@ -224,8 +225,10 @@ class Gate:
                                             f"{finding.message}")
                 self._update_armed()
 
-    def on_step_end(self, step: int, digests: list[CallDigest], summary: StepSummary) -> None:
-        """Evaluate condition breakpoints on this step's digests."""
+    def on_step_end(self, step: int, digests: Sequence[CallDigest | CallRow],
+                    summary: StepSummary) -> None:
+        """Evaluate condition breakpoints on this step's calls (``StepRecord.digests``:
+        the rows of its ``StepCalls``)."""
         with self._cond:
             conditions = list(self._bps.conditions)
         for root, path, cond in conditions:

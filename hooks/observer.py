@@ -18,7 +18,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from torch import nn
 
-    from tensorscope.common.events import CallDigest, StepSummary
+    from tensorscope.common.events import CallSignatures, StepSummary
+    from tensorscope.common.step_calls import CallRow
+    from tensorscope.hooks.stepend import CallBatch
 
 
 class CallRecord:
@@ -94,26 +96,42 @@ class CallRecord:
 class StepRecord:
     """A finished step as observers see it in ``on_step_end``.
 
-    ``digests`` hold host values (stats, grad norms, finite flags);
+    ``batch`` holds the calls' host values as columns (``stepend.CallBatch``:
+    flags, grad norms, statistics, signatures); ``digests`` the same as one
+    row per call (``step_calls.CallRow``, made when first read);
     ``deferred`` maps each ``WatchContext.defer`` handle to a dict of Python
     numbers; ``calls`` keep metadata, and until ``on_step_end`` returns their
     ``in_entries``/``out_entries`` (tensors by weak reference).
+    ``signatures`` is the ``CallSignatures`` of the calls first seen this
+    step (None if none were new).
     """
 
-    __slots__ = ("step", "kind", "digests", "summary", "calls", "deferred", "values")
+    __slots__ = ("step", "kind", "batch", "summary", "calls", "deferred", "values",
+                 "signatures", "_rows")
 
-    def __init__(self, step: int, kind: str, digests: "list[CallDigest]",
-                 summary: "StepSummary", calls: list[CallRecord],
-                 deferred: dict[int, dict[str, Any]], values: list[float] | None = None) -> None:
+    def __init__(self, step: int, kind: str, batch: "CallBatch", summary: "StepSummary",
+                 calls: list[CallRecord], deferred: dict[int, dict[str, Any]],
+                 values: list[float] | None = None,
+                 signatures: "CallSignatures | None" = None) -> None:
         self.step = step
         self.kind = kind
-        self.digests = digests
+        self.batch = batch
         self.summary = summary
         self.calls = calls
         self.deferred = deferred
         # the step's flushed host values: ``values[entry.finite]`` is the sum probed of a
         # ``FlowEntry`` (NaN when the tensor held a NaN or infinities of both signs)
         self.values = values if values is not None else []
+        self.signatures = signatures
+        self._rows: "list[CallRow] | None" = None
+
+    @property
+    def digests(self) -> "list[CallRow]":
+        """One row per call, in call order (built on first read)."""
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = self.batch.rows()
+        return rows
 
 
 class WatchContext(Protocol):

@@ -1,4 +1,4 @@
-"""Finishing a step: the one host transfer, then digests and the summary.
+"""Finishing a step: the one host transfer, then the call batch and the summary.
 
 Runs on the training thread when a step ends (optimizer step, ``Watch.step``
 or an automatic boundary). Everything queued during the step, activation
@@ -11,7 +11,10 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from tensorscope.common.events import CallDigest, StepSummary
+from tensorscope.common import step_calls
+from tensorscope.common.events import StepCalls, StepSummary
+from tensorscope.common.step_calls import CallRow, Signature
+from tensorscope.hooks.call_signatures import SignatureRegistry
 from tensorscope.hooks.meter import OverheadMeter, share
 from tensorscope.hooks.observer import CallRecord, StepRecord
 from tensorscope.hooks.params import ParamTracker
@@ -55,30 +58,104 @@ def _root(total: float) -> float:
     return math.sqrt(total) if total >= 0.0 else math.nan
 
 
-def digest(call: CallRecord, values: list[float], rank: int) -> CallDigest:
-    """The complete digest of one call, from the flushed values."""
+def digest(call: CallRecord, values: list[float]) -> tuple[int, float | None,
+                                                         dict[str, Any] | None]:
+    """One call's numbers from the flushed values: its flags (``step_calls.FINITE``
+    ...), gradient norm and statistics."""
     gn = _grad_norm(call, values)
-    return CallDigest(
-        step=call.step, rank=rank, index=call.index, root=call.root, path=call.path,
-        type=call.type, inputs=call.in_meta, outputs=call.out_meta,
-        stats=stats_from(call.stats, values) if call.stats is not None else None,
-        grad_norm=gn,
-        finite=_finite(values, call.out_entries),
-        inputs_finite=_finite(values, call.in_entries),
-        grad_finite=gn is None or math.isfinite(gn),
-        mem_delta=call.mem_delta, training=call.training, grad_enabled=call.grad_enabled)
+    flags = _TRAINING if call.training else 0
+    if call.grad_enabled:
+        flags |= _GRAD_ENABLED
+    if _finite(values, call.out_entries):
+        flags |= _FINITE
+    if _finite(values, call.in_entries):
+        flags |= _INPUTS_FINITE
+    if gn is None:
+        flags |= _GRAD_FINITE
+    else:
+        flags |= _HAS_GRAD | (_GRAD_FINITE if math.isfinite(gn) else 0)
+    if call.mem_delta is not None:
+        flags |= _HAS_MEM
+    return flags, gn, stats_from(call.stats, values) if call.stats is not None else None
 
 
-def _digests_skipping(calls: list[CallRecord], values: list[float],
-                      rank: int) -> list[CallDigest]:
-    """The digests that build (after one failed): the others are left out."""
-    out = []
+class CallBatch:
+    """A step's calls as columns, before packing (training thread): what its
+    ``StepCalls`` holds, and what observers read (``StepRecord.digests`` gives
+    rows of it)."""
+
+    __slots__ = ("step", "rank", "index", "sigs", "flags", "grad_norm", "stats", "mem_delta",
+                 "dense")
+
+    def __init__(self, step: int, rank: int) -> None:
+        self.step = step
+        self.rank = rank
+        self.index: list[int] = []
+        self.sigs: list[Signature] = []
+        self.flags: list[int] = []
+        self.grad_norm: list[float] = []
+        self.stats: list[dict[str, Any] | None] = []
+        self.mem_delta: list[int] = []
+        self.dense = True   # index is 0, 1, 2... (no call left out)
+
+    def add(self, call: CallRecord, sig: Signature, flags: int, gn: float | None,
+            stats: dict[str, Any] | None) -> None:
+        """One call's row."""
+        if call.index != len(self.index):
+            self.dense = False
+        self.index.append(call.index)
+        self.sigs.append(sig)
+        self.flags.append(flags)
+        self.grad_norm.append(0.0 if gn is None else gn)
+        self.stats.append(stats)
+        self.mem_delta.append(0 if call.mem_delta is None else call.mem_delta)
+
+    def rows(self) -> list[CallRow]:
+        """One ``CallRow`` per call (the per-call view)."""
+        step, rank = self.step, self.rank
+        return [CallRow(step, rank, i, sig, f, gn if f & _HAS_GRAD else None, st,
+                        mem if f & _HAS_MEM else None)
+                for i, sig, f, gn, st, mem in zip(self.index, self.sigs, self.flags,
+                                                   self.grad_norm, self.stats, self.mem_delta)]
+
+    def message(self) -> StepCalls:
+        """The packed ``StepCalls``."""
+        flags = self.flags
+        any_grad = any_mem = False
+        for f in flags:
+            if f & _HAS_GRAD:
+                any_grad = True
+            if f & _HAS_MEM:
+                any_mem = True
+        stats = self.stats
+        columns = step_calls.pack(
+            [s.id for s in self.sigs], flags, index=None if self.dense else self.index,
+            grad_norm=self.grad_norm if any_grad else None,
+            mem_delta=self.mem_delta if any_mem else None,
+            stats=stats if any(s is not None for s in stats) else None)
+        return StepCalls(step=self.step, rank=self.rank, calls=len(flags), columns=columns)
+
+
+_FINITE, _INPUTS_FINITE, _GRAD_FINITE = (step_calls.FINITE, step_calls.INPUTS_FINITE,
+                                         step_calls.GRAD_FINITE)
+_TRAINING, _GRAD_ENABLED = step_calls.TRAINING, step_calls.GRAD_ENABLED
+_HAS_GRAD, _HAS_MEM = step_calls.HAS_GRAD, step_calls.HAS_MEM
+
+
+def _batch(calls: list[CallRecord], values: list[float], rank: int, step: int,
+           signatures: SignatureRegistry, skip_failed: bool) -> CallBatch:
+    """The step's rows; with ``skip_failed``, a call whose row fails is left out."""
+    batch = CallBatch(step, rank)
+    sig_of = signatures.of
     for call in calls:
-        try:
-            out.append(digest(call, values, rank))
-        except Exception:
-            continue
-    return out
+        if skip_failed:
+            try:
+                batch.add(call, sig_of(call), *digest(call, values))
+            except Exception:
+                continue
+        else:
+            batch.add(call, sig_of(call), *digest(call, values))
+    return batch
 
 
 def queue_loss(step: "StepBuffer") -> int | None:
@@ -105,15 +182,20 @@ def queue_loss(step: "StepBuffer") -> int | None:
 def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int,
            memory: int | None, meter: OverheadMeter | None = None, paused_ns: int = 0,
            rates: dict[str, Any] | None = None,
-           errors: list[tuple[str, Exception]] | None = None) -> StepRecord:
-    """Flush the step's values and build its digests, summary and record.
+           errors: list[tuple[str, Exception]] | None = None,
+           signatures: SignatureRegistry | None = None) -> StepRecord:
+    """Flush the step's values and build its call batch, summary and record.
 
-    With a ``meter``, the summary carries the step's ``overhead`` (the
-    meter's window closes here) and the ``rates`` the budget chose. A digest
-    or the parameter rows that fail to build are left out, and the error is
-    appended to ``errors`` (``(where, exception)``) for the caller to report;
-    without ``errors`` they raise.
+    The batch names each call's signature in ``signatures`` (the watch's
+    registry; the record carries the new ones). With a ``meter``, the
+    summary carries the step's ``overhead`` (the meter's window closes here)
+    and the ``rates`` the budget chose. A call's row or the parameter rows
+    that fail to build are left out, and the error is appended to ``errors``
+    (``(where, exception)``) for the caller to report; without ``errors``
+    they raise.
     """
+    if signatures is None:
+        signatures = SignatureRegistry()
     if params is not None:
         try:
             params.queue(step)
@@ -125,12 +207,12 @@ def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int
     loss_at = queue_loss(step)
     values = step.buf.flush()
     try:
-        digests = [digest(call, values, rank) for call in step.calls]
+        batch = _batch(step.calls, values, rank, step.index, signatures, False)
     except Exception as exc:
         if errors is None:
             raise
         errors.append(("call digest", exc))
-        digests = _digests_skipping(step.calls, values, rank)
+        batch = _batch(step.calls, values, rank, step.index, signatures, True)
     try:
         rows = ParamTracker.finish(step.param_work, values)
     except Exception as exc:
@@ -151,4 +233,5 @@ def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int
         params=rows, memory=memory, time=time.time(), overhead=overhead, rates=rates)
     deferred: dict[int, dict[str, Any]] = {
         handle: {k: values[i] for k, i in names.items()} for handle, names in step.deferred}
-    return StepRecord(step.index, kind, digests, summary, step.calls, deferred, values)
+    return StepRecord(step.index, kind, batch, summary, step.calls, deferred, values,
+                      signatures.take_new(rank, step.index))

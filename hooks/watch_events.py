@@ -1,9 +1,10 @@
-"""What a watch emits at step boundaries: digests, summaries, graphs, findings.
+"""What a watch emits at step boundaries: calls, summaries, graphs, findings.
 
 ``StepEmitter`` runs on the training thread. At the end of a step it asks
 ``stepend.finish`` for the host values, lets the observers see the step,
-emits graphs whose structure hash changed, the call digests and the step
-summary, then re-emits findings whose count grew during the step.
+emits graphs whose structure hash changed, the signatures of calls first
+seen, the step's calls as one ``StepCalls`` batch and the step summary, then
+re-emits findings whose count grew during the step.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tensorscope.common.events import Finding, GraphStructure, StepBegin
+from tensorscope.hooks.call_signatures import SignatureRegistry
 from tensorscope.hooks.autograd_graph import Ownership, autograd_graph
 from tensorscope.hooks.dataflow import module_graph, structure_hash, structure_key
 from tensorscope.hooks.registry import describe_plain
@@ -66,18 +68,20 @@ class StepEmitter:
         self.dirty: set[tuple[str, int, str]] = set()
         self.hashes: dict[str, str] = {}
         self.last_key: tuple | None = None
+        self.signatures = SignatureRegistry()
 
     def step_begin(self, index: int) -> None:
         """Emit ``StepBegin``."""
         self.watch.session.emit(StepBegin(step=index, rank=self.watch.rank))
 
     def step_ended(self, step: "StepBuffer", kind: str) -> None:
-        """Finish ``step``: one transfer, observers, graphs, digests, summary."""
+        """Finish ``step``: one transfer, observers, graphs, calls, summary."""
         w = self.watch
         with_params = kind == "train" or step.saw_backward or step.optimizer_steps > 0
         errors: list[tuple[str, Exception]] = []
         record = finish(step, kind, w.params if with_params else None, w.rank, _memory(),
-                        w.capture.meter, w.gate.paused_ns, w.budget_rates(), errors)
+                        w.capture.meter, w.gate.paused_ns, w.budget_rates(), errors,
+                        self.signatures)
         for where, exc in errors:   # a part of the step lost (one digest, the params)
             w.internal_error(where, exc, "that part of the step is left out", phase="step")
         w.budget_step(step)
@@ -88,8 +92,14 @@ class StepEmitter:
         except Exception as exc:
             w.internal_error("graph building", exc, "the graphs are not updated", phase="step")
         emit = w.session.emit
-        for d in record.digests:
-            emit(d)
+        if record.signatures is not None:
+            emit(record.signatures)
+        try:
+            calls = record.batch.message()
+        except Exception as exc:
+            w.internal_error("call batch", exc, "that step's calls are left out", phase="step")
+        else:
+            emit(calls)
         emit(record.summary)
         self.flush_findings()
         if w.gate.armed:

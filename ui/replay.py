@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
                                QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from tensorscope.common.events import CallDigest
+from tensorscope.common.step_calls import is_call
 from tensorscope.viewer.reader import SessionReader, recording_files
 from tensorscope.ui.graph_panel import relative_change
 from tensorscope.ui.legend import format_number
@@ -186,9 +186,9 @@ class ReplayWindow(MainWindow):
         self.plots.mark_step(step)
 
         def work() -> None:
-            msgs = list(self._shown_reader().step_messages(step))
-            stats = {(m.root, m.path): m.stats for m in msgs
-                     if isinstance(m, CallDigest) and m.stats}
+            reader = self._shown_reader()
+            msgs = reader.calls(reader.step_messages(step))
+            stats = {(m.root, m.path): m.stats for m in msgs if is_call(m) and m.stats}
             self.bridge.post_response(lambda got: self._show_metrics(step, *got),
                                       (module_metrics(msgs), stats))
         self._in_background(work)
@@ -225,8 +225,8 @@ class ReplayWindow(MainWindow):
         """Per-module statistics of steps a and b side by side; Δ coloured on the graph."""
         def work() -> None:
             reader = self._shown_reader()
-            ma = module_metrics(reader.step_messages(a))
-            mb = module_metrics(reader.step_messages(b))
+            ma = module_metrics(reader.calls(reader.step_messages(a)))
+            mb = module_metrics(reader.calls(reader.step_messages(b)))
             self.bridge.post_response(lambda pair: self._show_comparison(*pair), (ma, mb))
         self._in_background(work)
 

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tensorscope.common.events import CallDigest
+from tensorscope.common.step_calls import AnyCall
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord, StepRecord
@@ -153,6 +153,8 @@ class Fp16OverflowObserver(Diagnostic):
 
     def on_step_end(self, record: StepRecord) -> None:
         """Read the step's finite flags and statistics of float16 outputs."""
+        if not any(sig.half for sig in record.batch.sigs):   # no row to read
+            return
         halves = [d for d in record.digests if _half(d)]
         if not halves:
             return
@@ -168,7 +170,7 @@ class Fp16OverflowObserver(Diagnostic):
             self._report(max(grads, key=lambda x: x.index), "backward", "gradients",
                          record.step)
 
-    def _report(self, d: CallDigest, phase: str, what: str, step: int) -> None:
+    def _report(self, d: AnyCall, phase: str, what: str, step: int) -> None:
         where = module_label(self.ctx, d.root, d.path)
         level = "overflowed to Inf" if phase == "backward" or not d.finite else \
             f"came within 10% of the float16 maximum ({FP16_MAX:.0f})"
@@ -179,14 +181,14 @@ class Fp16OverflowObserver(Diagnostic):
                   f"the inputs/scale down the values entering {where}.", step=step)
 
 
-def _half(d: CallDigest) -> bool:
+def _half(d: AnyCall) -> bool:
     for m in d.outputs:
         if m.get("dtype") == "float16":
             return True
     return False
 
 
-def _overflowed(d: CallDigest) -> bool:
+def _overflowed(d: AnyCall) -> bool:
     if not d.finite:
         return True
     s = d.stats

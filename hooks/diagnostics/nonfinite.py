@@ -51,7 +51,7 @@ from typing import Any, Iterable
 
 import torch
 
-from tensorscope.common.events import CallDigest
+from tensorscope.common.step_calls import FINITE, GRAD_FINITE, AnyCall
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
     module_label
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
@@ -147,14 +147,16 @@ class NonFiniteObserver(Diagnostic):
         """Read the step's finite flags and name the producer."""
         roots, self._roots = self._roots, []
         initial = self._initially_bad(record) if self._initial else []
-        digests, calls, values = record.digests, record.calls, record.values
+        calls, values = record.calls, record.values
         rows = record.summary.params
         bad_params = [r for r in rows if not _finite(r.get("norm"))]
         bad_pgrads = [r for r in rows if not _finite(r.get("grad_norm"))]
-        bad_grad = any(not d.grad_finite for d in digests)
+        flags = record.batch.flags   # the rows are read only when some flag is down
+        bad_grad = not all(f & GRAD_FINITE for f in flags)
         bad_loss = not _finite(record.summary.loss)
-        bad_roots = [(calls[d.index], d) for d in digests
-                     if not d.finite and d.index < len(calls) and calls[d.index].parent is None]
+        bad_roots = [] if all(f & FINITE for f in flags) else [
+            (calls[d.index], d) for d in record.digests
+            if not d.finite and d.index < len(calls) and calls[d.index].parent is None]
         bad_inputs = self._bad_root_inputs(record, roots)
         if not (initial or bad_params or bad_pgrads or bad_grad or bad_loss or bad_roots
                 or bad_inputs):
@@ -285,7 +287,7 @@ class NonFiniteObserver(Diagnostic):
             return True
         return False
 
-    def _report_producer(self, record: StepRecord, call: CallRecord, d: CallDigest) -> None:
+    def _report_producer(self, record: StepRecord, call: CallRecord, d: AnyCall) -> None:
         if _is_half(d):
             return  # float16 overflow: fp16_overflow names it, with the fp16-specific fix
         weights = self._own_bad_params(call)
@@ -473,7 +475,7 @@ def _host_bad_inputs(call: CallRecord) -> list[str]:
     return out
 
 
-def _absorbed(bad_roots: list[tuple[CallRecord, CallDigest]], values: list[float]) -> bool:
+def _absorbed(bad_roots: list[tuple[CallRecord, AnyCall]], values: list[float]) -> bool:
     """Only model outputs are non-finite, and only as infinities (``-inf`` masked
     logits), never NaN, and no loss module's output."""
     for call, _ in bad_roots:
@@ -492,12 +494,12 @@ def _root_of(call: CallRecord) -> CallRecord:
     return call
 
 
-def _grad_ok(d: CallDigest | None) -> bool:
+def _grad_ok(d: AnyCall | None) -> bool:
     return d is not None and d.grad_norm is not None and d.grad_finite
 
 
 def _finite_consumer(call: CallRecord, calls: list[CallRecord],
-                     by_index: dict[int, CallDigest]) -> CallRecord | None:
+                     by_index: dict[int, AnyCall]) -> CallRecord | None:
     """The innermost call that took one of ``call``'s outputs as input and whose own
     output gradient was finite."""
     outs = {id(e) for e in call.out_entries}
@@ -510,7 +512,7 @@ def _finite_consumer(call: CallRecord, calls: list[CallRecord],
     return min(inner, key=lambda c: c.index) if inner else None
 
 
-def _finite_ancestor(call: CallRecord, by_index: dict[int, CallDigest]) -> CallRecord | None:
+def _finite_ancestor(call: CallRecord, by_index: dict[int, AnyCall]) -> CallRecord | None:
     p = call.parent
     while p is not None:
         if _grad_ok(by_index.get(p.index)):
@@ -520,7 +522,7 @@ def _finite_ancestor(call: CallRecord, by_index: dict[int, CallDigest]) -> CallR
 
 
 def _innermost_producer(inside: list[CallRecord],
-                        by_index: dict[int, CallDigest]) -> CallRecord | None:
+                        by_index: dict[int, AnyCall]) -> CallRecord | None:
     """The first (forward order) innermost call with finite inputs and a non-finite output."""
     cands = [c for c in inside if c.index in by_index
              and not by_index[c.index].finite and by_index[c.index].inputs_finite]
@@ -537,5 +539,5 @@ def _encloses(outer: CallRecord, call: CallRecord) -> bool:
     return False
 
 
-def _is_half(d: CallDigest) -> bool:
+def _is_half(d: AnyCall) -> bool:
     return any(m.get("dtype") == "float16" for m in d.outputs)

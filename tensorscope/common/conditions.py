@@ -9,7 +9,8 @@ Grammar::
     operand := NUMBER | FIELD | "-" operand
     OP      := < <= > >= == !=
 
-Fields come from a ``CallDigest``: the statistics (``min max mean std norm
+Fields come from one module call (a ``StepCalls`` row, ``step_calls.CallRow``,
+or an older sender's ``CallDigest``): the statistics (``min max mean std norm
 nan inf zero_fraction``), ``grad_norm``, ``finite``, ``inputs_finite``,
 ``grad_finite`` (1 or 0) and ``mem_delta``. A comparison with a field that
 has no value this step is false.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 from tensorscope.common.events import CallDigest
+from tensorscope.common.step_calls import CallRow
 from tensorscope.common.statistics import STAT_KEYS
 
 FIELDS = frozenset(STAT_KEYS) | {"grad_norm", "finite", "inputs_finite", "grad_finite",
@@ -178,8 +180,8 @@ def parse_condition(text: str) -> Condition:
     return Condition(text)
 
 
-def digest_values(digest: CallDigest) -> dict[str, float]:
-    """The field values a condition sees for one call digest."""
+def digest_values(digest: CallDigest | CallRow) -> dict[str, float]:
+    """The field values a condition sees for one module call."""
     values: dict[str, float] = {k: v for k, v in (digest.stats or {}).items()
                                 if isinstance(v, (int, float))}
     if digest.grad_norm is not None:

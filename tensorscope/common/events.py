@@ -50,7 +50,8 @@ class Keep:
     """How a consumer that cannot keep every message of one type keeps them.
 
     ``how`` is ``"ring"`` (the newest ``size``), ``"latest"`` (one per
-    ``Message.slot()``: a newer one replaces the older) or ``"clear"`` (the
+    ``Message.slot()``: a newer one replaces the older), ``"all"`` (every one,
+    in order: a table that later messages refer to) or ``"clear"`` (the
     message empties its slot and is not kept itself). ``name`` is what a lost
     one is counted as (``Sender.lost``).
     """
@@ -168,8 +169,48 @@ class StepBegin(Message):
 
 
 @dataclass
+class CallSignatures(Message):
+    """New call signatures of one rank: what a module call is, apart from its numbers.
+
+    ``signatures`` is a list of ``{"id": 3, "root": 0, "path": "network.0",
+    "type": "Linear", "inputs": [TensorMeta...], "outputs": [TensorMeta...]}``.
+    ``id`` is unique within the rank; ``StepCalls`` rows name it. Sent before
+    the first ``StepCalls`` that uses it (only when a call's root, path, type
+    or the metadata of its inputs and outputs differ from every earlier
+    call's), and replayed in full to a GUI that attaches later.
+    """
+
+    TYPE: ClassVar[str] = "call_signatures"
+    replayed: ClassVar[Keep | None] = Keep("all")
+    replay_order: ClassVar[int] = 1
+    step: int = 0
+    rank: int = 0
+    signatures: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class StepCalls(Message):
+    """Every module call of one step of one rank, complete: sent at the end of its step.
+
+    One row per call, as columns (``tensorscope.common.step_calls``: what each
+    column holds, ``SignatureTable.rows`` reads them back as rows with the
+    fields of a ``CallDigest``). ``calls`` is the number of rows; ``columns``
+    maps a column name to its little-endian values (msgpack ``bin``).
+    """
+
+    TYPE: ClassVar[str] = "step_calls"
+    droppable: ClassVar[bool] = True
+    step: int = 0
+    rank: int = 0
+    calls: int = 0
+    columns: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass
 class CallDigest(Message):
-    """One module call, complete: sent at the end of its step.
+    """One module call, complete: what senders before ``StepCalls`` sent per call
+    at the end of its step (older recordings hold them; every consumer still
+    reads them).
 
     ``index`` is the call's index within the step (a shared module called
     twice gives two digests). ``finite``/``inputs_finite``/``grad_finite``

@@ -76,6 +76,7 @@ class LiveHub:
         # the replay state, kept as each message's class says (``replayed``)
         self._latest: dict[tuple[Any, ...], Message] = {}
         self._rings: dict[str, collections.deque[Message]] = {}
+        self._all: list[Message] = []   # Keep("all"): tables later messages refer to
         self._closed = False
         #: in connect mode, where to look for a GUI again after losing one
         self.reconnect_to: bool | str | None = None
@@ -90,6 +91,8 @@ class LiveHub:
             self._latest[msg.slot()] = msg
         elif keep.how == "clear":
             self._latest.pop(msg.slot(), None)
+        elif keep.how == "all":
+            self._all.append(msg)
         else:
             ring = self._rings.get(msg.TYPE)
             if ring is None:
@@ -98,7 +101,8 @@ class LiveHub:
 
     def replay(self) -> list[Message]:
         """What a newly attached GUI receives first (call with the lock held)."""
-        kept = [*self._latest.values(), *(m for ring in self._rings.values() for m in ring)]
+        kept = [*self._latest.values(), *self._all,
+                *(m for ring in self._rings.values() for m in ring)]
         return sorted(kept, key=lambda m: m.replay_order)  # stable: each kind keeps its order
 
     def handle(self, msg: Message) -> None:

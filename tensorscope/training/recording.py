@@ -20,30 +20,54 @@ import sys
 import threading
 import time
 
-from tensorscope.common.events import PROTOCOL_VERSION, CallDigest, Finding, Hello, Message, StepSummary
+from tensorscope.common.events import (PROTOCOL_VERSION, CallDigest, CallSignatures, Finding,
+                                       Hello, Message, StepCalls, StepSummary)
+from tensorscope.common.step_calls import CallRow, SignatureTable, StepCallsError
 from tensorscope.common.protocol import body_of, lossy_value, pack_body
 from tensorscope.common.recording_format import (FORMAT, FORMAT_VERSION, SCHEMA, SQLITE_MAGIC,
                                                  RecordingError, read_only_uri)
 
 
 
-def _rows(msgs: list[tuple[int, int, Message]]) -> dict[str, list[tuple]]:
+def _rows(msgs: list[tuple[int, int, Message]],
+          table: SignatureTable | None = None) -> dict[str, list[tuple]]:
+    """The rows of a batch, per table. ``table`` holds the call signatures recorded
+    so far (``StepCalls`` rows of the ``calls`` table are read through it)."""
     rows: dict[str, list[tuple]] = {"messages": [], "steps": [], "findings": [], "calls": []}
+    table = SignatureTable() if table is None else table
     for rank, step, m in msgs:
         body = pack_body(m.TYPE, body_of(m))
         rows["messages"].append((step, m.seq, m.TYPE, body, rank))
-        if isinstance(m, StepSummary):
+        if isinstance(m, StepCalls):
+            try:
+                calls = table.rows(m)
+            except StepCallsError as exc:   # kept as recorded; only its index rows are lost
+                print(f"tensorscope: recording {exc}; its calls are not indexed",
+                      file=sys.stderr)
+                calls = []
+            for c in calls:
+                rows["calls"].append(_call_row(rank, c))
+        elif isinstance(m, StepSummary):
             rows["steps"].append((rank, m.step, m.kind, m.loss, m.duration, m.calls,
                                   m.grad_norm, m.dropped, m.memory, m.time))
         elif isinstance(m, Finding):
             rows["findings"].append((rank, m.step, m.kind, m.severity, m.phase, m.root,
                                      m.module, m.message, m.count))
+        elif isinstance(m, CallSignatures):
+            try:
+                table.add(m)
+            except StepCallsError as exc:
+                print(f"tensorscope: recording {exc}", file=sys.stderr)
         elif isinstance(m, CallDigest):
-            s = m.stats or {}
-            rows["calls"].append((rank, m.step, m.index, m.root, m.path, m.type, int(m.finite),
-                                  m.grad_norm, s.get("mean"), s.get("std"), s.get("min"),
-                                  s.get("max")))
+            rows["calls"].append(_call_row(rank, m))
     return rows
+
+
+def _call_row(rank: int, c: CallDigest | CallRow) -> tuple:
+    """A row of the ``calls`` table."""
+    s = c.stats or {}
+    return (rank, c.step, c.index, c.root, c.path, c.type, int(c.finite), c.grad_norm,
+            s.get("mean"), s.get("std"), s.get("min"), s.get("max"))
 
 
 def _sql_safe(value: object) -> object:
@@ -156,6 +180,7 @@ class Recorder:
         except sqlite3.Error as exc:
             raise RecordingError(f"cannot record to {path}: {exc}") from exc
         self._batch: list[tuple[int, int, Message]] = []
+        self._signatures = SignatureTable()   # the writer thread's, for the calls table
         self._step = -1
         self._rank = 0  # the rank of the latest Hello (rows of messages without one)
         self.max_backlog = max_backlog
@@ -230,7 +255,7 @@ class Recorder:
                     self._cond.notify_all()
 
     def _commit(self, batch: list[tuple[int, int, Message]]) -> None:
-        rows = _rows(batch)
+        rows = _rows(batch, self._signatures)
         try:
             self._insert(rows)
         except (UnicodeEncodeError, OverflowError):  # a column SQLite cannot bind as it is

@@ -1,10 +1,10 @@
 """The headless JSON report (schema version 1; see docs/report.md).
 
 ``ReportBuilder`` is a session ``Sink``: it folds the event stream (Hello,
-ModuleTree, CallDigest, StepSummary, Finding, Scalars, ExceptionRaised, Dropped,
-Bye)
+ModuleTree, CallSignatures and StepCalls (or the CallDigest of older senders),
+StepSummary, Finding, Scalars, ExceptionRaised, Dropped, Bye)
 into a small summary and writes it atomically (temporary file + rename) when
-the session closes. Standard library only: it runs in the session layer.
+the session closes. No torch: it runs in the session layer.
 
 In a distributed job each rank writes its own file (``r.rank1.json``, or the
 user's ``{rank}`` path) and, without ``{rank}``, merges every rank file of the
@@ -25,8 +25,10 @@ from typing import Any
 from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank, job_id, lock_path,
                                      rank_path)
 from tensorscope.common.divergence import report_findings
-from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding, Hello,
-                                Message, ModuleTree, Scalars, StepSummary)
+from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped, ExceptionRaised,
+                                       Finding, Hello, Message, ModuleTree, Scalars, StepCalls,
+                                       StepSummary)
+from tensorscope.common.step_calls import CallRow, SignatureTable
 
 REPORT_VERSION = 1
 MAX_LOSSES = 10000
@@ -117,12 +119,18 @@ class ReportBuilder:
         self.exception: dict[str, Any] | None = None
         self.overheads: deque[tuple[float, float]] = deque(maxlen=MAX_OVERHEAD_STEPS)
         self.rates: dict[str, Any] | None = None
+        self._table = SignatureTable()   # the call signatures StepCalls refer to
         self.written = False
 
     # ------------------------------------------------------------- the sink
     def handle(self, msg: Message) -> None:
         """Fold one event into the summary (training thread; quick)."""
-        if isinstance(msg, CallDigest):
+        if isinstance(msg, StepCalls):
+            for call in self._table.rows(msg):
+                self._digest(call)
+        elif isinstance(msg, CallSignatures):
+            self._table.add(msg)
+        elif isinstance(msg, CallDigest):
             self._digest(msg)
         elif isinstance(msg, StepSummary):
             self._step_done(msg.kind)
@@ -167,7 +175,7 @@ class ReportBuilder:
             if self.exit_code is None:
                 self.exit_code = msg.exit_code
 
-    def _digest(self, d: CallDigest) -> None:
+    def _digest(self, d: CallDigest | CallRow) -> None:
         key = (d.root, d.path)
         info = self.modules.get(key)
         if info is None:

@@ -13,7 +13,8 @@ from typing import Iterable, Iterator
 
 import msgpack
 
-from tensorscope.common.events import (PROTOCOL_VERSION, Hello, Message)
+from tensorscope.common.events import PROTOCOL_VERSION, CallSignatures, Hello, Message
+from tensorscope.common.step_calls import SignatureTable, StepCallsError
 from tensorscope.common.protocol import (Frame, ProtocolError, to_message)
 from tensorscope.common.recording_format import (FORMAT, READABLE_VERSIONS, SQLITE_MAGIC,
                                                  RecordingError, read_only_uri)
@@ -62,6 +63,8 @@ class SessionReader:
         #: per step: [messages, first id, last id], from the table scan at open
         self._extents: dict[int, list[int]] = {}
         self._index_ok = True
+        self._signature_ids: list[int] = []   # messages holding CallSignatures
+        self._table: SignatureTable | None = None
         self._db = self._open(path)
         try:
             self._check_meta()
@@ -132,6 +135,8 @@ class SessionReader:
                     extent[2] = id_
                 if type_ == "step_summary":
                     steps.add(step)
+                elif type_ == "call_signatures":
+                    self._signature_ids.append(id_)
                 elif type_ == "hello":
                     hello = self._first_hello(id_)
                     self.hello = hello if self.hello is None else self.hello
@@ -215,6 +220,41 @@ class SessionReader:
             msg = self._decode_or_warn(id_, type_, seq, body)
             if msg is not None:
                 out.append(msg)
+        return out
+
+    def signatures(self) -> SignatureTable:
+        """Every call signature the file holds, whatever step it was recorded at (read
+        once): what the ``StepCalls`` of any step refer to."""
+        if self._table is None:
+            table = SignatureTable()
+            for id_ in self._signature_ids:
+                try:
+                    (seq, body), = self._db.execute(
+                        "SELECT seq, body FROM messages WHERE id = ?", (id_,))
+                except (sqlite3.DatabaseError, ValueError) as exc:
+                    self.warnings.append(f"message {id_} (call_signatures) is unreadable: {exc}")
+                    continue
+                msg = self._decode_or_warn(id_, "call_signatures", seq, body)
+                if isinstance(msg, CallSignatures):
+                    try:
+                        table.add(msg)
+                    except StepCallsError as exc:
+                        self.warnings.append(f"message {id_}: {exc}")
+            self._table = table
+        return self._table
+
+    def calls(self, messages: Iterable[Message]) -> list:
+        """``messages`` with each ``StepCalls`` replaced by its rows (``CallRow``, read
+        through ``signatures``) and the ``CallSignatures`` left out; ``CallDigest``
+        (older recordings) and every other message pass through. A batch that cannot
+        be read is skipped, and said in ``warnings``."""
+        table = self.signatures()
+        out: list = []
+        for msg in messages:
+            try:
+                out.extend(table.expand([msg]))
+            except StepCallsError as exc:
+                self.warnings.append(f"skipped a batch of calls: {exc}")
         return out
 
     def close(self) -> None:

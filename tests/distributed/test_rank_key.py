@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from tensorscope.common.distributed import RankInfo, current_rank, env_rank, rank_path
-from tensorscope.common.events import CallDigest, Finding, Hello, ModuleTree, StepSummary
+from tensorscope.common.events import (CallDigest, CallSignatures, Finding, Hello, ModuleTree,
+                                       StepCalls, StepSummary)
 from tensorscope.common.tensors import parse_tensor_ref, tensor_ref
 from tensorscope.hooks.watch import Watch
 from tensorscope.viewer.reader import SessionReader
@@ -62,7 +63,7 @@ def test_watch_events_recording_and_report_carry_the_rank(tmp_path, rank1):
         _train(w, model)
         w.emit_finding("test_kind", "warning", "forward", 0, "1", "seen")
     assert all(m.rank == 1 for m in seen if hasattr(m, "rank"))
-    assert {type(m) for m in seen} >= {CallDigest, StepSummary, Finding}
+    assert {type(m) for m in seen} >= {CallSignatures, StepCalls, StepSummary, Finding}
     assert not rec.exists()  # a rank of a job of 2 never writes the shared name
     rec = tmp_path / "run.rank1.tscope"
     db = sqlite3.connect(rec)
@@ -99,7 +100,7 @@ def test_gate_and_events_follow_a_rank_known_late(monkeypatch):
         hello = [m for m in s_msgs if isinstance(m, Hello)]
         assert [(h.rank, h.world_size) for h in hello] == [(3, 4)]
         assert [m.rank for m in s_msgs if isinstance(m, ModuleTree)] == [3]
-        assert {m.rank for m in s_msgs if isinstance(m, CallDigest)} == {3}
+        assert {m.rank for m in s_msgs if isinstance(m, (StepCalls, CallSignatures))} == {3}
     finally:
         w.close()
 

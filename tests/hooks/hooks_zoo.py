@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 import tensorscope
-from tensorscope.common.events import CallDigest, GraphStructure, StepSummary
+from tensorscope.common.events import GraphStructure, StepSummary
+from tensorscope.common.step_calls import SignatureTable, is_call
 
 
 class EventLog:
@@ -27,8 +28,10 @@ class EventLog:
     def of(self, cls: type) -> list[Any]:
         return [m for m in self.messages if isinstance(m, cls)]
 
-    def digests(self, step: int | None = None) -> list[CallDigest]:
-        return [d for d in self.of(CallDigest) if step is None or d.step == step]
+    def digests(self, step: int | None = None) -> list[Any]:
+        """Every module call, as rows of the steps' ``StepCalls`` (or ``CallDigest``)."""
+        rows = SignatureTable().expand(self.messages)
+        return [d for d in rows if is_call(d) and (step is None or d.step == step)]
 
     def summaries(self) -> list[StepSummary]:
         return self.of(StepSummary)

@@ -11,6 +11,7 @@ import warnings
 
 import pytest
 import torch
+from tensorscope.common.step_calls import SignatureTable, is_call
 from tensorscope.hooks.compiled import TORCH_WARNING_NOTE, compiled_inner
 from tensorscope.hooks.watch import Watch
 from torch import nn
@@ -39,6 +40,10 @@ class Log:
 
     def of(self, name: str) -> list:
         return [e for e in self.events if type(e).__name__ == name]
+
+    def calls(self) -> list:
+        """Every module call (the rows of the steps' ``StepCalls``)."""
+        return [e for e in SignatureTable().expand(self.events) if is_call(e)]
 
 
 def _train(model: nn.Module, call: nn.Module, steps: int = 3, opt=None) -> list[float]:
@@ -80,7 +85,7 @@ def _watched_run(order: str, fullgraph: bool, steps: int = 3, **options):
 def test_compiled_module_is_one_card_with_its_boundary_captured(order, fullgraph, capsys):
     w, log, _losses, _compiled = _watched_run(order, fullgraph)
     err = capsys.readouterr().err
-    digests = log.of("CallDigest")
+    digests = log.calls()
     # one call a step, at the card (the wrapper compiled before watch is the root
     # itself; compiled after, it is named as the module it wraps): never twice
     assert sorted({(d.root, d.path) for d in digests}) == [(0, "")]
@@ -128,7 +133,7 @@ def test_eager_steps_capture_inside_then_hand_over(order, capsys):
     w, log, _, compiled = _watched_run(order, False, steps=4, compile_eager_steps=2)
     prefix = "_orig_mod." if order == "before" else ""
     steps_of: dict[str, list[int]] = {}
-    for d in log.of("CallDigest"):
+    for d in log.calls():
         steps_of.setdefault(d.path, []).append(d.step)
     # given to watch compiled, the first two steps run eagerly; compiled after
     # watch, TensorScope meets it in its first (compiled) call: the next two do

@@ -13,6 +13,7 @@ from torch import nn
 import reliability_runs as runs
 import tensorscope
 from tensorscope.common.events import CallDigest, Finding, StepSummary
+from tensorscope.common.step_calls import SignatureTable, is_call
 from tensorscope.hooks import tensor_kinds
 
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -31,6 +32,8 @@ class Log:
         pass
 
     def of(self, cls):
+        if cls is CallDigest:   # every module call: the rows of the steps' StepCalls
+            return [m for m in SignatureTable().expand(self.messages) if is_call(m)]
         return [m for m in self.messages if isinstance(m, cls)]
 
 

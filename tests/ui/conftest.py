@@ -42,15 +42,18 @@ def settle_workers_and_deletions(qtbot):
 
 
 @pytest.fixture
-def recording(tmp_path) -> str:
-    """A recording of a 12-step MLP session (``mlp_session``)."""
-    from sample_events import mlp_session
+def recording(tmp_path, request) -> str:
+    """A recording of a 12-step MLP session (``mlp_session``): a CallDigest per call as
+    older senders made it, or (parametrized indirectly with ``"batched"``) one
+    StepCalls a step, as current ones do, its signatures recorded once at step 0."""
+    from sample_events import batched, mlp_session
     from tensorscope.training.recording import Recorder
     from tensorscope.training.session import Session
     path = str(tmp_path / "run.tscope")
     session = Session()
     session.add_sink(Recorder(path))
-    for msg in mlp_session(12):
+    msgs = mlp_session(12)
+    for msg in (batched(msgs) if getattr(request, "param", "") == "batched" else msgs):
         session.emit(msg)
     session.close()
     return path

@@ -171,3 +171,46 @@ def transformer_session(layers: int = 12) -> list:
                               "params": 0, "modules": mods}])
     graph = chain_graph(calls, [8, 128], dtype="float32", skips=skips)
     return [Hello(script="transformer.py", devices=["cpu"]), tree, graph]
+
+
+def batched(msgs: list) -> list:
+    """The same events as a current sender sends them: each step's ``CallDigest``s
+    as one ``StepCalls``, after a ``CallSignatures`` of the calls first seen."""
+    from tensorscope.common.events import CallSignatures, StepCalls
+    from tensorscope.common.step_calls import (FINITE, GRAD_ENABLED, GRAD_FINITE, HAS_GRAD,
+                                               INPUTS_FINITE, TRAINING, pack)
+
+    ids: dict[tuple, int] = {}
+    out: list = []
+    pending: list = []
+
+    def flush() -> None:
+        if not pending:
+            return
+        new, sig_ids = [], []
+        for d in pending:
+            key = (d.root, d.path, d.type, repr(d.inputs), repr(d.outputs))
+            if key not in ids:
+                ids[key] = len(ids)
+                new.append({"id": ids[key], "root": d.root, "path": d.path, "type": d.type,
+                            "inputs": d.inputs, "outputs": d.outputs})
+            sig_ids.append(ids[key])
+        flags = [(FINITE * d.finite) | (INPUTS_FINITE * d.inputs_finite)
+                 | (GRAD_FINITE * d.grad_finite) | (TRAINING * d.training)
+                 | (GRAD_ENABLED * d.grad_enabled) | (HAS_GRAD * (d.grad_norm is not None))
+                 for d in pending]
+        if new:
+            out.append(CallSignatures(step=pending[0].step, signatures=new))
+        out.append(StepCalls(step=pending[0].step, calls=len(pending), columns=pack(
+            sig_ids, flags, index=[d.index for d in pending],
+            grad_norm=[d.grad_norm or 0.0 for d in pending], stats=[d.stats for d in pending])))
+        pending.clear()
+
+    for m in msgs:
+        if isinstance(m, CallDigest):
+            pending.append(m)
+        else:
+            flush()
+            out.append(m)
+    flush()
+    return out

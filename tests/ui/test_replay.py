@@ -8,6 +8,9 @@ import pytest
 from tensorscope.ui.app import open_command
 from tensorscope.ui.replay import ReplayWindow
 
+#: both forms of a recording: one StepCalls a step, or a CallDigest per call
+both_forms = pytest.mark.parametrize("recording", ["batched", "digests"], indirect=True)
+
 
 @pytest.fixture
 def replay(qtbot, recording):
@@ -21,6 +24,7 @@ def replay(qtbot, recording):
     w.close()
 
 
+@both_forms
 def test_replay_loads_every_step_and_graphs(replay):
     assert replay.model.steps_seen == 12
     assert replay.replay.steps == list(range(12))
@@ -30,6 +34,7 @@ def test_replay_loads_every_step_and_graphs(replay):
     assert not replay.actions.pause.isEnabled()
 
 
+@both_forms
 def test_timeline_shows_a_recorded_step(qtbot, replay):
     replay.replay.slider.setValue(3)
     qtbot.waitUntil(lambda: replay.graph.snapshot is not None, timeout=5000)
@@ -37,6 +42,7 @@ def test_timeline_shows_a_recorded_step(qtbot, replay):
     assert replay.graph.views["module"].nodes.colours
 
 
+@both_forms
 def test_compare_two_steps_fills_table_and_colours_graph(qtbot, replay):
     replay.graph.set_metric("grad_norm")
     replay.compare_steps(0, 1)
@@ -54,6 +60,7 @@ def test_open_reports_a_bad_file(tmp_path, capsys):
     assert "not a TensorScope recording" in capsys.readouterr().err
 
 
+@both_forms
 def test_the_inspector_follows_the_timeline(qtbot, replay):
     import math
     replay.select_module(0, "network.2")
@@ -66,6 +73,7 @@ def test_the_inspector_follows_the_timeline(qtbot, replay):
     assert replay.inspector.state.stats["norm"] == 10.0 / 3 + math.sin(9 / 5.0)
 
 
+@both_forms
 def test_compare_names_modules_by_full_path(replay):
     assert replay.display_name(0, "network.2") == "network.2"
     assert replay.display_name(0, "") == "Classifier"

@@ -25,9 +25,11 @@ import numpy as np
 
 from tensorscope.common import statistics
 from tensorscope.common.divergence import DivergenceCheck
-from tensorscope.common.events import (Bye, CallDigest, Dropped, ExceptionRaised, Finding,
-                                GraphStructure, Hello, Message, ModuleKey, ModuleTree,
-                                PausedAt, Resumed, Scalars, StepBegin, StepSummary)
+from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped,
+                                       ExceptionRaised, Finding, GraphStructure, Hello, Message,
+                                       ModuleKey, ModuleTree, PausedAt, Resumed, Scalars,
+                                       StepBegin, StepCalls, StepSummary)
+from tensorscope.common.step_calls import CallRow, SignatureTable, is_call
 from tensorscope.ui.model.changes import ChangeLog
 
 log = logging.getLogger("tensorscope.ui")
@@ -274,8 +276,10 @@ class SessionModel:
         #: findings this model made itself, across ranks, that the ranks have not been
         #: told of yet (``JobConnection.observe`` sends them, for their finding breakpoints)
         self.job_findings: list[Finding] = []
+        self._signatures = SignatureTable()   # what StepCalls rows refer to, per rank
         self._handlers = {
             Hello: self._hello, ModuleTree: self._tree, StepBegin: self._step_begin,
+            StepCalls: self._step_calls, CallSignatures: self._call_signatures,
             CallDigest: self._digest, StepSummary: self._summary,
             GraphStructure: self._graph, Finding: self._finding,
             ExceptionRaised: self._exception, PausedAt: self._paused,
@@ -425,7 +429,15 @@ class SessionModel:
         rank.step = max(rank.step, msg.step)
         self.changes.mark("steps")
 
-    def _digest(self, msg: CallDigest) -> None:
+    def _call_signatures(self, msg: CallSignatures) -> None:
+        self._signatures.add(msg)
+
+    def _step_calls(self, msg: StepCalls) -> None:
+        """A step's calls (a malformed batch raises before any row is taken)."""
+        for row in self._signatures.rows(msg):
+            self._digest(row)
+
+    def _digest(self, msg: CallDigest | CallRow) -> None:
         state = self._module(msg.rank, msg.root, msg.path, msg.type)
         out = primary_output(msg.outputs)
         if out is not None:
@@ -447,7 +459,7 @@ class SessionModel:
         rank.step = max(rank.step, msg.step)
         self.changes.mark("calls", "steps")
 
-    def _record(self, key: ModuleKey, msg: CallDigest) -> None:
+    def _record(self, key: ModuleKey, msg: CallDigest | CallRow) -> None:
         """One row per digest: grad norm and the plotted statistics (NaN: not taken)."""
         ser = self.module_series.get(key)
         if ser is None:
@@ -588,11 +600,13 @@ def _finite_or_nan(value: Any) -> float:
     return v if math.isfinite(v) else float("nan")
 
 
-def module_metrics(messages: Iterable[Message]) -> dict[LocalKey, dict[str, float]]:
-    """Per-module numbers of one step's messages of one rank (comparing two steps)."""
+def module_metrics(messages: Iterable[Any]) -> dict[LocalKey, dict[str, float]]:
+    """Per-module numbers of one step's messages of one rank (comparing two steps):
+    its calls (``CallDigest`` or ``CallRow``: a ``StepCalls`` read through its
+    signatures, ``SignatureTable.expand``) and its summary."""
     out: dict[LocalKey, dict[str, float]] = {}
     for msg in messages:
-        if isinstance(msg, CallDigest):
+        if is_call(msg):
             row = out.setdefault((msg.root, msg.path), {})
             if msg.stats:
                 row["activation_norm"] = _finite_or_nan(msg.stats.get("norm"))
