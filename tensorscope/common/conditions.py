@@ -25,10 +25,11 @@ from typing import Any, Callable, Union
 
 from tensorscope.common.events import CallDigest
 from tensorscope.common.step_calls import CallRow
-from tensorscope.common.statistics import STAT_KEYS
+from tensorscope.common.statistics import CAPTURED
 
-FIELDS = frozenset(STAT_KEYS) | {"grad_norm", "finite", "inputs_finite", "grad_finite",
-                                 "mem_delta"}
+# a digest carries the statistics the capture takes (not a slice's finite_* ones)
+FIELDS = frozenset(s.key for s in CAPTURED) | {"grad_norm", "finite", "inputs_finite",
+                                               "grad_finite", "mem_delta"}
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne,

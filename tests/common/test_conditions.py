@@ -29,6 +29,7 @@ def test_evaluate(text, values, expected):
     ("grad_norm >", "ends too early"),
     ("grad_norm 100", "comparison"),
     ("foo > 1", "unknown field"),
+    ("finite_min > 1", "unknown field"),   # a slice's statistic: no digest carries it
     ("(mean > 0", "missing"),
     ("mean > 0 mean", "unexpected"),
     ("", "empty"),
