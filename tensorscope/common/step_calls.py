@@ -31,14 +31,15 @@ from typing import Any, Iterable, Sequence, Union
 import numpy as np
 
 from tensorscope.common.events import CallDigest, CallSignatures, Message, StepCalls
-from tensorscope.common.statistics import STAT_KEYS as _CATALOGUE_KEYS
+from tensorscope.common.statistics import CAPTURED
 
 FINITE, INPUTS_FINITE, GRAD_FINITE, TRAINING, GRAD_ENABLED = 1, 2, 4, 8, 16
 HAS_GRAD, HAS_MEM = 32, 64
 
-#: the statistics a row may carry, in this order (``stat_keys`` bits): the
-#: catalogue's, then ``sample`` (how many values a sampled statistic read)
-STAT_KEYS: tuple[str, ...] = (*_CATALOGUE_KEYS, "sample")
+#: the statistics a row may carry, in this order (``stat_keys`` bits): those the
+#: catalogue says the capture takes, then ``sample`` (how many values a sampled
+#: statistic read)
+STAT_KEYS: tuple[str, ...] = (*(s.key for s in CAPTURED), "sample")
 _STAT_BIT = {k: 1 << i for i, k in enumerate(STAT_KEYS)}
 
 #: column name -> numpy dtype (little-endian); stat columns are added below
