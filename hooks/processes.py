@@ -80,6 +80,7 @@ def let_go(watch: "Watch") -> None:
     still uses: no lock, no thread, no flush, no socket shutdown, no SQLite close."""
     watch.closed = True
     watch.forked = True
+    watch.signals.uninstall()   # the parent's handler: the child has nothing to close
     cap = watch.capture
     cap.active = False
     cap.stack = []

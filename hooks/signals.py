@@ -1,12 +1,32 @@
 """SIGTERM and SIGHUP: write the report and close the recording, then die as Python would.
 
 Python's default for both signals is to end the process at once, with no
-cleanup: no report, an open recording. ``install`` (main thread only, and
-only for signals whose handler is still the default) replaces that default
-with ``_terminate``: it closes the watch, so that the last step is flushed,
-the report written and the recording closed with ``Bye(exit_code=128+n)``,
-then restores the default handler and sends the signal again, so the exit
-status is exactly the one plain Python gives (killed by the signal).
+cleanup: no report, an open recording. ``install`` (main thread only, only
+for signals whose handler is still the default, and only when the watch has
+a report or a recording to close) replaces that default with
+``_terminate``: it closes the watch, so that the last step is flushed, the
+report written and the recording closed with ``Bye(exit_code=128+n)``, then
+restores the default handler and sends the signal again, so the exit status
+is exactly the one plain Python gives (killed by the signal).
+
+The trade-off, and why the handler is installed only when it is needed: a
+Python-level handler runs only when the main thread is back in the
+interpreter. While the main thread is inside a long C call that does not
+return on a signal, or waits for the GIL that another thread keeps (a stuck
+GUI or native library call, a spinning extension), a SIGTERM is only
+queued, and the process goes on until SIGKILL. With the default disposition
+the kernel ends the process at once. So a watch with nothing to close (no
+report, no recording: a GUI connection notices the end by itself) leaves
+SIGTERM and SIGHUP alone, and a run that writes files gets them written at
+the price of that delay.
+
+The handler outlives its watch in two cases that cannot be undone, since
+only the main thread may set a handler: a watch closed on another thread,
+and a forked child (``processes.let_go`` removes it there when it can). Once
+its watch is closed it does what the default would: it restores the default
+handler and sends the signal again, printing nothing. ``close`` on the main
+thread restores the previous handlers. (A watch never closed is not
+collected either: its hooks keep it alive, and its handler closes it.)
 
 The close runs on a helper thread, bounded by ``CLOSE_TIMEOUT``: the
 signal may have interrupted the training thread while it held a lock the
@@ -38,9 +58,10 @@ class SignalClose:
         self.watch = watch
         self.installed: dict[int, Any] = {}
 
-    def install(self) -> None:
-        """Install ``_terminate`` for each signal still at its default (main thread only)."""
-        if threading.current_thread() is not threading.main_thread():
+    def install(self, needed: bool = True) -> None:
+        """Install ``_terminate`` for each signal still at its default (main thread
+        only); ``needed``: the watch has a report or a recording to close."""
+        if not needed or threading.current_thread() is not threading.main_thread():
             return
         for signum in SIGNALS:
             try:
@@ -63,26 +84,35 @@ class SignalClose:
         self.installed.clear()
 
     def _terminate(self, signum: int, frame: Any) -> None:
+        watch = self.watch
+        if watch.closed:   # outlived its watch: what the default does
+            _die(signum)
         name = signal.Signals(signum).name
         try:
             print(f"tensorscope: {name}: writing the report and closing the recording "
                   f"before exiting", file=sys.stderr)
         except Exception:
             pass
-        closer = threading.Thread(target=self._close, args=(signum,), daemon=True,
+        closer = threading.Thread(target=self._close, args=(watch, signum), daemon=True,
                                   name="tensorscope-signal-close")
         closer.start()
         closer.join(CLOSE_TIMEOUT)
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)   # dies here, as plain Python would have
-        os._exit(128 + signum)         # not reached unless the signal is blocked
+        _die(signum)
 
-    def _close(self, signum: int) -> None:
+    @staticmethod
+    def _close(watch: "Watch", signum: int) -> None:
         try:
-            self.watch.interrupted = signal.Signals(signum).name
-            self.watch.close(exit_code=128 + signum)
+            watch.interrupted = signal.Signals(signum).name
+            watch.close(exit_code=128 + signum)
         except BaseException as exc:   # never stop the process from dying
             try:
                 print(f"tensorscope: closing after {signum} failed: {exc}", file=sys.stderr)
             except Exception:
                 pass
+
+
+def _die(signum: int) -> None:
+    """End the process by ``signum`` under its default disposition, as plain Python would."""
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)   # dies here
+    os._exit(128 + signum)         # not reached unless the signal is blocked
