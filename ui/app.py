@@ -82,18 +82,25 @@ def make_application(offscreen_ok: bool = False) -> QApplication:
     return app
 
 
-def _quit_on_signals(app: QApplication) -> QTimer:
-    """Ctrl-C / SIGTERM close the window cleanly (discovery file removed, scripts go on).
+def _quit_on_signals(app: QApplication) -> Callable[[], None]:
+    """Ctrl-C / SIGTERM close the window cleanly (discovery file removed, scripts go on);
+    returns the undo (the previous handlers back), for when the event loop ends.
 
     Qt's event loop does not run Python signal handlers by itself; a cheap
     timer gives the interpreter a chance to (no polling of any state).
     """
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
         signal.signal(sig, lambda *_: app.quit())
     timer = QTimer()
     timer.start(250)
     timer.timeout.connect(lambda: None)
-    return timer
+
+    def undo() -> None:
+        timer.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return undo
 
 
 def _window(title: str = "TensorScope", settings_key: str | None = "main",
@@ -118,11 +125,11 @@ def gui_command(args: argparse.Namespace) -> int:
         "`tensorscope.watch(model, optimizer)` in a script to see it here.")
     window.show()
     app = QApplication.instance()
-    keep = _quit_on_signals(app)
+    undo_signals = _quit_on_signals(app)
     try:
         return app.exec()
     finally:
-        keep.stop()
+        undo_signals()
         server.close()
 
 
