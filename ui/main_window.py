@@ -128,6 +128,7 @@ class MainWindow(QMainWindow):
             act.toggled.connect(lambda on, k=kind: self.view_state.set_break_kind(k, on))
         self.view_state.events.breakpoints.connect(lambda _e: self._breakpoints_changed())
         self.view_state.events.selection.connect(lambda _e: self._selection_changed())
+        self.view_state.events.pins.connect(lambda _e: self._pins_changed())
         a.fit.triggered.connect(lambda: self.graph.view.fit_all())
         a.zoom_in.triggered.connect(lambda: self.graph.view.zoom(1.25))
         a.zoom_out.triggered.connect(lambda: self.graph.view.zoom(0.8))
@@ -414,7 +415,12 @@ class MainWindow(QMainWindow):
         sel = self.view_state.selection
         if sel is not None and sel.local not in self.view_state.pins:
             self.view_state.toggle_pin(*sel.local)
-            self._inspect(*sel.local)   # now says it is pinned
+
+    def _pins_changed(self) -> None:
+        """The inspector says whether the selected module is pinned (and offers a pin)."""
+        sel = self.view_state.selection
+        if sel is not None:
+            self._inspect(*sel.local)
 
     def toggle_pin(self) -> None:
         """Pin/unpin the selected module's tensors."""

@@ -265,3 +265,26 @@ def test_the_runs_break_on_set_is_shown_and_kept_in_the_set_the_gui_sends(qtbot)
     finally:
         w.close()
         peer.close()
+
+
+def test_the_conditions_dialog_follows_the_view_state_until_it_is_destroyed(qtbot, live):
+    from tensorscope.ui.conditions_dialog import ConditionDialog
+    w, _peer = live
+    dialog = ConditionDialog(w.view_state, "network.2", w)
+    w.view_state.add_condition("network.0", "norm > 5")     # changed elsewhere: listed
+    assert [dialog.list.item(i).text() for i in range(dialog.list.count())] == [
+        "network.0: norm > 5"]
+    import shiboken6
+    dialog.deleteLater()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(dialog), timeout=5000)
+    w.view_state.add_condition("", "grad_norm > 1")        # no callback into a deleted dialog
+    assert w.view_state.conditions[-1] == (0, "", "grad_norm > 1")
+
+
+def test_pinning_with_the_key_updates_the_inspector(qtbot, live):
+    w, peer = live
+    w.select_module(0, "network.0")
+    assert "Training is running" in w.inspector.state.hint
+    w.actions.pin.trigger()
+    assert "is pinned" in w.inspector.state.hint
+    qtbot.waitUntil(lambda: "pin_modules" in peer.types(), timeout=5000)
