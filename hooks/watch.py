@@ -179,8 +179,8 @@ class Watch(FrameworkSteps):
             if global_hooks:
                 Watch.process_watch = self
             processes.track(self)
-            self.signals.install(needed=self._report is not None
-                                 or getattr(self._live, "recorder", None) is not None)
+            self.signals.install(needed=self.sinks.report is not None
+                                 or self.sinks.recorder is not None)
         except BaseException:
             self.closed = True
             self._detach(None)  # no half-attached watch: hooks removed, links closed
