@@ -317,6 +317,7 @@ class GraphView(QGraphicsView):
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802 (Qt API)
         super().scrollContentsBy(dx, dy)
+        self.legend.reposition()   # a viewport child: the viewport's scroll moves it too
         self.minimap.update()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)

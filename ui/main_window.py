@@ -361,7 +361,7 @@ class MainWindow(QMainWindow):
 
     def _unavailable(self, root: int, path: str) -> str:
         """Why module ``(root, path)``'s values cannot be fetched now (what to do instead)."""
-        name = f"`{path or self.model.root_names.get(root, '<root>')}`"
+        name = path or self.model.root_names.get(root, "<root>")
         pinned = (root, path) in self.view_state.pins
         p = self.model.paused
         if self.connection is None:

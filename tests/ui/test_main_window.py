@@ -79,6 +79,18 @@ def test_non_finite_module_is_red(qtbot, window):
     assert window.graph.views["module"].legend.isVisible()
 
 
+def test_the_legend_stays_in_the_corner_when_the_graph_scrolls(qtbot):
+    w = _open(qtbot, mlp_session(10))
+    view = w.graph.views["module"]
+    view.zoom(4.0)   # larger than the view: both scroll bars move
+    qtbot.waitUntil(lambda: view.verticalScrollBar().maximum() > 0)
+    corner = view.legend.pos()
+    view.verticalScrollBar().setValue(view.verticalScrollBar().maximum())
+    view.horizontalScrollBar().setValue(view.horizontalScrollBar().maximum())
+    assert view.legend.isVisible() and view.legend.pos() == corner
+    assert corner.x() == view.viewport().width() - view.legend.width() - 12
+
+
 def test_double_click_expands_and_collapses(qtbot):
     w = _open(qtbot, transformer_session(12))
     view = w.graph.views["module"]
