@@ -109,6 +109,30 @@ class ReplayPanel(QWidget):
         self.table.setColumnWidth(0, min(self.table.columnWidth(0), 360))
 
 
+#: how many steps back the replay looks for a module's statistics when the step
+#: shown did not take them (the capture takes them every ``stats_every`` steps)
+STATS_LOOKBACK = 256
+
+
+def step_statistics(reader: SessionReader, step: int, msgs: list
+                    ) -> dict[tuple[int, str], tuple[int, dict]]:
+    """``(root, path) → (step taken, statistics)`` for the calls of ``step`` (its
+    messages ``msgs``, rows read): a call without statistics at ``step`` gets the
+    latest earlier step's, up to ``STATS_LOOKBACK`` steps back (worker thread)."""
+    out = {(m.root, m.path): (step, m.stats) for m in msgs if is_call(m) and m.stats}
+    missing = {(m.root, m.path) for m in msgs if is_call(m)} - out.keys()
+    earlier = [s for s in reader.steps if s < step][-STATS_LOOKBACK:]
+    for s in reversed(earlier):
+        if not missing:
+            break
+        for m in reader.calls(reader.step_messages(s)):
+            key = (m.root, m.path) if is_call(m) else None
+            if key in missing and m.stats:
+                out[key] = (s, m.stats)
+                missing.discard(key)
+    return out
+
+
 class ReplayWindow(MainWindow):
     """The main window showing a recording, with the replay dock."""
 
@@ -188,9 +212,8 @@ class ReplayWindow(MainWindow):
         def work() -> None:
             reader = self._shown_reader()
             msgs = reader.calls(reader.step_messages(step))
-            stats = {(m.root, m.path): m.stats for m in msgs if is_call(m) and m.stats}
             self.bridge.post_response(lambda got: self._show_metrics(step, *got),
-                                      (module_metrics(msgs), stats))
+                                      (module_metrics(msgs), step_statistics(reader, step, msgs)))
         self._in_background(work)
 
     def _show_metrics(self, step: int, metrics: dict, stats: dict | None = None) -> None:
@@ -202,10 +225,21 @@ class ReplayWindow(MainWindow):
         self.statusBar().showMessage(f"showing recorded step {step}", 4000)
 
     def module_stats(self, root: int, path: str) -> dict | None:
-        """The statistics recorded for the module at the step the timeline shows."""
+        """The statistics recorded for the module at the step the timeline shows (or
+        the latest step before it that took them)."""
         if self._step_stats is None:
             return super().module_stats(root, path)
-        return self._step_stats.get((root, path))
+        got = self._step_stats.get((root, path))
+        return got[1] if got is not None else None
+
+    def _unavailable(self, root: int, path: str) -> str:
+        """As live; says when the statistics shown are of an earlier step."""
+        text = super()._unavailable(root, path)
+        got = (self._step_stats or {}).get((root, path))
+        if got is not None and got[0] != self.shown_step:
+            text += (f". Statistics are not taken every step: these are of step {got[0]}, "
+                     f"the latest before step {self.shown_step}")
+        return text
 
     def display_name(self, root: int, path: str) -> str:
         """A module's name in the compare table: its path, with the root's name in

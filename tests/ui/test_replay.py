@@ -79,3 +79,38 @@ def test_compare_names_modules_by_full_path(replay):
     assert replay.display_name(0, "") == "Classifier"
     replay.model.root_names[5] = "Sequential"
     assert replay.display_name(5, "7") == "Sequential.7"
+
+
+@pytest.mark.parametrize("form", ["batched", "digests"])
+def test_a_step_that_took_no_statistics_shows_the_latest_earlier_ones(qtbot, tmp_path, form):
+    import math
+
+    from sample_events import batched, mlp_session
+    from tensorscope.common.events import CallDigest
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+
+    msgs = mlp_session(12)
+    for m in msgs:   # statistics every 4 steps, as stats_every=4 takes them
+        if isinstance(m, CallDigest) and m.step % 4:
+            m.stats = None
+    path = str(tmp_path / "sparse.tscope")
+    session = Session()
+    session.add_sink(Recorder(path))
+    for m in (batched(msgs) if form == "batched" else msgs):
+        session.emit(m)
+    session.close()
+    w = ReplayWindow(path)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    w.select_module(0, "network.2")
+    w.replay.slider.setValue(6)
+    qtbot.waitUntil(lambda: w.shown_step == 6, timeout=5000)
+    assert w.inspector.state.stats["norm"] == 10.0 / 3 + math.sin(4 / 5.0)   # step 4's
+    assert "these are of step 4, the latest before step 6" in w.inspector.state.hint
+    w.replay.slider.setValue(8)
+    qtbot.waitUntil(lambda: w.shown_step == 8, timeout=5000)
+    assert w.inspector.state.stats["norm"] == 10.0 / 3 + math.sin(8 / 5.0)
+    assert "latest before" not in w.inspector.state.hint
+    w.close()
