@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from tensorscope.hooks.backward_calls import backward_loss, in_backward
+from tensorscope.hooks.compiled import is_compiling as _is_compiling
 from tensorscope.hooks.flatten import flatten, flatten_args, meta
 from tensorscope.hooks.meter import OverheadMeter
 from tensorscope.hooks.observer import CallRecord
@@ -38,7 +39,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.registry import ModelIndex
 
 _Tensor = torch.Tensor
-_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 _grad_enabled = torch.is_grad_enabled
 _exc_info = sys.exc_info
 _ns = time.perf_counter_ns   # the overhead meter's clock (hooks.meter)

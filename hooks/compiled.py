@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import nn
 
 from tensorscope.common.events import ModuleTree
@@ -36,6 +37,23 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.watch import Watch
 
 _COMPILED_TYPES: dict[type, bool] = {}
+
+_dynamo_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+try:   # the innermost torch.func transform (vmap, grad, jacrev...) running, None outside
+    from torch._C._functorch import maybe_current_level as _functorch_level
+except ImportError:  # pragma: no cover - a torch without functorch
+    def _functorch_level() -> None:
+        return None
+
+
+def is_compiling() -> bool:
+    """Whether the code running now is being traced rather than run eagerly: by
+    dynamo (``torch.compile``), or inside a ``torch.func`` transform (``vmap``,
+    ``grad``, ``jacrev``, ``functional_call`` under them), whose tensors are
+    wrappers that cannot be read (``.item()`` raises) and must not escape it.
+    The hooks record nothing there, as inside a compiled graph; the module's
+    eager calls outside the transform are captured as usual."""
+    return _dynamo_compiling() or _functorch_level() is not None
 
 # What torch's own warning means, said once with the first compiled module.
 TORCH_WARNING_NOTE = (

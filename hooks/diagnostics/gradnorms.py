@@ -10,8 +10,13 @@ clipping, since the optimizer step comes after it) and judged in
 ``on_step_end``. On steps whose summary carries every parameter's gradient
 norm (``WatchContext.param_grad_norms``) those are read instead of queued again.
 
-* ``vanishing_gradient``: the first layer's gradient norm is below
-  ``VANISH_RATIO`` (1e-4, four orders of magnitude) times the last layer's
+* ``vanishing_gradient``: the largest gradient norm among the input end's
+  weights (the first third of the weight layers, at most ``INPUT_END`` (4):
+  one layer's gradient can be small for reasons other than depth, as an
+  attention query or key projection's at initialisation, whose gradient goes
+  through near-uniform attention scores, while the value projection beside it
+  gets the full one) is below ``VANISH_RATIO`` (1e-4, four orders of magnitude)
+  times the last layer's
   for ``VANISH_STEPS`` (3) consecutive checked steps, with at least
   ``MIN_LAYERS`` (3) weight layers; the first layer is named. Exactly-zero
   gradients are dead units (``dead_activation``) or unused parameters, not
@@ -39,6 +44,7 @@ from tensorscope.hooks.observer import CallRecord, StepRecord
 VANISH_RATIO = 1e-4
 VANISH_STEPS = 3
 MIN_LAYERS = 3
+INPUT_END = 4
 EXPLODE_ABS = 1e6
 EXPLODE_MIN = 1e2
 EXPLODE_JUMP = 1e3
@@ -56,6 +62,7 @@ class GradScaleObserver(Diagnostic):
     def __init__(self) -> None:
         # root -> (first weight name, its module, last weight name, its module, layers)
         self._ends: dict[int, tuple[str, str, str, str, int]] = {}
+        self._input_end: dict[int, tuple[str, ...]] = {}   # root -> the next weights after the first
         self._queued: dict[int, int] = {}       # root -> defer handle
         self._vanish_streak: dict[int, tuple[int, int]] = {}   # root -> (steps, first step)
         self._history: list[float] = []
@@ -87,14 +94,22 @@ class GradScaleObserver(Diagnostic):
             g1, g2 = p1.grad, p2.grad
             if g1 is None or g2 is None or g1.is_sparse or g2.is_sparse:
                 continue
+            more = [g for g in (getattr(self._param(roots[rid], n), "grad", None)
+                                for n in self._input_end.get(rid, ()))
+                    if g is not None and not g.is_sparse and g.device == g1.device]
             if shared and self._named(p1, rid, first) and self._named(p2, rid, last):
                 self._queued[rid] = SHARED   # read from the step summary's parameter rows
                 continue
             grad_on = torch.is_grad_enabled()
             torch.set_grad_enabled(False)
             try:
-                self._queued[rid] = self.ctx.defer({"first": torch.linalg.vector_norm(g1),
-                                                    "last": torch.linalg.vector_norm(g2)})
+                norms = {"first": torch.linalg.vector_norm(g1),
+                         "last": torch.linalg.vector_norm(g2)}
+                if more:
+                    norms["input_end"] = torch.stack(
+                        [torch.linalg.vector_norm(g).to(norms["first"].dtype)
+                         for g in more]).amax()
+                self._queued[rid] = self.ctx.defer(norms)
             finally:
                 torch.set_grad_enabled(grad_on)
 
@@ -118,13 +133,17 @@ class GradScaleObserver(Diagnostic):
         return hit is not None and hit[0] == rid and hit[2] == name
 
     def _values(self, record: StepRecord, rid: int, handle: int,
-                rows: dict[tuple[Any, str], Any] | None) -> tuple[Any, Any]:
+                rows: dict[tuple[Any, str], Any] | None) -> tuple[Any, Any, Any]:
+        """The first and last layers' gradient norms, and the largest of the other
+        input-end layers' (None when there are none or it was not measured)."""
         if handle != SHARED:
             values = record.deferred.get(handle, {})
-            return values.get("first"), values.get("last")
+            return values.get("first"), values.get("last"), values.get("input_end")
         first, _, last, _, _ = self._ends[rid]
         rows = rows or {}
-        return rows.get((rid, first)), rows.get((rid, last))
+        more = [rows.get((rid, n)) for n in self._input_end.get(rid, ())]
+        more = [float(v) for v in more if _finite(v)]
+        return rows.get((rid, first)), rows.get((rid, last)), max(more) if more else None
 
     def on_step_end(self, record: StepRecord) -> None:
         """Judge the queued norms; learn the layer order for the next step."""
@@ -139,10 +158,11 @@ class GradScaleObserver(Diagnostic):
         for rid, handle in queued.items():
             if rid not in self._ends:
                 continue
-            first, last = self._values(record, rid, handle, rows)
+            first, last, more = self._values(record, rid, handle, rows)
             if not (_finite(first) and _finite(last)):
                 continue
-            self._vanishing(rid, float(first), float(last), record.step)
+            entry = max(float(first), float(more)) if _finite(more) else float(first)
+            self._vanishing(rid, float(first), entry, float(last), record.step)
             total += first * first + last * last
             name = self._ends[rid][0] if first >= last else self._ends[rid][2]
             if top is None or max(first, last) > top[2]:
@@ -170,10 +190,14 @@ class GradScaleObserver(Diagnostic):
                 items.sort()
                 self._ends[rid] = (items[0][1], items[0][2], items[-1][1], items[-1][2],
                                    len(items))
+                size = min(INPUT_END, -(-len(items) // 3))
+                self._input_end[rid] = tuple(name for _, name, _ in items[1:size])
 
-    def _vanishing(self, rid: int, first: float, last: float, step: int) -> None:
+    def _vanishing(self, rid: int, first: float, entry: float, last: float, step: int) -> None:
+        """``first``: the first layer's gradient norm; ``entry``: the largest at the
+        input end (the first layer's included)."""
         fname, fmod, lname, _, count = self._ends[rid]
-        if count < MIN_LAYERS or first <= 0.0 or last <= 0.0 or first / last >= VANISH_RATIO:
+        if count < MIN_LAYERS or first <= 0.0 or last <= 0.0 or entry / last >= VANISH_RATIO:
             self._vanish_streak.pop(rid, None)
             return
         streak, since = self._vanish_streak.get(rid, (0, step))

@@ -49,11 +49,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tensorscope.hooks.compiled import is_compiling as _is_compiling
 from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
     is_loss_module, is_loss_type, iter_tensors, module_label, producing_fn
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
-_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
                   "SigmoidBackward0": "sigmoid"}
 _EXPECTS_LOGITS: dict[type, tuple[str, ...]] = {
