@@ -126,11 +126,21 @@ def _rnn_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
             f"T x N x F otherwise).")
 
 
+_ONE_VALUE = re.compile(r"Expected more than 1 value per channel when training")
+
+
+def _one_value_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return ("batch normalisation in training mode got one value per channel (a batch of one "
+            "sample, often the last, incomplete batch of an epoch): its batch statistics are "
+            "undefined. Fix: DataLoader(..., drop_last=True), a larger batch, model.eval() "
+            "for single-sample inference, or GroupNorm/LayerNorm for tiny batches.")
+
+
 _RULES: list[tuple[re.Pattern, Callable[..., str]]] = [
     (_MAT, _mat_hint), (_CHANNELS, _channel_hint), (_DEVICES, _device_hint),
     (_BATCH, _batch_hint), (_TARGET_BOUNDS, _target_hint), (_MULTI_TARGET, _multi_target_hint),
     (_INDEX, _index_hint), (_CONV_DIM, _conv_dim_hint), (_LONG_TARGET, _long_target_hint),
-    (_RNN_SIZE, _rnn_hint), (_DTYPE, _dtype_hint),
+    (_RNN_SIZE, _rnn_hint), (_DTYPE, _dtype_hint), (_ONE_VALUE, _one_value_hint),
 ]
 
 

@@ -90,6 +90,15 @@ def test_hint_target_and_unknown() -> None:
     assert exception_hint(None, [], ValueError("something else")) == ""
 
 
+def test_hint_batchnorm_batch_of_one() -> None:
+    bn, x = nn.BatchNorm1d(8), torch.randn(1, 8)
+    try:
+        bn(x)
+    except ValueError as exc:
+        hint = exception_hint(bn, [("in[0]", x)], exc)
+    assert "drop_last=True" in hint and "model.eval()" in hint
+
+
 def test_hint_device_lists_devices() -> None:
     exc = RuntimeError("Expected all tensors to be on the same device, but found at least "
                        "two devices, cuda:0 and cpu!")
