@@ -94,12 +94,12 @@ class NodeLayer(QGraphicsItem):
     def _frame_pen(self, card: Card) -> QPen:
         t = self.theme
         if card.id == self.executing:
-            return QPen(t.executing, 3.0)
+            return _marker_pen(t.executing, 3.0)
         if card.id in self.selected:
-            return QPen(t.accent, 2.5)
+            return _marker_pen(t.accent, 2.5)
         colour = self.colours.get(card.id)
         if colour is not None and colour == t.non_finite:
-            return QPen(t.non_finite, 2.5)
+            return _marker_pen(t.non_finite, 2.5)
         if card.id in self.related:
             return QPen(t.accent, 1.6, Qt.PenStyle.DashLine)
         return QPen(t.card_border, 1.0)
@@ -369,3 +369,11 @@ def _arrow(arrows: QPainterPath, tip: QPointF, before: QPointF) -> None:
     arrows.addPolygon(QPolygonF([tip, QPointF(base.x() + nx_, base.y() + ny),
                                  QPointF(base.x() - nx_, base.y() - ny), tip]))
     arrows.closeSubpath()
+
+
+def _marker_pen(colour: QColor, width: float) -> QPen:
+    """A frame that marks a card (selected, executing, non-finite): as wide on screen
+    at any zoom, so a selection in a zoomed-out 12-layer graph still stands out."""
+    pen = QPen(colour, width)
+    pen.setCosmetic(True)
+    return pen

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QLinearGradient, QPainter, QPen
+from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
 from tensorscope.ui.model.session_model import METRICS
@@ -58,7 +58,7 @@ class MetricLegend(QWidget):
         t = self.theme
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        bg = t.card
+        bg = QColor(t.card)   # a copy: the theme's colours are shared
         bg.setAlpha(235)
         p.setPen(QPen(t.card_border, 1))
         p.setBrush(bg)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QPainter, QPen, QPixmap
+from PySide6.QtGui import QColor, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 
 from tensorscope.ui.theme import Theme
@@ -76,7 +76,7 @@ class Minimap(QWidget):
         p = QPainter(self)
         if self._pixmap is not None:
             p.drawPixmap(0, 0, self._pixmap)
-            colour = self.theme.accent
+            colour = QColor(self.theme.accent)   # a copy: the theme's colours are shared
             p.setPen(QPen(colour, 1.5))
             colour.setAlpha(40)
             p.setBrush(colour)

@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from tensorscope.common.statistics import PLOTTED
@@ -283,7 +284,7 @@ class PlotsPanel(QWidget):
         w.getAxis("left").setStyle(autoReduceTextSpace=False)
         w.setLogMode(y=log)
         w.setMinimumHeight(120)
-        bg = self.theme.card
+        bg = QColor(self.theme.card)   # a copy: the theme's colours are shared
         bg.setAlpha(200)
         legend = w.addLegend(offset=(40, 2), labelTextColor=self.theme.subtle,
                              labelTextSize="7pt", brush=bg, verSpacing=-8, horSpacing=6)

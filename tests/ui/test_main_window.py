@@ -241,3 +241,27 @@ def test_the_selection_is_of_the_rank_shown_and_follows_it(qtbot):
     assert w.graph.views["module"].nodes.selected == {nid}
     assert w.tree.selected_module() == (0, "network.2")
     assert w.inspector.state.shape == (64, 64)
+
+
+def test_painting_never_changes_the_themes_colours(qtbot):
+    """The theme's QColors are shared by every painter: one that set an alpha on
+    one in place (the minimap did, on the accent) turned every selection frame pale."""
+    from dataclasses import fields
+
+    from PySide6.QtGui import QColor
+
+    w = _open(qtbot, mlp_session(10))
+    theme = w.theme
+    before = {f.name: getattr(theme, f.name).rgba() for f in fields(theme)
+              if isinstance(getattr(theme, f.name), QColor)}
+    assert before
+    w.select_module(0, "network.2")
+    view = w.graph.views["module"]
+    view.zoom(3.0)
+    w.grab()   # paints the graph, its minimap and legend, the plots and their legends
+    view.minimap.grab()
+    view.legend.grab()
+    after = {name: getattr(theme, name).rgba() for name in before}
+    assert after == before
+    card = view.nodes.by_id[w.graph.graphs["module"].visible_for_module(0, "network.2")]
+    assert view.nodes._frame_pen(card).color().alpha() == 255
