@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tensorscope.hooks.stats import VectorRef, sq_norm
+from tensorscope.hooks.tensor_kinds import kind_of, values_view
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import StepBuffer
@@ -49,6 +50,16 @@ def _update_view(p: torch.Tensor) -> tuple[torch.Tensor, float]:
     return view, math.sqrt(n / view.numel())
 
 
+def _strided(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or for a sparse tensor (an ``nn.Embedding(sparse=True)`` gradient) its
+    stored values (``tensor_kinds.values_view``): norm kernels take strided tensors only."""
+    if t.layout == torch.strided:
+        return t
+    kind = kind_of(t)
+    view = values_view(t, kind) if kind.startswith("sparse_") else None
+    return t if view is None else view
+
+
 def _norms(tensors: list[torch.Tensor]) -> torch.Tensor | None:
     """Norms of ``tensors`` as one vector on the first tensor's device (float32).
 
@@ -59,7 +70,7 @@ def _norms(tensors: list[torch.Tensor]) -> torch.Tensor | None:
     """
     if not tensors:
         return None
-    tensors = [local_shard(t) for t in tensors]
+    tensors = [_strided(local_shard(t)) for t in tensors]
     if all(t.is_cpu and not t.is_sparse for t in tensors):
         squares = [sq_norm(t.detach()) for t in tensors]
         try:

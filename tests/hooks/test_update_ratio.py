@@ -1,8 +1,12 @@
-"""Update-to-weight ratios: exact for small parameters, sampled for large ones."""
+"""Parameter numbers: update-to-weight ratios (exact for small parameters, sampled for
+large ones); norms of sparse gradients."""
 from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
+
+import tensorscope
 
 from hooks_zoo import watch
 
@@ -42,3 +46,43 @@ def test_parameter_and_gradient_norms_are_exact_in_every_mode():
         for name, p in model.named_parameters():
             assert rows[name]["norm"] == pytest.approx(p.detach().norm().item(), rel=1e-5)
             assert rows[name]["grad_norm"] == pytest.approx(p.grad.norm().item(), rel=1e-5)
+
+
+def test_sparse_embedding_gradients_get_norms_not_an_internal_error(capsys) -> None:
+    """``nn.Embedding(sparse=True)`` with ``SparseAdam``: the gradient norm is that of
+    the stored values, as for captured sparse gradients (no internal error)."""
+    from tensorscope.hooks.params import _norms
+
+    torch.manual_seed(0)
+    emb, head = nn.Embedding(20, 4, sparse=True), nn.Linear(4, 1)
+    model = nn.Sequential(emb, head)
+    opts = [torch.optim.SparseAdam(emb.parameters(), lr=1e-2),
+            torch.optim.Adam(head.parameters(), lr=1e-2)]
+    found: list[str] = []
+
+    class Sink:
+        def handle(self, msg: object) -> None:
+            if type(msg).__name__ == "Finding":
+                found.append(msg.kind)  # type: ignore[attr-defined]
+
+        def close(self) -> None:
+            pass
+
+    for mode in ("default", "full"):
+        w = tensorscope.watch(model, opts, connect=False, mode=mode)
+        w.session.add_sink(Sink())
+        try:
+            for _ in range(3):
+                loss = model(torch.randint(0, 20, (6,))).pow(2).mean()
+                for o in opts:
+                    o.zero_grad()
+                loss.backward()
+                assert emb.weight.grad.is_sparse
+                for o in opts:
+                    o.step()
+        finally:
+            w.close()
+    assert not found, found
+    assert "internal error" not in capsys.readouterr().err
+    grad = emb.weight.grad.coalesce()
+    assert torch.allclose(_norms([grad])[0], grad.to_dense().norm())
