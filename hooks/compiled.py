@@ -42,7 +42,7 @@ _dynamo_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 try:   # the innermost torch.func transform (vmap, grad, jacrev...) running, None outside
     from torch._C._functorch import maybe_current_level as _functorch_level
 except ImportError:  # pragma: no cover - a torch without functorch
-    def _functorch_level() -> None:
+    def _functorch_level() -> int | None:  # type: ignore[misc]
         return None
 
 

@@ -141,8 +141,8 @@ class GradScaleObserver(Diagnostic):
             return values.get("first"), values.get("last"), values.get("input_end")
         first, _, last, _, _ = self._ends[rid]
         rows = rows or {}
-        more = [rows.get((rid, n)) for n in self._input_end.get(rid, ())]
-        more = [float(v) for v in more if _finite(v)]
+        got = [rows.get((rid, n)) for n in self._input_end.get(rid, ())]
+        more = [float(v) for v in got if v is not None and _finite(v)]
         return rows.get((rid, first)), rows.get((rid, last)), max(more) if more else None
 
     def on_step_end(self, record: StepRecord) -> None:
