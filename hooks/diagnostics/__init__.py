@@ -24,6 +24,7 @@ KINDS = (
     "loss_broadcast", "graph_retained", "unused_parameter", "param_not_in_optimizer",
     "dead_activation", "vanishing_gradient", "exploding_gradient", "fp16_overflow",
     "host_sync_in_forward", "compiled", "tiny_updates", "huge_updates",
+    "zero_grad_before_step",
 )
 
 

@@ -13,6 +13,13 @@ None of these reads a device value.
   steps with such a gradient, that is the finding. Deliberate accumulation
   (several backwards, then ``step()``, then ``zero_grad()``) never matches,
   because the check looks at the first backward after a step only.
+* ``zero_grad_before_step`` (``zero_grad()`` between ``backward()`` and
+  ``step()``): a backward ran since the last optimizer step (the same node
+  hooks), and the optimizer then steps while every trainable parameter it
+  holds has ``p.grad is None`` (and they belong to a model that was called),
+  at two of its steps in a row: the gradients
+  were cleared before it could use them. A closure optimizer (LBFGS) runs its
+  backward inside ``step()``, after this check, so it never matches.
 * ``unused_parameter``: when an optimizer steps, a trainable parameter of a
   root that took part in the backward has no gradient (``p.grad is None``,
   read on the host); after
@@ -38,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.diagnostics.memory import GraphObserver
 
 UNUSED_STEPS = 3
+CLEARED_STEPS = 2
 NOT_IN_OPTIMIZER_STEPS = 2
 
 
@@ -50,6 +58,8 @@ class GradAccumulationObserver(Diagnostic):
         self._after_step: dict[int, list[tuple[weakref.ref, int, int]]] = {}
         self._stale: dict[int, bool] = {}
         self._closed = False
+        self._backward_ran = False              # since the last optimizer step
+        self._cleared: dict[int, int] = {}      # id(optimizer) -> steps in a row
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         """Remember each gradient's identity and version right after the step."""
@@ -60,6 +70,7 @@ class GradAccumulationObserver(Diagnostic):
                 if g is not None:
                     entries.append((weakref.ref(p), id(g), g._version))
         self._after_step[id(optimizer)] = entries
+        self._backward_ran = False
 
     def on_attach(self, ctx: Any) -> None:
         """Listen to the graph observer's node hooks."""
@@ -75,6 +86,8 @@ class GradAccumulationObserver(Diagnostic):
         """Before the first parameter gradient of a backward is accumulated:
         which gradients are still the stale ones? (autograd's thread)"""
         generation = self._graphs.generation
+        if not self._closed:
+            self._backward_ran = True
         if generation == self._checked or self._closed:
             return None   # this backward was checked already (at its first tagged node)
         self._checked = generation
@@ -93,6 +106,32 @@ class GradAccumulationObserver(Diagnostic):
         stale = [p for p in params if self._stale.pop(id(p), False)]
         if stale:
             self._report(params, stale)
+        self._check_cleared(optimizer, params)
+
+    def _check_cleared(self, optimizer: Any, params: list[torch.Tensor]) -> None:
+        """A backward ran, yet the optimizer finds no gradient at all: cleared in between."""
+        trainable = [p for p in params if p.requires_grad]
+        key = id(optimizer)
+        hit = None
+        if self._backward_ran and trainable and all(p.grad is None for p in trainable):
+            # parameters of no model TensorScope saw called are not this mistake (an
+            # optimizer left on a model replaced since: param_not_in_optimizer)
+            hit = next((h for h in map(self.ctx.param_name, trainable) if h is not None), None)
+        if hit is None:
+            self._cleared.pop(key, None)
+            return
+        count = self._cleared[key] = self._cleared.get(key, 0) + 1
+        if count < CLEARED_STEPS:
+            return
+        rid = hit[0]
+        step = self.ctx.step_index
+        self.emit("zero_grad_before_step", "warning", "optimizer", rid, "",
+                  f"{type(optimizer).__name__}.step() ran at steps {step - count + 1}-{step} "
+                  f"right after a backward, but none of its {len(trainable)} trainable "
+                  f"parameters had a gradient: zero_grad() is called between "
+                  f"loss.backward() and optimizer.step(), so every update is empty and "
+                  f"nothing is learned. Fix: call optimizer.zero_grad() before the forward "
+                  f"(or right after step()).", step=step - count + 1)
 
     def _report(self, params: list[torch.Tensor], stale: list[torch.Tensor]) -> None:
         owners: dict[int, dict[str, str]] = {}

@@ -1,0 +1,85 @@
+"""``zero_grad_before_step``: gradients cleared between ``backward()`` and ``step()``."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import tensorscope
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.kinds: set[tuple[str, str]] = set()
+
+    def handle(self, msg: object) -> None:
+        if type(msg).__name__ == "Finding":
+            self.kinds.add((msg.kind, msg.module))  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        pass
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+
+def _run(model: nn.Module, opts: list, body) -> set[tuple[str, str]]:
+    w = tensorscope.watch(model, opts, connect=False)
+    sink = Sink()
+    w.session.add_sink(sink)
+    try:
+        for _ in range(4):
+            body()
+    finally:
+        w.close()
+    return {k for k in sink.kinds if k[0] != "tiny_updates"}
+
+
+def test_zero_grad_between_backward_and_step_is_found() -> None:
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def body() -> None:
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        opt.zero_grad()
+        opt.step()
+
+    assert _run(model, [opt], body) == {("zero_grad_before_step", "")}
+
+
+def test_zero_grad_in_the_right_places_and_closures_are_not() -> None:
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def usual() -> None:
+        opt.zero_grad()
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        opt.step()
+
+    assert _run(model, [opt], usual) == set()
+
+    lbfgs = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=2)
+    x = torch.randn(8, 4)
+
+    def closure() -> torch.Tensor:
+        lbfgs.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    assert _run(model, [lbfgs], lambda: lbfgs.step(closure)) == set()
+
+    gen, disc = _model(), nn.Sequential(nn.Linear(1, 4), nn.ReLU(), nn.Linear(4, 1))
+    og, od = torch.optim.Adam(gen.parameters()), torch.optim.Adam(disc.parameters())
+
+    def gan() -> None:
+        fake = gen(torch.randn(8, 4))
+        od.zero_grad()
+        disc(fake.detach()).mean().backward()
+        od.step()
+        og.zero_grad()
+        (-disc(fake).mean()).backward()
+        og.step()
+
+    assert _run(nn.ModuleList([gen, disc]), [og, od], gan) == set()
