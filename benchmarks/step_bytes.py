@@ -7,7 +7,9 @@ steps with ``--record``, then reports
   message bodies alone, by message type);
 * the sender's CPU time per step: encoding each step's messages into frames
   and writing them to a loopback socket drained by another thread, as the
-  ``tensorscope-sender`` thread does (``time.thread_time`` of that work).
+  ``tensorscope-sender`` thread does (``time.thread_time`` of that work);
+  beside it, the same for the same calls sent as one ``CallDigest`` per call,
+  as senders did before ``StepCalls`` (measured in the same run).
 
 A benchmark, not a test: it prints numbers.
 
@@ -76,6 +78,23 @@ def _bodies(path: str) -> tuple[int, collections.Counter]:
     return steps, by_type
 
 
+def as_digests(messages: list[Any]) -> list[Any]:
+    """The same stream with each ``StepCalls`` as one ``CallDigest`` per call."""
+    from tensorscope.common.events import CallDigest
+    from tensorscope.common.step_calls import SignatureTable, is_call
+
+    out = []
+    for m in SignatureTable().expand(messages):
+        if is_call(m):
+            m = CallDigest(step=m.step, rank=m.rank, index=m.index, root=m.root, path=m.path,
+                           type=m.type, inputs=m.inputs, outputs=m.outputs, stats=m.stats,
+                           grad_norm=m.grad_norm, finite=m.finite, inputs_finite=m.inputs_finite,
+                           grad_finite=m.grad_finite, mem_delta=m.mem_delta,
+                           training=m.training, grad_enabled=m.grad_enabled)
+        out.append(m)
+    return out
+
+
 def _sender_cpu(messages: list[Any], steps: int) -> float:
     """Seconds of sender-thread CPU per step: encode and write every message."""
     from tensorscope.common.protocol import encode
@@ -120,10 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         size = os.path.getsize(path)
         steps, by_type = _bodies(path)
     cpu = min(_sender_cpu(messages, steps) for _ in range(5))
+    digests = as_digests(messages)
+    cpu_digests = min(_sender_cpu(digests, steps) for _ in range(5))
     row = {"model": args.model, "steps": steps, "file_bytes_per_step": size / steps,
            "body_bytes_per_step": sum(by_type.values()) / steps,
            "body_bytes_by_type": {k: v / steps for k, v in sorted(by_type.items())},
-           "sender_cpu_us_per_step": cpu * 1e6}
+           "sender_cpu_us_per_step": cpu * 1e6,
+           "sender_cpu_us_per_step_as_digests": cpu_digests * 1e6}
     if args.json:
         print(json.dumps(row))
         return 0
@@ -133,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in row["body_bytes_by_type"].items():
         print(f"    {k:<18}{v:8.0f} B/step")
     print(f"  sender CPU      {row['sender_cpu_us_per_step']:8.1f} µs/step (encode + write)")
+    print(f"    as CallDigests{row['sender_cpu_us_per_step_as_digests']:8.1f} µs/step "
+          f"(the same calls, one message each)")
     return 0
 
 
