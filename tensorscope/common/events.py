@@ -436,7 +436,8 @@ class Resumed(Message):
 
 @dataclass
 class Dropped(Message):
-    """The live stream dropped ``count`` digests (the GUI fell behind)."""
+    """The live stream dropped ``count`` call messages (``StepCalls``: a step's calls
+    each) because the GUI fell behind."""
 
     TYPE: ClassVar[str] = "dropped"
     queued: ClassVar[Keep | None] = Keep("latest", name="dropped")

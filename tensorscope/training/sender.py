@@ -5,7 +5,8 @@ thread encodes and writes. What a GUI that reads slower than training loses
 is decided per kind of message, by its class's ``droppable`` and ``queued``
 (``tensorscope.common.events``):
 
-* call digests (the bulk, repeated every step) beyond ``max_digests`` queued
+* a step's calls (``StepCalls``, or the per-call ``CallDigest`` of a replayed
+  older stream: the bulk, repeated every step) beyond ``max_digests`` queued
   are dropped; the number dropped rides on the next ``StepSummary`` (a copy:
   the original object is shared with other sinks) and in a ``Dropped`` event;
 * step summaries, step starts and logged scalars are kept in a ring (``STREAM_RING``): only a GUI
