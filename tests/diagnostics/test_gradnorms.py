@@ -7,18 +7,7 @@ import torch
 from torch import nn
 
 import tensorscope
-
-
-class FindingSink:
-    def __init__(self) -> None:
-        self.kinds: set[tuple[str, str]] = set()
-
-    def handle(self, msg: object) -> None:
-        if type(msg).__name__ == "Finding":
-            self.kinds.add((msg.kind, msg.module))  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        pass
+from sinks import Log
 
 
 class Attention(nn.Module):
@@ -65,7 +54,7 @@ class SigmoidStack(nn.Module):
 def _train(model: nn.Module, batch, mode: str = "default") -> set[tuple[str, str]]:
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     w = tensorscope.watch(model, opt, connect=False, mode=mode)
-    sink = FindingSink()
+    sink = Log()
     w.session.add_sink(sink)
     try:
         for _ in range(5):

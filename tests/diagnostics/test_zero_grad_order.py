@@ -5,18 +5,7 @@ import torch
 from torch import nn
 
 import tensorscope
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.kinds: set[tuple[str, str]] = set()
-
-    def handle(self, msg: object) -> None:
-        if type(msg).__name__ == "Finding":
-            self.kinds.add((msg.kind, msg.module))  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        pass
+from sinks import Log
 
 
 def _model() -> nn.Module:
@@ -26,7 +15,7 @@ def _model() -> nn.Module:
 
 def _run(model: nn.Module, opts: list, body) -> set[tuple[str, str]]:
     w = tensorscope.watch(model, opts, connect=False)
-    sink = Sink()
+    sink = Log()
     w.session.add_sink(sink)
     try:
         for _ in range(4):

@@ -11,10 +11,10 @@ import warnings
 
 import pytest
 import torch
-from tensorscope.common.step_calls import SignatureTable, is_call
 from tensorscope.hooks.compiled import TORCH_WARNING_NOTE, compiled_inner
 from tensorscope.hooks.watch import Watch
 from torch import nn
+from sinks import Log
 
 
 class Net(nn.Module):
@@ -26,24 +26,6 @@ class Net(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.b(self.act(self.a(x)))
-
-
-class Log:
-    def __init__(self) -> None:
-        self.events: list = []
-
-    def handle(self, msg) -> None:
-        self.events.append(msg)
-
-    def close(self) -> None:
-        pass
-
-    def of(self, name: str) -> list:
-        return [e for e in self.events if type(e).__name__ == name]
-
-    def calls(self) -> list:
-        """Every module call (the rows of the steps' ``StepCalls``)."""
-        return [e for e in SignatureTable().expand(self.events) if is_call(e)]
 
 
 def _train(model: nn.Module, call: nn.Module, steps: int = 3, opt=None) -> list[float]:

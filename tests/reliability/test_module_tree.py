@@ -9,6 +9,7 @@ from torch import nn
 from tensorscope.common.events import ModuleTree
 from tensorscope.hooks.watch import Watch
 from tensorscope.training.report import ReportBuilder
+from sinks import Log
 
 
 class Net(nn.Module):
@@ -19,17 +20,6 @@ class Net(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))
-
-
-class Log:
-    def __init__(self) -> None:
-        self.messages: list = []
-
-    def handle(self, msg) -> None:
-        self.messages.append(msg)
-
-    def close(self) -> None:
-        pass
 
 
 def _nodes(tree: dict, out: dict) -> dict:

@@ -13,28 +13,10 @@ from torch import nn
 import reliability_runs as runs
 import tensorscope
 from tensorscope.common.events import CallDigest, Finding, StepSummary
-from tensorscope.common.step_calls import SignatureTable, is_call
 from tensorscope.hooks import tensor_kinds
+from sinks import Log
 
 warnings.filterwarnings("ignore", category=UserWarning)
-
-
-class Log:
-    """A session sink that keeps every message."""
-
-    def __init__(self) -> None:
-        self.messages: list = []
-
-    def handle(self, msg) -> None:
-        self.messages.append(msg)
-
-    def close(self) -> None:
-        pass
-
-    def of(self, cls):
-        if cls is CallDigest:   # every module call: the rows of the steps' StepCalls
-            return [m for m in SignatureTable().expand(self.messages) if is_call(m)]
-        return [m for m in self.messages if isinstance(m, cls)]
 
 
 def _odd(kind: str, x: torch.Tensor) -> torch.Tensor:

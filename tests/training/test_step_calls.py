@@ -21,6 +21,7 @@ from tensorscope.training.report import ReportBuilder
 from tensorscope.training.session import Session
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.viewer.reader import SessionReader
+from sinks import Log
 
 OUT = {"path": "out", "kind": "tensor", "shape": [4, 3], "dtype": "float32", "device": "cpu"}
 SIGS = CallSignatures(step=0, rank=2, signatures=[
@@ -88,17 +89,6 @@ def _train(model: nn.Module, w: Watch, steps: int, shapes=(4,)) -> None:
         opt.zero_grad()
         model(x).pow(2).mean().backward()
         opt.step()
-
-
-class Log:
-    def __init__(self) -> None:
-        self.messages: list = []
-
-    def handle(self, msg) -> None:
-        self.messages.append(msg)
-
-    def close(self) -> None:
-        pass
 
 
 def _watched(tmp_path, steps=4, shapes=(4,), **options):
