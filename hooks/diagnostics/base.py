@@ -7,8 +7,10 @@ device value.
 """
 from __future__ import annotations
 
+import functools
 import inspect
-from typing import Any, Iterable
+import types
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
@@ -146,3 +148,16 @@ def iter_tensors(pairs: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, torch.
     for path, v in pairs:
         if isinstance(v, torch.Tensor):
             yield path, v
+
+
+def functional_wrapper(wrapper: Callable[..., Any], orig: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper`` made a stand-in for ``orig``, a function of ``torch.nn.functional``
+    (set there while attached, marked ``__tensorscope_wrapped__``). It lives in that
+    module's globals: TorchScript compiles the original's source (``__wrapped__``),
+    then resolves its names there."""
+    import torch.nn.functional as F
+    out = types.FunctionType(wrapper.__code__, vars(F), orig.__name__, None,
+                             wrapper.__closure__)
+    functools.update_wrapper(out, orig)
+    out.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
+    return out

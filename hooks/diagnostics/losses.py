@@ -40,9 +40,7 @@ root forward.
 """
 from __future__ import annotations
 
-import functools
 import sys
-import types
 from typing import Any, Callable
 
 import torch
@@ -51,7 +49,7 @@ from torch import nn
 
 from tensorscope.hooks.compiled import is_compiling as _is_compiling
 from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
-    is_loss_module, is_loss_type, iter_tensors, module_label, producing_fn
+    functional_wrapper, is_loss_module, is_loss_type, iter_tensors, module_label, producing_fn
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
@@ -124,13 +122,7 @@ class LossInputObserver(Diagnostic):
                 return value
             return ts_orig(*args, **kwargs)
 
-        # The wrapper lives in torch.nn.functional's globals: TorchScript, which
-        # compiles the original's source (``__wrapped__``), then resolves its names there.
-        wrapper = types.FunctionType(loss.__code__, vars(F), orig.__name__, None,
-                                     loss.__closure__)
-        functools.update_wrapper(wrapper, orig)
-        wrapper.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
-        return wrapper
+        return functional_wrapper(loss, orig)
 
     def on_detach(self) -> None:
         """Put the original functions back (a wrapper still held by a script only

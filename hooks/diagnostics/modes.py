@@ -16,16 +16,30 @@ device work at all.
   frozen (BatchNorm kept in eval with frozen affine), or the nearest
   enclosing module that has parameters has them all frozen (a frozen
   backbone).
+* ``train_mode_in_eval`` also names functional dropout left on in eval mode:
+  ``F.dropout(x, p)`` (or ``dropout1d/2d/3d``) called in the forward of a module
+  in eval mode without a ``training`` argument, whose default is True, so
+  ``model.eval()`` does not switch it off. Passing ``training=`` explicitly
+  (``training=self.training``, or ``True`` for Monte Carlo dropout) is left alone.
+  The functions are wrapped while attached and restored on detach; the check
+  reads the arguments and the calling module's flag, no tensor.
 """
 from __future__ import annotations
 
+import sys
+from typing import Any, Callable
+
+import torch.nn.functional as F
 from torch import nn
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, params_frozen, root_call, \
-    root_module
+from tensorscope.hooks.compiled import is_compiling
+from tensorscope.hooks.diagnostics.base import Diagnostic, functional_wrapper, params_frozen, \
+    root_call, root_module
 from tensorscope.hooks.observer import CallRecord
 
 _MODE_TYPES = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
+#: functional dropouts whose ``training`` argument (third, default True) ``eval()`` can't reach
+_FUNCTIONAL_DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d")
 
 
 def mode_sensitive(module: nn.Module) -> bool:
@@ -48,6 +62,63 @@ class ModeObserver(Diagnostic):
     def __init__(self) -> None:
         self._pending: dict[tuple[int, str], tuple[CallRecord, nn.Module, int]] = {}
         self._frozen_roots: dict[int, bool] = {}
+        self._patched: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self._functional_on = False
+        self._functional_seen: set[tuple[int, str, str]] = set()
+
+    def on_attach(self, ctx: Any) -> None:
+        """Wrap the functional dropouts (restored on detach)."""
+        super().on_attach(ctx)
+        for name in _FUNCTIONAL_DROPOUTS:
+            orig = getattr(F, name, None)
+            if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
+                continue
+            wrapper = self._wrap_dropout(orig, name)
+            setattr(F, name, wrapper)
+            self._patched[name] = (orig, wrapper)
+        self._functional_on = True
+
+    def on_detach(self) -> None:
+        """Put the original functions back."""
+        self._functional_on = False
+        for name, (orig, wrapper) in self._patched.items():
+            if getattr(F, name, None) is wrapper:
+                setattr(F, name, orig)
+        self._patched.clear()
+
+    def _wrap_dropout(self, orig: Callable[..., Any], name: str) -> Callable[..., Any]:
+        observer, ts_orig, ts_name, ts_compiling = self, orig, name, is_compiling
+
+        def dropout(*args: Any, **kwargs: Any) -> Any:
+            if observer._functional_on and len(args) < 3 and "training" not in kwargs \
+                    and not ts_compiling():
+                observer._default_training(ts_name, args, kwargs)
+            return ts_orig(*args, **kwargs)
+
+        return functional_wrapper(dropout, orig)
+
+    def _default_training(self, name: str, args: tuple, kwargs: dict) -> None:
+        """``F.<name>`` runs with its default ``training=True``: a finding when the
+        module calling it is in eval mode (metadata only; never breaks the call)."""
+        try:
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            if not float(p) > 0.0:
+                return
+            call = self.ctx.current_call()
+            if call is None or call.training or (call.root, call.path, name) in \
+                    self._functional_seen:
+                return
+            self._functional_seen.add((call.root, call.path, name))
+            self.emit("train_mode_in_eval", "warning", "forward", call.root, call.path,
+                      f"F.{name} in {call.path or 'the model'} ({call.type}) keeps dropping "
+                      f"units although the module is in eval mode (step {call.step}): "
+                      f"F.{name}'s training argument defaults to True, so model.eval() does "
+                      f"not reach it and evaluation is noisy. Fix: pass "
+                      f"training=self.training, or use nn.Dropout.", step=call.step)
+        except Exception as exc:  # never break the user's forward
+            self._functional_on = False
+            print(f"tensorscope: the functional dropout check failed ({type(exc).__name__}: "
+                  f"{exc}); it is off for the rest of the run", file=sys.stderr)
 
     def watches(self, module_type: type, hook: str) -> bool:
         """Only Dropout and BatchNorm calls."""
