@@ -13,6 +13,7 @@ import types
 from typing import Any, Callable, Iterable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tensorscope.hooks.observer import CallRecord, Observer, WatchContext
@@ -155,9 +156,36 @@ def functional_wrapper(wrapper: Callable[..., Any], orig: Callable[..., Any]) ->
     (set there while attached, marked ``__tensorscope_wrapped__``). It lives in that
     module's globals: TorchScript compiles the original's source (``__wrapped__``),
     then resolves its names there."""
-    import torch.nn.functional as F
     out = types.FunctionType(wrapper.__code__, vars(F), orig.__name__, None,
                              wrapper.__closure__)
     functools.update_wrapper(out, orig)
     out.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
     return out
+
+
+class FunctionalPatches:
+    """Functions of ``torch.nn.functional`` replaced by wrappers while a diagnostic is
+    attached: ``install`` sets them (a function already wrapped is left alone),
+    ``restore`` puts back each original whose wrapper is still the one set (a
+    wrapper a script still holds only forwards from then on)."""
+
+    def __init__(self) -> None:
+        self._patched: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+
+    def install(self, names: Iterable[str],
+                wrap: Callable[[Callable[..., Any], str], Callable[..., Any]]) -> None:
+        """Replace ``F.<name>`` by ``wrap(original, name)`` for each of ``names``."""
+        for name in names:
+            orig = getattr(F, name, None)
+            if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
+                continue
+            wrapper = wrap(orig, name)
+            setattr(F, name, wrapper)
+            self._patched[name] = (orig, wrapper)
+
+    def restore(self) -> None:
+        """Put the original functions back."""
+        for name, (orig, wrapper) in self._patched.items():
+            if getattr(F, name, None) is wrapper:
+                setattr(F, name, orig)
+        self._patched.clear()

@@ -44,12 +44,12 @@ import sys
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from tensorscope.hooks.compiled import is_compiling as _is_compiling
-from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
-    functional_wrapper, is_loss_module, is_loss_type, iter_tensors, module_label, producing_fn
+from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, \
+    FunctionalPatches, fn_name, functional_wrapper, is_loss_module, is_loss_type, \
+    iter_tensors, module_label, producing_fn
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
@@ -89,7 +89,7 @@ class LossInputObserver(Diagnostic):
         self._acts: dict[int, tuple[Any, CallRecord]] = {}
         self._last_root: tuple[int, str, int] | None = None
         self._functional = functional
-        self._patched: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self._patches = FunctionalPatches()
         self._active = False
         self._module_loss_called = False
         self._in_loss_module = 0        # inside a hooked loss module's forward
@@ -101,13 +101,8 @@ class LossInputObserver(Diagnostic):
         super().on_attach(ctx)
         if not self._functional:
             return
-        for name, check in _FUNCTIONAL.items():
-            orig = getattr(F, name, None)
-            if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
-                continue
-            wrapper = self._wrap(orig, name, check)
-            setattr(F, name, wrapper)
-            self._patched[name] = (orig, wrapper)
+        self._patches.install(_FUNCTIONAL, lambda orig, name: self._wrap(
+            orig, name, _FUNCTIONAL[name]))
         self._active = True
 
     def _wrap(self, orig: Callable[..., Any], name: str, check: str) -> Callable[..., Any]:
@@ -128,10 +123,7 @@ class LossInputObserver(Diagnostic):
         """Put the original functions back (a wrapper still held by a script only
         forwards from now on)."""
         self._active = False
-        for name, (orig, wrapper) in self._patched.items():
-            if getattr(F, name, None) is wrapper:
-                setattr(F, name, orig)
-        self._patched.clear()
+        self._patches.restore()
         self._acts.clear()
 
     def _functional_call(self, name: str, check: str, args: tuple, kwargs: dict) -> None:

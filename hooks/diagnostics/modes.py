@@ -29,12 +29,11 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-import torch.nn.functional as F
 from torch import nn
 
 from tensorscope.hooks.compiled import is_compiling
-from tensorscope.hooks.diagnostics.base import Diagnostic, functional_wrapper, params_frozen, \
-    root_call, root_module
+from tensorscope.hooks.diagnostics.base import Diagnostic, FunctionalPatches, \
+    functional_wrapper, params_frozen, root_call, root_module
 from tensorscope.hooks.observer import CallRecord
 
 _MODE_TYPES = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
@@ -62,29 +61,20 @@ class ModeObserver(Diagnostic):
     def __init__(self) -> None:
         self._pending: dict[tuple[int, str], tuple[CallRecord, nn.Module, int]] = {}
         self._frozen_roots: dict[int, bool] = {}
-        self._patched: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self._patches = FunctionalPatches()
         self._functional_on = False
         self._functional_seen: set[tuple[int, str, str]] = set()
 
     def on_attach(self, ctx: Any) -> None:
         """Wrap the functional dropouts (restored on detach)."""
         super().on_attach(ctx)
-        for name in _FUNCTIONAL_DROPOUTS:
-            orig = getattr(F, name, None)
-            if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
-                continue
-            wrapper = self._wrap_dropout(orig, name)
-            setattr(F, name, wrapper)
-            self._patched[name] = (orig, wrapper)
+        self._patches.install(_FUNCTIONAL_DROPOUTS, self._wrap_dropout)
         self._functional_on = True
 
     def on_detach(self) -> None:
         """Put the original functions back."""
         self._functional_on = False
-        for name, (orig, wrapper) in self._patched.items():
-            if getattr(F, name, None) is wrapper:
-                setattr(F, name, orig)
-        self._patched.clear()
+        self._patches.restore()
 
     def _wrap_dropout(self, orig: Callable[..., Any], name: str) -> Callable[..., Any]:
         observer, ts_orig, ts_name, ts_compiling = self, orig, name, is_compiling

@@ -135,7 +135,7 @@ def test_backward_and_functional_wrappers_restored_on_close() -> None:
     w.close()
     assert torch.autograd.backward is orig and F.l1_loss is orig_l1
     assert held(torch.ones(2), torch.zeros(2)).item() == 1.0
-    assert LossInputObserver(functional=False)._patched == {}
+    assert LossInputObserver(functional=False)._patches._patched == {}
 
 
 def test_functional_double_activation_and_broadcast() -> None:
