@@ -112,24 +112,35 @@ class ReplayPanel(QWidget):
 #: how many steps back the replay looks for a module's statistics when the step
 #: shown did not take them (the capture takes them every ``stats_every`` steps)
 STATS_LOOKBACK = 256
+#: earlier steps' statistics kept per recording while the timeline is scrubbed
+STATS_CACHE = 4096
 
 
-def step_statistics(reader: SessionReader, step: int, msgs: list
+def step_statistics(reader: SessionReader, step: int, msgs: list,
+                    taken: dict[int, dict] | None = None
                     ) -> dict[tuple[int, str], tuple[int, dict]]:
     """``(root, path) → (step taken, statistics)`` for the calls of ``step`` (its
     messages ``msgs``, rows read): a call without statistics at ``step`` gets the
-    latest earlier step's, up to ``STATS_LOOKBACK`` steps back (worker thread)."""
+    latest earlier step's, up to ``STATS_LOOKBACK`` steps back (worker thread).
+    ``taken`` caches each earlier step's statistics per module (one reader's), so
+    scrubbing the timeline reads a step once."""
     out = {(m.root, m.path): (step, m.stats) for m in msgs if is_call(m) and m.stats}
     missing = {(m.root, m.path) for m in msgs if is_call(m)} - out.keys()
     earlier = [s for s in reader.steps if s < step][-STATS_LOOKBACK:]
+    taken = {} if taken is None else taken
     for s in reversed(earlier):
         if not missing:
             break
-        for m in reader.calls(reader.step_messages(s)):
-            key = (m.root, m.path) if is_call(m) else None
-            if key in missing and m.stats:
-                out[key] = (s, m.stats)
-                missing.discard(key)
+        stats = taken.get(s)
+        if stats is None:
+            if len(taken) >= STATS_CACHE:
+                taken.clear()
+            stats = taken[s] = {(m.root, m.path): m.stats
+                                for m in reader.calls(reader.step_messages(s))
+                                if is_call(m) and m.stats}
+        for key in missing & stats.keys():
+            out[key] = (s, stats[key])
+        missing -= stats.keys()
     return out
 
 
@@ -145,6 +156,7 @@ class ReplayWindow(MainWindow):
         self.reader = self.readers[0]
         self.shown_step: int | None = None
         self._step_stats: dict | None = None   # the shown step's statistics per module
+        self._taken: dict[str, dict[int, dict]] = {}   # file → step → statistics taken
         self.setWindowTitle(f"TensorScope — {path}")
         self._lock = threading.Lock()
         self._connection_text = f"replay of {path}"
@@ -213,7 +225,9 @@ class ReplayWindow(MainWindow):
             reader = self._shown_reader()
             msgs = reader.calls(reader.step_messages(step))
             self.bridge.post_response(lambda got: self._show_metrics(step, *got),
-                                      (module_metrics(msgs), step_statistics(reader, step, msgs)))
+                                      (module_metrics(msgs), step_statistics(
+                                          reader, step, msgs, self._taken.setdefault(
+                                              reader.path, {}))))
         self._in_background(work)
 
     def _show_metrics(self, step: int, metrics: dict, stats: dict | None = None) -> None:
