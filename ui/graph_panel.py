@@ -21,7 +21,7 @@ from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.graph_model import GraphModel
 from tensorscope.ui.graph_items import text_widths
 from tensorscope.ui.graph_view import GraphView
-from tensorscope.ui.layout_runner import LayoutRunner, Prepared, prepare
+from tensorscope.ui.layout_runner import LayoutRunner, Prepared, checkpoint, prepare
 from tensorscope.ui.model.session_model import ModuleKey, SessionModel
 from tensorscope.ui.model.view_state import PausedMarker, ViewState
 from tensorscope.ui.theme import Theme
@@ -181,6 +181,7 @@ class GraphPanel(QWidget):
 
         def work() -> Prepared:
             fresh.set_structure(gs, budget=None)
+            checkpoint()
             if old_groups == fresh.groups.keys() and had_nodes:
                 fresh.collapsed = old_collapsed
             else:

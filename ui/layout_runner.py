@@ -16,7 +16,9 @@ worker can hold while it waits for the GIL.
 
 Each runner lays out one graph: one job at a time, and a job submitted while
 another waits replaces it (the replaced one is answered ``CANCELLED``). The
-running job stops at its next ``checkpoint()`` once a newer one is submitted.
+running job stops at its next ``checkpoint()`` once a newer one is submitted;
+``prepare`` hands ``checkpoint`` to the layout, which calls it between its
+stages and inside its long loops (``ui/model/layout.py``).
 ``close()`` (the window closes, the panel or the bridge is destroyed) drops
 the waiting job and waits for the running one; from then on no worker of the
 runner touches Qt.
@@ -87,7 +89,7 @@ def prepare(model: GraphModel, describe: Callable[[dict], tuple[str, str]],
     structure.add_nodes_from(vis.nodes)
     structure.add_edges_from(vis.edges)
     layout = layered_layout(structure, sizes, node_gap=NODE_GAP,
-                            layer_gap=LAYER_GAP, previous=previous)
+                            layer_gap=LAYER_GAP, previous=previous, check=checkpoint)
     return Prepared(model, vis, texts, sizes, layout, time.perf_counter() - start)
 
 
@@ -105,6 +107,8 @@ class LayoutRunner:
         self._running: int | None = None
         self._worker: threading.Thread | None = None
         self._closed = False
+        #: jobs that stopped at a checkpoint (superseded or closed), for the log and tests
+        self.stopped = 0
         bridge.destroyed.connect(lambda *_: self.close())
 
     def submit(self, work: Callable[[], Any]) -> int:
@@ -117,6 +121,7 @@ class LayoutRunner:
             replaced, self._waiting = self._waiting, (token, work)
             if replaced is not None:
                 self._post(replaced[0], CANCELLED)
+            self._cond.notify_all()
             if self._worker is None:
                 self._worker = threading.Thread(target=self._run, daemon=True,
                                                 name="tensorscope-layout")
@@ -134,13 +139,23 @@ class LayoutRunner:
     def close(self, timeout: float = CLOSE_WAIT_S) -> bool:
         """Drop the waiting job, stop the running one and wait for it (GUI thread).
 
-        Returns whether no job runs any more. Either way no job of this runner
-        posts after ``close`` returns.
+        Returns whether no job runs any more (the worker thread is then joined).
+        Either way no job of this runner posts after ``close`` returns.
         """
         with self._cond:
             self._closed = True
             self._waiting = None
-            return self._cond.wait_for(lambda: self._running is None, timeout)
+            self._cond.notify_all()
+            stopped = self._cond.wait_for(lambda: self._running is None, timeout)
+            worker = self._worker
+        if stopped and worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)   # it only takes the lock once more and returns
+        return stopped
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called (any thread)."""
+        return self._closed
 
     def busy(self) -> bool:
         """Whether a job runs or waits."""
@@ -163,6 +178,8 @@ class LayoutRunner:
             finally:
                 _job.current = None
             with self._cond:
+                if isinstance(result, LayoutCancelled):
+                    self.stopped += 1
                 self._running = None
                 if not self._closed:
                     self._post(token, result)

@@ -174,3 +174,71 @@ def test_prepare_calls_no_qt_and_leaves_no_qt_object(qtbot):
     assert result and result[0].texts and set(result[0].sizes) == set(result[0].texts)
     assert qt_calls == []
     assert len(Shiboken.getAllValidWrappers()) == before
+
+
+def _hold_crossing_reduction(monkeypatch, runner: LayoutRunner, until, outcome: list,
+                             entered: threading.Event, workers: list) -> None:
+    """Make the layout's crossing reduction wait (on the runner's lock, no polling)
+    until ``until()`` holds, then run for real; ``outcome`` says how it ended."""
+    from tensorscope.ui.model import layout_order
+    original = layout_order.reduce_crossings
+
+    def held(*args, **kwargs):
+        workers.append(threading.current_thread())
+        entered.set()
+        with runner._cond:   # close() and submit() notify it
+            assert runner._cond.wait_for(until, 60)
+        try:
+            result = original(*args, **kwargs)
+        except LayoutCancelled:
+            outcome.append("cancelled")
+            raise
+        outcome.append("finished")
+        return result
+
+    monkeypatch.setattr(layout_order, "reduce_crossings", held)
+
+
+def test_closing_the_window_stops_a_layout_inside_its_crossing_reduction(qtbot, monkeypatch):
+    w = MainWindow(make_theme(False), settings_key=None)
+    qtbot.addWidget(w)
+    w.show()
+    runner = w.graph.runners["module"]
+    entered, outcome, workers = threading.Event(), [], []
+    _hold_crossing_reduction(monkeypatch, runner, lambda: runner.closed, outcome, entered,
+                             workers)
+    w.ingest(transformer_session(48))
+    w.refresh()
+    assert entered.wait(60)          # the job is inside layered_layout
+    w.close()                        # the layout goes on only once the close began
+    assert outcome == ["cancelled"]  # it stopped at a checkpoint of the layout itself
+    assert runner.stopped == 1 and not runner.busy()
+    assert not workers[0].is_alive()   # close() joined the worker
+    QCoreApplication.processEvents()
+    assert not w.graph.views["module"].nodes.cards
+
+
+def test_a_newer_layout_stops_the_running_one_inside_the_layout(qtbot, monkeypatch):
+    gs = next(m for m in transformer_session(24) if type(m).__name__ == "GraphStructure")
+    labels, widths = ModuleLabels(), text_widths()
+    model = GraphModel("module", type_of=labels.type_of)
+    model.set_structure(gs, budget=None)
+    model.expand_all()
+    bridge = Bridge()
+    runner = LayoutRunner(bridge)
+    entered, outcome, workers = threading.Event(), [], []
+    first_token: list[int] = []
+    _hold_crossing_reduction(monkeypatch, runner, lambda: runner.latest > first_token[0],
+                             outcome, entered, workers)
+    answers: dict[int, object] = {}
+    bridge.layout_finished.connect(lambda token, result: answers.setdefault(token, result))
+    first_token.append(runner.submit(lambda: prepare(model, labels.describe, widths)))
+    assert entered.wait(60)
+    with qtbot.waitSignal(bridge.layout_finished, timeout=60_000,
+                          check_params_cb=lambda token, _r: token == first_token[0]) as first:
+        second = runner.submit(lambda: "newer")
+    assert isinstance(first.args[1], LayoutCancelled) and outcome == ["cancelled"]
+    assert runner.stopped == 1
+    qtbot.waitUntil(lambda: second in answers, timeout=60_000)
+    assert answers[second] == "newer"
+    assert runner.close() and not workers[0].is_alive()

@@ -21,6 +21,12 @@ Weakly connected components sit side by side, left to right in node order.
 With ``previous`` the ordering is seeded from an earlier layout so that a
 collapse or expand moves the picture little.
 
+A caller that may stop wanting the result passes ``check``: a function called
+between stages and inside every long loop (each sweep, transposition round,
+coordinate pass and every few hundred rows), which raises to stop the layout.
+The layout module never catches what it raises, so the caller's own exception
+(the runner's ``LayoutCancelled``) comes out of :func:`layered_layout`.
+
 Pure Python + numpy + networkx (no Qt, no torch): the GUI calls
 :func:`layered_layout` off the GUI thread. The output is deterministic for a
 given graph (node and edge insertion order included).
@@ -31,7 +37,7 @@ import gc
 import math
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -43,6 +49,12 @@ DEFAULT_SIZE = (80.0, 30.0)
 LOOP_SIZE = 14.0          # how far a self-loop sticks out to the right of its node
 
 Point = tuple[float, float]
+#: called at the layout's checkpoints; raises to stop the layout
+Check = Callable[[], None]
+
+
+def no_check() -> None:
+    """The default :data:`Check`: a layout nobody cancels."""
 
 
 @dataclass
@@ -138,17 +150,19 @@ def _iterations(n: int) -> tuple[int, int]:
 
 def layered_layout(graph: nx.DiGraph, sizes: Mapping[Hashable, tuple[float, float]] | None = None,
                    *, node_gap: float = 30.0, layer_gap: float = 60.0,
-                   previous: Layout | None = None) -> Layout:
+                   previous: Layout | None = None, check: Check = no_check) -> Layout:
     """Lay ``graph`` out top to bottom; ``sizes`` maps node → (width, height).
 
     Nodes missing from ``sizes`` get :data:`DEFAULT_SIZE`. With ``previous``
     (the layout before a container was collapsed or expanded), each layer
     starts from the previous left-to-right order, new nodes next to their
     neighbours, so the picture moves little; crossing reduction then only
-    keeps changes that do not add crossings. Runs on any thread.
+    keeps changes that do not add crossings. Runs on any thread. ``check`` is
+    called at every checkpoint (see the module docstring); what it raises
+    propagates.
     """
     with _cyclic_gc_paused():
-        return _layered_layout(graph, sizes, node_gap, layer_gap, previous)
+        return _layered_layout(graph, sizes, node_gap, layer_gap, previous, check)
 
 
 @contextmanager
@@ -171,7 +185,8 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 def _layered_layout(graph: nx.DiGraph, sizes: Mapping[Hashable, tuple[float, float]] | None,
-                    node_gap: float, layer_gap: float, previous: Layout | None) -> Layout:
+                    node_gap: float, layer_gap: float, previous: Layout | None,
+                    check: Check) -> Layout:
     if node_gap < 0 or layer_gap < 0:
         raise ValueError("layout: node_gap and layer_gap must be non-negative")
     nodes = list(graph.nodes)
@@ -179,10 +194,13 @@ def _layered_layout(graph: nx.DiGraph, sizes: Mapping[Hashable, tuple[float, flo
     widths, heights = _sizes(nodes, sizes)
     edge_keys, edges, loops = _split_edges(graph, index)
     n = len(nodes)
+    check()
     rev = layout_layers.break_cycles(n, edges)
+    check()
     dag = [(v, u) if r else (u, v) for (u, v), r in zip(edges, rev)]
     seed = _seed(nodes, edges, previous) if previous is not None else None
     g = _layered_graph(n, dag, _components(n, dag, seed))
+    check()
     sep_widths = list(widths)
     for v in loops:
         sep_widths[index[v]] += 2 * LOOP_SIZE
@@ -191,10 +209,13 @@ def _layered_layout(graph: nx.DiGraph, sizes: Mapping[Hashable, tuple[float, flo
         order = layout_order.initial_order(g)
     else:
         order = _seeded_order(g, seed, previous, edge_keys, rev)
+    check()
     max_iter, min_quit = _iterations(g.n)
     order, _ = layout_order.reduce_crossings(g, order, max_iter=max_iter, min_quit=min_quit,
-                                             keep_start=seed is not None)
-    x = layout_coords.assign_x(g, order, sep_widths, node_gap)
+                                             keep_start=seed is not None, check=check)
+    check()
+    x = layout_coords.assign_x(g, order, sep_widths, node_gap, check=check)
+    check()
     width = layout_coords.pack_components(g, x, sep_widths, node_gap * 2)
     layer_y, height = layout_coords.assign_y(g, order, heights, layer_gap)
     return _build(nodes, widths, heights, g, x, layer_y, width, height,

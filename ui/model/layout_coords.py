@@ -10,13 +10,14 @@ Passes alternate between aligning with the layer above and the layer below.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tensorscope.ui.model.layout_layers import LayeredGraph
 
 DUMMY_WEIGHT = 8.0
 LONELY_WEIGHT = 0.05          # a node with no neighbour on the side aligned to stays put
 PASSES = ("down", "up", "down", "up")
+CHECK_ROWS = 256              # rows placed between two calls of ``check``
 
 
 def fit_row(targets: Sequence[float], weights: Sequence[float], seps: Sequence[float]) -> list[float]:
@@ -125,8 +126,12 @@ def _place_row(row: list[int], x: list[float], g: LayeredGraph, side: str,
 
 
 def assign_x(g: LayeredGraph, layers: list[list[int]], widths: Sequence[float],
-             node_gap: float) -> list[float]:
-    """x coordinate of every node's centre; components may still overlap."""
+             node_gap: float, check: Callable[[], None] | None = None) -> list[float]:
+    """x coordinate of every node's centre; components may still overlap.
+
+    ``check`` (if given) runs every :data:`CHECK_ROWS` rows of each pass; it
+    raises to stop.
+    """
     x = [0.0] * g.n
     all_seps: list[list[float]] = []
     n_real = g.n_real
@@ -145,7 +150,9 @@ def assign_x(g: LayeredGraph, layers: list[list[int]], widths: Sequence[float],
     n_layers = len(layers)
     for side in PASSES:
         order = range(n_layers - 1, -1, -1) if side == "up" else range(n_layers)
-        for r in order:
+        for done, r in enumerate(order):
+            if check is not None and done % CHECK_ROWS == 0:
+                check()
             if side != "both" and r == (0 if side == "down" else n_layers - 1):
                 continue
             _place_row(layers[r], x, g, side, all_seps[r])

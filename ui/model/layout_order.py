@@ -10,7 +10,7 @@ counting, and transposition on big sparse graphs, use numpy.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -27,6 +27,10 @@ REVERSE_ROUNDS = 3
 VECTOR_MIN_NODES = 500
 # odd-even rounds reach fewer pairs each, so they may make equal swaps for longer
 VECTOR_REVERSE_ROUNDS = 8
+
+
+def _no_check() -> None:
+    """No cancellation (the layout's ``check`` default)."""
 
 
 def inversions(seq: Sequence[float]) -> int:
@@ -200,13 +204,14 @@ def _transpose_row(row: list[int], pos: list[int], g: LayeredGraph, reverse: boo
 
 
 def transpose(layers: list[list[int]], pos: list[int], g: LayeredGraph, reverse: bool,
-              changed: list[bool] | None = None) -> None:
+              changed: list[bool] | None = None, check: Callable[[], None] = _no_check) -> None:
     """Swap adjacent nodes while that lowers crossings (dot's ``transpose``).
 
     Only layers that changed (``changed``; default all) or sit next to one
     are visited, and revisited while swaps next to them still help. With
     ``reverse``, swaps that keep the count equal are made too (in the first
-    :data:`REVERSE_ROUNDS` rounds), to leave plateaus.
+    :data:`REVERSE_ROUNDS` rounds), to leave plateaus. ``check`` runs before
+    every round (it raises to stop).
     """
     n_layers = len(layers)
     if changed is None:
@@ -217,6 +222,7 @@ def transpose(layers: list[list[int]], pos: list[int], g: LayeredGraph, reverse:
                      for r, row in enumerate(layers)]
     rounds = 0
     while True:
+        check()
         delta = 0
         if rounds == REVERSE_ROUNDS:
             reverse = False      # equal-count swaps in the first round only: no ping-pong
@@ -307,21 +313,23 @@ def _positions(layers: list[list[int]], n: int) -> list[int]:
 
 
 def reduce_crossings(g: LayeredGraph, layers: list[list[int]], *, max_iter: int = 24,
-                     min_quit: int = 8, keep_start: bool = False) -> tuple[list[list[int]], int]:
+                     min_quit: int = 8, keep_start: bool = False,
+                     check: Callable[[], None] = _no_check) -> tuple[list[list[int]], int]:
     """Alternate down/up median sweeps with transposition; keep the best order.
 
     With ``keep_start`` (a re-layout seeded from the previous picture) the
     start, tidied by transposition, wins unless the full search saves more
     than :data:`KEEP_START_GAIN` of its crossings. Returns the chosen layer
-    orders and their crossing count.
+    orders and their crossing count. ``check`` runs before each iteration and
+    transposition round (it raises to stop).
     """
     pos = _positions(layers, g.n)
     if keep_start:
-        transpose(layers, pos, g, reverse=False)
+        transpose(layers, pos, g, reverse=False, check=check)
     counter = CrossingCounter(g)
     start_count = counter.count(pos)
     start = [row[:] for row in layers]
-    best, best_count = _search(g, layers, pos, counter, start_count, max_iter, min_quit)
+    best, best_count = _search(g, layers, pos, counter, start_count, max_iter, min_quit, check)
     if keep_start and best_count > (1 - KEEP_START_GAIN) * start_count:
         return start, start_count
     return best, best_count
@@ -341,7 +349,8 @@ def _use_vector(g: LayeredGraph) -> bool:
 
 
 def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: CrossingCounter,
-            count: int, max_iter: int, min_quit: int) -> tuple[list[list[int]], int]:
+            count: int, max_iter: int, min_quit: int, check: Callable[[], None]
+            ) -> tuple[list[list[int]], int]:
     """The iteration loop of :func:`reduce_crossings` (dot's ``mincross``)."""
     best = [row[:] for row in layers]
     best_count = count
@@ -349,6 +358,7 @@ def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: C
     trying = 0
     vector = VectorTransposer(g, layers) if _use_vector(g) else None
     for it in range(max_iter):
+        check()
         if best_count == 0 or trying >= min_quit:
             break
         comp = g.comp if g.n_comps > 1 else None
@@ -358,9 +368,10 @@ def _search(g: LayeredGraph, layers: list[list[int]], pos: list[int], counter: C
             changed = _sweep(layers, pos, g.down, g.down1, comp, range(n_layers - 2, -1, -1),
                              it % 4 == 3)
         if vector is not None:
-            vector.transpose(layers, pos, True, VECTOR_REVERSE_ROUNDS)
+            vector.transpose(layers, pos, True, VECTOR_REVERSE_ROUNDS, check)
         else:
-            transpose(layers, pos, g, reverse=True, changed=None if it == 0 else changed)
+            transpose(layers, pos, g, reverse=True, changed=None if it == 0 else changed,
+                      check=check)
         count = counter.count(pos)
         trying += 1
         if count <= best_count:

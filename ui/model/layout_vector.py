@@ -9,6 +9,8 @@ while they still remove crossings. Same decisions as
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from tensorscope.ui.model.layout_layers import LayeredGraph
@@ -79,12 +81,17 @@ class VectorTransposer:
         return float((now - swapped)[swap].sum())
 
     def transpose(self, layers: list[list[int]], pos: list[int], reverse: bool,
-                  reverse_rounds: int) -> None:
-        """Swap adjacent nodes while that lowers crossings; updates both arguments."""
+                  reverse_rounds: int, check: Callable[[], None] | None = None) -> None:
+        """Swap adjacent nodes while that lowers crossings; updates both arguments.
+
+        ``check`` (if given) runs before every round; it raises to stop.
+        """
         order = np.fromiter((v for row in layers for v in row), dtype=np.int64,
                             count=sum(len(row) for row in layers))
         p = np.asarray(pos, dtype=np.int64)
         for rnd in range(MAX_ROUNDS):
+            if check is not None:
+                check()
             rev = reverse and rnd < reverse_rounds
             gain = sum(self._phase(slots, order, p, rev) for slots in self.phases)
             if gain < 1 and not rev:

@@ -334,3 +334,54 @@ def test_vector_transposition_keeps_layers_consistent_and_helps(reverse):
         comps = [lg.comp[v] for v in row]
         assert comps == sorted(comps)
     assert counter.count(pos) < before
+
+
+class _Stop(Exception):
+    """What the test's ``check`` raises to stop a layout."""
+
+
+def _checks_of(g: nx.DiGraph, **kw) -> list[str]:
+    """The functions ``check`` was called from, in order, over one whole layout."""
+    import sys
+    calls: list[str] = []
+    layered_layout(g, check=lambda: calls.append(sys._getframe(1).f_code.co_name), **kw)
+    return calls
+
+
+@pytest.mark.parametrize("n", [300, 2000])   # plain and vectorised transposition
+def test_layout_calls_check_in_every_long_stage(n):
+    from tensorscope.ui.model.layout_coords import PASSES
+    g = _dag(n, seed=4)
+    callers = _checks_of(g)
+    # between stages, each crossing-reduction iteration, each transposition round
+    # (plain or vectorised) and each coordinate pass
+    assert {"_layered_layout", "_search", "transpose", "assign_x"} <= set(callers)
+    assert callers.count("assign_x") >= len(PASSES)
+    seeded = _checks_of(g, previous=layered_layout(g))   # a seeded re-layout too
+    assert {"_search", "transpose", "assign_x"} <= set(seeded)
+
+
+def test_a_check_that_raises_stops_the_layout_at_any_checkpoint():
+    import gc
+    g = _dag(600, seed=5)
+    total = len(_checks_of(g))
+    assert total > 10
+    for stop_at in (1, 2, total // 2, total):
+        seen = [0]
+
+        def check(seen: list[int] = seen, stop_at: int = stop_at) -> None:
+            seen[0] += 1
+            if seen[0] == stop_at:
+                raise _Stop
+
+        with pytest.raises(_Stop):
+            layered_layout(g, check=check)
+        assert seen[0] == stop_at     # nothing ran on to another checkpoint
+        assert gc.isenabled()
+
+
+def test_a_check_that_never_raises_changes_nothing():
+    g = _dag(700, seed=6)
+    plain, checked = layered_layout(g), layered_layout(g, check=lambda: None)
+    assert plain.positions == checked.positions
+    assert plain.edge_points == checked.edge_points
