@@ -15,11 +15,14 @@ None of these reads a device value.
   because the check looks at the first backward after a step only.
 * ``zero_grad_before_step`` (``zero_grad()`` between ``backward()`` and
   ``step()``): a backward ran since the last optimizer step (the same node
-  hooks), and the optimizer then steps while every trainable parameter it
-  holds has ``p.grad is None`` (and they belong to a model that was called),
-  at two of its steps in a row: the gradients
-  were cleared before it could use them. A closure optimizer (LBFGS) runs its
-  backward inside ``step()``, after this check, so it never matches.
+  hooks), and the optimizer then steps with its gradients cleared, at two of
+  its steps in a row: ``zero_grad()`` (either ``set_to_none``) of this
+  optimizer, or of a module owning some of its trainable parameters, was
+  called after the last backward (``zeroing`` reports the calls), or every
+  trainable parameter it holds has ``p.grad is None`` (and they belong to a
+  model that was called). A closure optimizer (LBFGS, Lightning) runs its
+  zero_grad and backward inside ``step()``, after this check, so it never
+  matches; zeroing another model, or before a further backward, is not it.
 * ``unused_parameter``: when an optimizer steps, a trainable parameter of a
   root that took part in the backward has no gradient (``p.grad is None``,
   read on the host); after
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tensorscope.hooks.diagnostics import zeroing
 from tensorscope.hooks.diagnostics.base import Diagnostic, maximal_modules, module_label
 from tensorscope.hooks.observer import StepRecord
 
@@ -60,27 +64,44 @@ class GradAccumulationObserver(Diagnostic):
         self._closed = False
         self._backward_ran = False              # since the last optimizer step
         self._cleared: dict[int, int] = {}      # id(optimizer) -> steps in a row
+        # zero_grad() calls since the last backward began: (optimizer or module, set_to_none)
+        self._zeroed: list[tuple[weakref.ref, bool]] = []
+        self._zeroed_before: dict[int, bool] = {}   # id(optimizer): zeroed before its step
 
     def on_optimizer_step(self, optimizer: Any) -> None:
-        """Remember each gradient's identity and version right after the step."""
+        """Remember each gradient's identity and version right after the step (not
+        when they were zeroed in place before it: the next backward adds into zeros,
+        which is no leftover; that mistake is zero_grad_before_step)."""
+        key = id(optimizer)
         entries = []
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                g = p.grad
-                if g is not None:
-                    entries.append((weakref.ref(p), id(g), g._version))
-        self._after_step[id(optimizer)] = entries
+        if not self._zeroed_before.pop(key, False):
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is not None:
+                        entries.append((weakref.ref(p), id(g), g._version))
+        self._after_step[key] = entries
         self._backward_ran = False
+        self._zeroed.clear()
 
     def on_attach(self, ctx: Any) -> None:
         """Listen to the graph observer's node hooks."""
         super().on_attach(ctx)
         self._graphs.add_backward_listener(self._backward_starts)
+        zeroing.listen(self._zero_grad_called)
 
     def on_detach(self) -> None:
         """Stop checking (hooks left on the user's live graphs become no-ops)."""
         self._closed = True
         self._after_step.clear()
+        self._zeroed.clear()
+        zeroing.unlisten(self._zero_grad_called)
+
+    def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
+        """``obj.zero_grad(set_to_none)`` ran: noted only between a backward and the
+        next optimizer step (the place where it empties the step)."""
+        if self._backward_ran and not self._closed and len(self._zeroed) < 64:
+            self._zeroed.append((weakref.ref(obj), set_to_none))
 
     def _backward_starts(self, *grad_outputs: Any) -> None:
         """Before the first parameter gradient of a backward is accumulated:
@@ -88,6 +109,8 @@ class GradAccumulationObserver(Diagnostic):
         generation = self._graphs.generation
         if not self._closed:
             self._backward_ran = True
+        if self._zeroed:
+            self._zeroed.clear()   # gradients zeroed before this backward are its own
         if generation == self._checked or self._closed:
             return None   # this backward was checked already (at its first tagged node)
         self._checked = generation
@@ -109,14 +132,23 @@ class GradAccumulationObserver(Diagnostic):
         self._check_cleared(optimizer, params)
 
     def _check_cleared(self, optimizer: Any, params: list[torch.Tensor]) -> None:
-        """A backward ran, yet the optimizer finds no gradient at all: cleared in between."""
+        """A backward ran, yet the optimizer's gradients were cleared before its step:
+        by a zero_grad() after the backward, or all set to None."""
         trainable = [p for p in params if p.requires_grad]
         key = id(optimizer)
-        hit = None
-        if self._backward_ran and trainable and all(p.grad is None for p in trainable):
-            # parameters of no model TensorScope saw called are not this mistake (an
-            # optimizer left on a model replaced since: param_not_in_optimizer)
-            hit = next((h for h in map(self.ctx.param_name, trainable) if h is not None), None)
+        hit, how = None, ""
+        if self._backward_ran and trainable:
+            zeroed = self._zeroed_by(optimizer, trainable)
+            if zeroed is not None:
+                how = zeroed
+                self._zeroed_before[key] = True
+            elif all(p.grad is None for p in trainable):
+                how = "zero_grad()"
+            if how:
+                # parameters of no model TensorScope saw called are not this mistake (an
+                # optimizer left on a model replaced since: param_not_in_optimizer)
+                hit = next((h for h in map(self.ctx.param_name, trainable) if h is not None),
+                           None)
         if hit is None:
             self._cleared.pop(key, None)
             return
@@ -125,13 +157,34 @@ class GradAccumulationObserver(Diagnostic):
             return
         rid = hit[0]
         step = self.ctx.step_index
+        effect = ("every gradient is zero, so each update changes the weights only "
+                  "through momentum or weight decay" if "False" in how else
+                  "none of its parameters has a gradient, so every update is empty")
         self.emit("zero_grad_before_step", "warning", "optimizer", rid, "",
                   f"{type(optimizer).__name__}.step() ran at steps {step - count + 1}-{step} "
-                  f"right after a backward, but none of its {len(trainable)} trainable "
-                  f"parameters had a gradient: zero_grad() is called between "
-                  f"loss.backward() and optimizer.step(), so every update is empty and "
-                  f"nothing is learned. Fix: call optimizer.zero_grad() before the forward "
-                  f"(or right after step()).", step=step - count + 1)
+                  f"right after a backward, but {how} was called between loss.backward() "
+                  f"and optimizer.step(): {effect} ({len(trainable)} trainable parameters), "
+                  f"and nothing is learned. Fix: call optimizer.zero_grad() before the "
+                  f"forward (or right after step()).", step=step - count + 1)
+
+    def _zeroed_by(self, optimizer: Any, trainable: list[torch.Tensor]) -> str | None:
+        """How the gradients of ``optimizer`` were zeroed since the last backward began
+        (``"opt.zero_grad(set_to_none=False)"``...), or None."""
+        ids: set[int] | None = None
+        for ref, set_to_none in self._zeroed:
+            obj = ref()
+            if obj is None:
+                continue
+            if obj is not optimizer:
+                if not isinstance(obj, torch.nn.Module):
+                    continue
+                if ids is None:
+                    ids = {id(p) for p in trainable}
+                if not any(id(p) in ids for p in obj.parameters()):
+                    continue   # another model's gradients (a GAN's other network)
+            what = "optimizer" if obj is optimizer else "model"
+            return f"{what}.zero_grad(set_to_none={set_to_none})"
+        return None
 
     def _report(self, params: list[torch.Tensor], stale: list[torch.Tensor]) -> None:
         owners: dict[int, dict[str, str]] = {}

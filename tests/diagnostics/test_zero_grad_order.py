@@ -72,3 +72,51 @@ def test_zero_grad_in_the_right_places_and_closures_are_not() -> None:
         og.step()
 
     assert _run(nn.ModuleList([gen, disc]), [og, od], gan) == set()
+
+
+def test_zeroing_in_place_between_backward_and_step_is_found() -> None:
+    """``zero_grad(set_to_none=False)`` (the optimizer's or the model's) leaves zero
+    tensors: the step updates nothing, or only through momentum and weight decay."""
+    for zero in ("opt", "model"):
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+        def body() -> None:
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            (opt if zero == "opt" else model).zero_grad(set_to_none=False)
+            opt.step()
+
+        assert _run(model, [opt], body) == {("zero_grad_before_step", "")}, zero
+
+
+def test_zeroing_elsewhere_is_not() -> None:
+    """Zeroing another network's gradients between a backward and a step, or zeroing
+    before a further backward, leaves the step's gradients alone; ``zero_grad`` is put
+    back on detach."""
+    gen, disc = _model(), nn.Sequential(nn.Linear(1, 4), nn.ReLU(), nn.Linear(4, 1))
+    og, od = torch.optim.Adam(gen.parameters()), torch.optim.Adam(disc.parameters())
+
+    def gan() -> None:   # pytorch/examples' DCGAN order
+        disc.zero_grad()
+        fake = gen(torch.randn(8, 4))
+        disc(fake.detach()).mean().backward()
+        od.step()
+        gen.zero_grad(set_to_none=False)
+        (-disc(fake).mean()).backward()
+        disc.zero_grad(set_to_none=False)   # D's gradients from G's loss: not og's
+        og.step()
+
+    assert _run(nn.ModuleList([gen, disc]), [og, od], gan) == set()
+
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def twice() -> None:
+        model(torch.randn(8, 4)).pow(2).mean().backward()   # e.g. a saliency pass
+        opt.zero_grad(set_to_none=False)
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        opt.step()
+
+    assert _run(model, [opt], twice) == set()
+    assert not getattr(torch.optim.Optimizer.zero_grad, "__tensorscope_wrapped__", False)
+    assert not getattr(nn.Module.zero_grad, "__tensorscope_wrapped__", False)
