@@ -6,10 +6,21 @@ device work at all.
 
 * ``train_mode_in_eval``: a Dropout or BatchNorm module runs in training
   mode inside a root forward that runs entirely with gradients disabled
-  (``no_grad``/``inference_mode``: an evaluation). A ``no_grad`` block inside
-  a training forward, a root whose parameters are all frozen (a teacher or
-  feature extractor), and BatchNorm with ``momentum=None`` (the cumulative
-  statistics recalibration of ``swa_utils.update_bn``) are left alone.
+  (``no_grad``/``inference_mode``), and that forward is an evaluation: the
+  root is not trained by any optimizer that stepped so far (a prediction
+  script, a baseline evaluation before training), or a loss is computed on
+  it with gradients off (the inference step has a loss), or it is one of
+  two or more such forwards of the root with no training step of the root
+  between them (a loop over evaluation batches, autoregressive generation),
+  or it came after the root's last training step (a final test) while no
+  earlier one-off was followed by training. A single such forward between
+  two training steps of the root, reaching no loss, is a sample taken while
+  training (pytorch/examples' DCGAN draws its fixed-noise images so): it
+  sees the same batch statistics and dropout as training, and is left
+  alone. A ``no_grad`` block inside a training forward, a root whose
+  parameters are all frozen (a teacher or feature extractor), and BatchNorm
+  with ``momentum=None`` (the cumulative statistics recalibration of
+  ``swa_utils.update_bn``) are left alone too.
 * ``eval_mode_in_training``: an optimizer steps after a forward with
   gradients enabled in which a Dropout or BatchNorm module was in eval mode.
   Deliberately frozen parts are skipped: the module's own parameters are all
@@ -64,6 +75,12 @@ class ModeObserver(Diagnostic):
         self._patches = FunctionalPatches()
         self._functional_on = False
         self._functional_seen: set[tuple[int, str, str]] = set()
+        # train_mode_in_eval while a root is trained: judged once what follows is known
+        self._trained: set[int] = set()            # roots an optimizer stepped
+        self._opt_roots: dict[int, tuple[int, set[int]]] = {}   # id(opt): (n params, roots)
+        self._nograd_runs: dict[int, int] = {}     # root: no_grad forwards since trained
+        self._suspects: dict[int, list[tuple[str, int, str]]] = {}   # root: (path, step, text)
+        self._sampled: set[int] = set()            # roots whose one-off was followed by training
 
     def on_attach(self, ctx: Any) -> None:
         """Wrap the functional dropouts (restored on detach)."""
@@ -72,9 +89,14 @@ class ModeObserver(Diagnostic):
         self._functional_on = True
 
     def on_detach(self) -> None:
-        """Put the original functions back."""
+        """Put the original functions back; a one-off no_grad forward after the last
+        training step (a final evaluation) is reported."""
         self._functional_on = False
         self._patches.restore()
+        for rid in list(self._suspects):
+            if rid not in self._sampled:
+                self._report_suspects(rid)
+        self._suspects.clear()
 
     def _wrap_dropout(self, orig: Callable[..., Any], name: str) -> Callable[..., Any]:
         observer, ts_orig, ts_name, ts_compiling = self, orig, name, is_compiling
@@ -116,6 +138,10 @@ class ModeObserver(Diagnostic):
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Note Dropout/BatchNorm calls in the wrong mode for their context."""
+        if call.is_root and not call.grad_enabled and call.root in self._trained:
+            runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
+            if runs >= 2:   # a loop of evaluation forwards
+                self._report_suspects(call.root)
         if call.training == call.grad_enabled:   # training with gradients, or eval without
             return
         module = call.module
@@ -141,12 +167,41 @@ class ModeObserver(Diagnostic):
                   "too low" if kind == "Dropout" else
                   "normalises with the batch's statistics and overwrites its running "
                   "statistics with evaluation data")
-        self.emit("train_mode_in_eval", "warning", "forward", call.root, call.path,
-                  f"{call.path or 'The model'} ({call.type}) ran in training mode during a "
-                  f"forward with gradients disabled (an evaluation under torch.no_grad() or "
-                  f"inference_mode) at step {call.step}: it {effect}. Fix: call model.eval() "
-                  f"before evaluating (and model.train() before training again).",
+        text = (f"{call.path or 'The model'} ({call.type}) ran in training mode during a "
+                f"forward with gradients disabled (an evaluation under torch.no_grad() or "
+                f"inference_mode) at step {call.step}: it {effect}. Fix: call model.eval() "
+                f"before evaluating (and model.train() before training again).")
+        rid = call.root
+        if rid in self._trained and self._nograd_runs.get(rid, 0) < 2:
+            # one no_grad forward while the root trains: an evaluation only if a loss
+            # follows, another such forward follows, or training does not resume
+            self._suspects.setdefault(rid, []).append((call.path, call.step, text))
+            return
+        self.emit("train_mode_in_eval", "warning", "forward", rid, call.path, text,
                   step=call.step)
+
+    def _report_suspects(self, rid: int) -> None:
+        for path, step, text in self._suspects.pop(rid, ()):
+            self.emit("train_mode_in_eval", "warning", "forward", rid, path, text, step=step)
+
+    def _note_trained(self, optimizer: Any) -> None:
+        """The roots ``optimizer`` trains: their one-off no_grad forwards were samples."""
+        groups = optimizer.param_groups
+        n = sum(len(g["params"]) for g in groups)
+        hit = self._opt_roots.get(id(optimizer))
+        if hit is None or hit[0] != n:
+            roots = set()
+            for g in groups:
+                for p in g["params"]:
+                    where = self.ctx.param_name(p) if p.requires_grad else None
+                    if where is not None:
+                        roots.add(where[0])
+            hit = self._opt_roots[id(optimizer)] = (n, roots)
+        for rid in hit[1]:
+            self._trained.add(rid)
+            self._nograd_runs[rid] = 0
+            if self._suspects.pop(rid, None):
+                self._sampled.add(rid)
 
     def _root_frozen(self, root: int) -> bool:
         hit = self._frozen_roots.get(root)
@@ -156,8 +211,9 @@ class ModeObserver(Diagnostic):
             self._frozen_roots[root] = hit
         return hit
 
-    def on_optimizer_step_pre(self, optimizer: object) -> None:
+    def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """Report eval-mode Dropout/BatchNorm that took part in this training step."""
+        self._note_trained(optimizer)
         pending, self._pending = self._pending, {}
         self._frozen_roots.clear()
         for (rid, path), (call, module, step) in pending.items():
@@ -193,6 +249,10 @@ class ModeObserver(Diagnostic):
                 return frozen
         return False
 
-    def on_step_end(self, record: object) -> None:
-        """Forget eval-mode calls of steps that had no optimizer step."""
+    def on_step_end(self, record: Any) -> None:
+        """Forget eval-mode calls of steps that had no optimizer step; an inference
+        step with a loss was an evaluation."""
         self._pending.clear()
+        if self._suspects and record.kind == "inference" and record.summary.loss is not None:
+            for rid in {c.root for c in record.calls if c.is_root} & self._suspects.keys():
+                self._report_suspects(rid)
