@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from tensorscope.hooks.backward_calls import backward_loss, in_backward
-from tensorscope.hooks.compiled import is_compiling as _is_compiling
+from tensorscope.hooks.compiled import COMPILING_CHECKS
 from tensorscope.hooks.flatten import flatten, flatten_args, meta
 from tensorscope.hooks.meter import OverheadMeter
 from tensorscope.hooks.observer import CallRecord
@@ -44,6 +44,7 @@ _exc_info = sys.exc_info
 _ns = time.perf_counter_ns   # the overhead meter's clock (hooks.meter)
 _get_ident = threading.get_ident
 _no_torch_function = torch._C.DisableTorchFunctionSubclass
+_dynamo, _functorch_level = COMPILING_CHECKS   # compiled.is_compiling, inlined in the hooks
 # What ``torch.no_grad`` does on entry and exit, without the context manager's
 # cost (a few microseconds per hook): the on-device reductions must not build graph.
 _set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
@@ -122,7 +123,7 @@ class Capture:
     # ------------------------------------------------------------ forward pre
     def forward_pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None = None) -> None:
         """Module forward pre-hook (returns None: inputs unchanged)."""
-        if not self.active or _is_compiling():
+        if not self.active or _dynamo() or _functorch_level() is not None:
             return None
         if _get_ident() != self.thread and self._foreign_thread():
             return None
@@ -320,7 +321,7 @@ class Capture:
     # ---------------------------------------------------------------- forward
     def forward(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
         """Module forward hook, also called when the forward raised (``always_call``)."""
-        if not self.active or _is_compiling():
+        if not self.active or _dynamo() or _functorch_level() is not None:
             return None
         if _get_ident() != self.thread and self._foreign_thread():
             return None

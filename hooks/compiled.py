@@ -46,6 +46,11 @@ except ImportError:  # pragma: no cover - a torch without functorch
         return None
 
 
+# ``is_compiling``'s two readings, for the module hooks to make without a call of
+# their own: ``dynamo() or functorch_level() is not None``.
+COMPILING_CHECKS = (_dynamo_compiling, _functorch_level)
+
+
 def is_compiling() -> bool:
     """Whether the code running now is being traced rather than run eagerly: by
     dynamo (``torch.compile``), or inside a ``torch.func`` transform (``vmap``,

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from tensorscope.common.distributed import RankInfo, current_rank, job_id
+from tensorscope.common.distributed import RankInfo, current_rank, rank_probe, job_id
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree, SetBreakpoints
 from tensorscope.hooks import faults, processes
 from tensorscope.hooks.backward_calls import BackwardWrapper
@@ -41,6 +41,10 @@ from tensorscope.hooks.watch_events import StepEmitter
 from tensorscope.training.session import Session
 
 MODES = ("shapes", "default", "full")
+
+
+# ``Watch.refresh_rank`` reads the environment's rank at least this often (in steps).
+RANK_REREAD_STEPS = 32
 
 
 def _as_list(obj: Any) -> list[Any]:
@@ -130,6 +134,8 @@ class Watch(FrameworkSteps):
         self.index = ModelIndex()
         self.rank_info: RankInfo = current_rank()
         self.rank = self.rank_info.rank
+        self._rank_seen = rank_probe()   # refresh_rank reads the rank again when it changes
+        self._rank_checks = 0
         self.session = Session(on_sink_failed=self._sink_failed)
         self.gate = Gate(self.session, self.rank)
         self.gate.finding_sink = self.emit_finding
@@ -222,8 +228,17 @@ class Watch(FrameworkSteps):
         ``torch.distributed`` is often initialised after TensorScope attached
         (``tensorscope run``, a ``mp.spawn`` child): when the rank or world
         size changed, the watch, its gate and its events take the new one, and
-        a new ``Hello`` and ``ModuleTree`` say so.
+        a new ``Hello`` and ``ModuleTree`` say so. The rank is read again when
+        the default group changed (``rank_probe``, cheap), at the first step,
+        and every ``RANK_REREAD_STEPS`` steps after it (the environment alone
+        can change it: a launcher's variables set by the script itself).
         """
+        probe = rank_probe()
+        checks = self._rank_checks
+        self._rank_checks = checks + 1
+        if probe == self._rank_seen and checks % RANK_REREAD_STEPS:
+            return
+        self._rank_seen = probe
         info = current_rank()
         if info == self.rank_info:
             return

@@ -63,6 +63,21 @@ def current_rank() -> RankInfo:
     return env_rank()
 
 
+def rank_probe() -> tuple[int | None, RankInfo]:
+    """A cheap reading that changes when the rank may have: the id of
+    ``torch.distributed``'s default group once initialised (None before), and
+    the default ``set_default_rank`` set. A per-step caller compares it before
+    reading the rank again (``current_rank`` reads the environment: a few
+    microseconds)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return id(dist.group.WORLD), _default
+    except (RuntimeError, ValueError, AttributeError):
+        pass
+    return None, _default
+
+
 def rank_path(path: str, rank: int, world_size: int) -> str:
     """The file of one rank: ``{rank}`` replaced, else ``name.rank1.ext`` in a job of
     several ranks, else ``path`` itself. No rank ever writes another's file."""

@@ -8,11 +8,12 @@ import pytest
 import torch
 from torch import nn
 
+from tensorscope.common import distributed
 from tensorscope.common.distributed import RankInfo, current_rank, env_rank, rank_path
 from tensorscope.common.events import (CallDigest, CallSignatures, Finding, Hello, ModuleTree,
                                        StepCalls, StepSummary)
 from tensorscope.common.tensors import parse_tensor_ref, tensor_ref
-from tensorscope.hooks.watch import Watch
+from tensorscope.hooks.watch import RANK_REREAD_STEPS, Watch
 from tensorscope.viewer.reader import SessionReader
 from tensorscope.ui.model.session_model import SessionModel
 
@@ -101,6 +102,35 @@ def test_gate_and_events_follow_a_rank_known_late(monkeypatch):
         assert [(h.rank, h.world_size) for h in hello] == [(3, 4)]
         assert [m.rank for m in s_msgs if isinstance(m, ModuleTree)] == [3]
         assert {m.rank for m in s_msgs if isinstance(m, (StepCalls, CallSignatures))} == {3}
+    finally:
+        w.close()
+
+
+def test_a_rank_set_mid_run_is_taken_without_reading_it_every_step(monkeypatch):
+    """The rank is read again at the first step, when the default group or the
+    spawn default changes (at once), and from the environment alone within
+    ``RANK_REREAD_STEPS`` steps; between those the step start reads nothing."""
+    model = nn.Linear(4, 1)
+    w = Watch(model, connect=False)
+    reads: list[int] = []
+    real = distributed.current_rank
+    monkeypatch.setattr("tensorscope.hooks.watch.current_rank",
+                        lambda: reads.append(w.step_index) or real())
+    try:
+        _train(w, model, steps=3)
+        assert reads == [0]          # the first step only
+        monkeypatch.setenv("RANK", "2")
+        monkeypatch.setenv("WORLD_SIZE", "3")
+        _train(w, model, steps=RANK_REREAD_STEPS)
+        assert w.rank == w.gate.rank == 2
+        assert len(reads) == 2
+        before = len(reads)
+        monkeypatch.setattr(distributed, "_default", RankInfo(0, 0, 1))
+        monkeypatch.delenv("RANK")
+        monkeypatch.delenv("WORLD_SIZE")
+        distributed.set_default_rank(RankInfo(1, 1, 2))   # a spawn child learns its index
+        _train(w, model, steps=1)
+        assert len(reads) == before + 1 and w.rank == 1
     finally:
         w.close()
 
