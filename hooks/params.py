@@ -117,10 +117,14 @@ class ParamTracker:
         self.mode = mode
         self._layout_key: tuple | None = None
         self._layout: tuple[list[dict[str, Any]], list[torch.Tensor]] = ([], [])
+        # the rows of a step that queues no number: (layout, requires_grad flags, rows),
+        # the same list for every such step while neither changes (read-only)
+        self._plain: tuple[Any, tuple[bool, ...], list[dict[str, Any]]] | None = None
 
     def clear(self) -> None:
         """Forget every parameter (on detach)."""
         self._layout_key, self._layout = None, ([], [])
+        self._plain = None
 
     def _work(self, step: "StepBuffer") -> ParamWork:
         if step.param_work is None:
@@ -150,12 +154,18 @@ class ParamTracker:
         gradient norms every step, the rest every ``stats_every`` steps.
         """
         work = self._work(step)
-        templates, tensors = self._rows()
-        work.rows = rows = [dict(t) for t in templates]
-        for row, t in zip(rows, tensors):
-            row["requires_grad"] = t.requires_grad
+        layout = self._rows()
+        templates, tensors = layout
+        flags = tuple([t.requires_grad for t in tensors])
         if self.mode == "shapes" or not (step.param_step or self.mode == "full"):
+            # no number is queued, so ``finish`` leaves the rows as they are: the
+            # steps like this one share one list (nothing changes a row once emitted)
+            plain = self._plain
+            if plain is None or plain[0] is not layout or plain[1] != flags:
+                plain = self._plain = (layout, flags, _filled(templates, flags))
+            work.rows = plain[2]
             return
+        work.rows = _filled(templates, flags)
         with torch.no_grad():
             if step.param_step:
                 norms = _norms(tensors)
@@ -238,6 +248,14 @@ class ParamTracker:
                 d = values[work.update_at.start + j] * work.update_scale[j]
                 rows[i]["update_ratio"] = d / norm if norm and math.isfinite(norm) else None
         return rows
+
+
+def _filled(templates: list[dict[str, Any]], flags: tuple[bool, ...]) -> list[dict[str, Any]]:
+    """Fresh rows from the templates, with each parameter's current ``requires_grad``."""
+    rows = [dict(t) for t in templates]
+    for row, rg in zip(rows, flags):
+        row["requires_grad"] = rg
+    return rows
 
 
 def _row(name: str, root: int | None, module: str, p: torch.Tensor, in_opt: bool) -> dict[str, Any]:

@@ -85,7 +85,7 @@ class CallBatch:
     rows of it)."""
 
     __slots__ = ("step", "rank", "index", "sigs", "flags", "grad_norm", "stats", "mem_delta",
-                 "dense")
+                 "dense", "any_flags", "any_stats")
 
     def __init__(self, step: int, rank: int) -> None:
         self.step = step
@@ -97,6 +97,8 @@ class CallBatch:
         self.stats: list[dict[str, Any] | None] = []
         self.mem_delta: list[int] = []
         self.dense = True   # index is 0, 1, 2... (no call left out)
+        self.any_flags = 0   # the flags of every row, or'ed
+        self.any_stats = False
 
     def add(self, call: CallRecord, sig: Signature, flags: int, gn: float | None,
             stats: dict[str, Any] | None) -> None:
@@ -106,8 +108,11 @@ class CallBatch:
         self.index.append(call.index)
         self.sigs.append(sig)
         self.flags.append(flags)
+        self.any_flags |= flags
         self.grad_norm.append(0.0 if gn is None else gn)
         self.stats.append(stats)
+        if stats is not None:
+            self.any_stats = True
         self.mem_delta.append(0 if call.mem_delta is None else call.mem_delta)
 
     def rows(self) -> list[CallRow]:
@@ -120,19 +125,12 @@ class CallBatch:
 
     def message(self) -> StepCalls:
         """The packed ``StepCalls``."""
-        flags = self.flags
-        any_grad = any_mem = False
-        for f in flags:
-            if f & _HAS_GRAD:
-                any_grad = True
-            if f & _HAS_MEM:
-                any_mem = True
-        stats = self.stats
+        flags, any_flags = self.flags, self.any_flags
         columns = step_calls.pack(
             [s.id for s in self.sigs], flags, index=None if self.dense else self.index,
-            grad_norm=self.grad_norm if any_grad else None,
-            mem_delta=self.mem_delta if any_mem else None,
-            stats=stats if any(s is not None for s in stats) else None)
+            grad_norm=self.grad_norm if any_flags & _HAS_GRAD else None,
+            mem_delta=self.mem_delta if any_flags & _HAS_MEM else None,
+            stats=self.stats if self.any_stats else None)
         return StepCalls(step=self.step, rank=self.rank, calls=len(flags), columns=columns)
 
 
@@ -144,17 +142,71 @@ _HAS_GRAD, _HAS_MEM = step_calls.HAS_GRAD, step_calls.HAS_MEM
 
 def _batch(calls: list[CallRecord], values: list[float], rank: int, step: int,
            signatures: SignatureRegistry, skip_failed: bool) -> CallBatch:
-    """The step's rows; with ``skip_failed``, a call whose row fails is left out."""
+    """The step's rows; with ``skip_failed``, a call whose row fails is left out.
+
+    ``digest`` and ``CallBatch.add`` of each call, inlined for the common call
+    (one output gradient or none): this runs for every call of every step."""
     batch = CallBatch(step, rank)
     sig_of = signatures.of
+    index, sigs, flag_col = batch.index, batch.sigs, batch.flags
+    gn_col, stats_col, mem_col = batch.grad_norm, batch.stats, batch.mem_delta
+    isfinite, sqrt = math.isfinite, math.sqrt
+    any_flags, any_stats, dense = 0, False, True
     for call in calls:
-        if skip_failed:
-            try:
-                batch.add(call, sig_of(call), *digest(call, values))
-            except Exception:
-                continue
-        else:
-            batch.add(call, sig_of(call), *digest(call, values))
+        try:
+            sig = sig_of(call)
+            grads = call.grads
+            if not grads:
+                gn = None
+            elif len(grads) == 1:
+                h = grads[0].norm
+                if h is None:
+                    gn = None
+                else:
+                    sq = values[h]
+                    gn = sqrt(sq) if sq >= 0.0 else math.nan
+            else:
+                gn = _grad_norm(call, values)
+            flags = _TRAINING if call.training else 0
+            if call.grad_enabled:
+                flags |= _GRAD_ENABLED
+            for e in call.out_entries:
+                h = e.finite
+                if h is not None and not isfinite(values[h]):
+                    break
+            else:
+                flags |= _FINITE
+            for e in call.in_entries:
+                h = e.finite
+                if h is not None and not isfinite(values[h]):
+                    break
+            else:
+                flags |= _INPUTS_FINITE
+            if gn is None:
+                flags |= _GRAD_FINITE
+            else:
+                flags |= _HAS_GRAD | (_GRAD_FINITE if isfinite(gn) else 0)
+            mem = call.mem_delta
+            if mem is not None:
+                flags |= _HAS_MEM
+            st = call.stats
+            stats = stats_from(st, values) if st is not None else None
+        except Exception:
+            if not skip_failed:
+                raise
+            continue
+        if call.index != len(index):
+            dense = False
+        index.append(call.index)
+        sigs.append(sig)
+        flag_col.append(flags)
+        any_flags |= flags
+        gn_col.append(0.0 if gn is None else gn)
+        stats_col.append(stats)
+        if stats is not None:
+            any_stats = True
+        mem_col.append(0 if mem is None else mem)
+    batch.any_flags, batch.any_stats, batch.dense = any_flags, any_stats, dense
     return batch
 
 

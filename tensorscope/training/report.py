@@ -69,8 +69,14 @@ class _ModuleInfo:
         self.any_outputs: list[dict[str, Any]] = []
         self.last_stats: dict[str, Any] | None = None
         self.last_grad_norm: float | None = None
-        # (ids of the input and output metas, training step) -> [inputs, outputs, mode, calls]
+        # ((ids of the input metas, of the output metas), training step)
+        #   -> [inputs, outputs, mode, calls]
         self.signatures: dict[tuple, list[Any]] = {}
+
+
+def _ids(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> tuple:
+    """The identity key of a call's metas (``_ModuleInfo.signatures``)."""
+    return tuple(map(id, inputs)), tuple(map(id, outputs))
 
 
 def _sig_entry(m: dict[str, Any]) -> dict[str, Any]:
@@ -106,7 +112,9 @@ class ReportBuilder:
         self.devices: list[str] = []
         self.steps = 0             # training steps
         self.inference_steps = 0   # every other step (evaluation, prediction)
-        self._pending: list[tuple[_ModuleInfo, list[dict[str, Any]], list[dict[str, Any]]]] = []
+        # the calls of the step under way: (module, inputs, outputs, _ids of them)
+        self._pending: list[tuple[_ModuleInfo, list[dict[str, Any]], list[dict[str, Any]],
+                                  tuple]] = []
         self.params: dict[Any, dict[str, Any]] = {}  # by name (None if a row has none)
         self.losses: list[list[Any]] = []        # [step, loss] of training steps
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
@@ -121,8 +129,13 @@ class ReportBuilder:
         self.overheads: deque[tuple[float, float]] = deque(maxlen=MAX_OVERHEAD_STEPS)
         self.rates: dict[str, Any] | None = None
         self._table = SignatureTable()   # the call signatures StepCalls refer to
-        self._by_signature: dict[Signature, _ModuleInfo] = {}
+        self._by_signature: dict[Signature, tuple[_ModuleInfo, list[dict[str, Any]],
+                                                  list[dict[str, Any]], tuple]] = {}
+        # the last StepCalls' signature column, its rank and its rows' _signature_info
+        self._last_sigs: tuple[Any, int, list[tuple[_ModuleInfo, list[dict[str, Any]],
+                                                    list[dict[str, Any]], tuple]]] = (None, -1, [])
         self.written = False
+        self._params_seen: Any = None   # the parameter rows folded last (a list)
 
     # ------------------------------------------------------------- the sink
     def handle(self, msg: Message) -> None:
@@ -130,17 +143,15 @@ class ReportBuilder:
         if isinstance(msg, StepCalls):
             self._step_calls(msg)
         elif isinstance(msg, CallSignatures):
+            self._last_sigs = (None, -1, [])   # an id may name a signature anew
             self._table.add(msg)
         elif isinstance(msg, CallDigest):
             self._digest(msg)
         elif isinstance(msg, StepSummary):
             self._step_done(msg.kind)
-            for row in msg.params:  # keep each field's latest known value
-                known = self.params.get(row.get("name"))
-                if known is None:
-                    self.params[row.get("name")] = dict(row)
-                elif _news(row, known):
-                    known.update({k: v for k, v in row.items() if v is not None or k not in known})
+            if msg.params is not self._params_seen:   # the same rows again fold to nothing new
+                self._params_seen = msg.params
+                self._fold_params(msg.params)
             norms = {str(p.get("name")): [p["norm"], p.get("root"), p.get("module", "")]
                      for p in msg.params if p.get("norm") is not None and not p.get("sharded")}
             if norms:
@@ -176,31 +187,55 @@ class ReportBuilder:
             if self.exit_code is None:
                 self.exit_code = msg.exit_code
 
+    def _fold_params(self, rows: list[dict[str, Any]]) -> None:
+        """Keep each parameter field's latest known value."""
+        params = self.params
+        for row in rows:
+            known = params.get(row.get("name"))
+            if known is None:
+                params[row.get("name")] = dict(row)
+            elif _news(row, known):
+                known.update({k: v for k, v in row.items() if v is not None or k not in known})
+
     def _step_calls(self, msg: StepCalls) -> None:
         """A step's calls, read column by column (no row objects: this runs on the
-        training thread); the same as ``_digest`` of each row."""
+        training thread); the same as ``_digest`` of each row. A step whose
+        signature column is the previous one's (the usual case) reuses its
+        resolved signatures."""
         cols = columns_of(msg)
-        sigs = self._table.resolve(msg, cols)
-        flags = cols["flags"].tolist()
+        raw = msg.columns["signature"]
+        if raw == self._last_sigs[0] and msg.rank == self._last_sigs[1]:
+            resolved = self._last_sigs[2]
+        else:
+            resolved = [self._signature_info(sig) for sig in self._table.resolve(msg, cols)]
+            self._last_sigs = (raw, msg.rank, resolved)
+        flags = list(msg.columns["flags"])   # uint8: the bytes are the values
         grads = cols["grad_norm"].tolist() if "grad_norm" in cols else flags
         try:
             stats = stats_rows(cols, msg.calls)
         except KeyError as exc:
             raise StepCallsError(f"step_calls of step {msg.step}: the statistic {exc} "
                                  f"has no column") from None
-        by_sig, pending = self._by_signature, self._pending
-        for sig, f, gn, st in zip(sigs, flags, grads, stats):
-            info = by_sig.get(sig)
-            if info is None:
-                info = by_sig[sig] = self._module_info(sig.root, sig.path, sig.type,
-                                                       sig.outputs)
+        pending = self._pending
+        pending += resolved
+        for (info, inputs, outputs, _), f, gn, st in zip(resolved, flags, grads, stats):
             info.calls += 1
-            info.any_inputs, info.any_outputs = sig.inputs, sig.outputs
-            pending.append((info, sig.inputs, sig.outputs))
+            info.any_inputs, info.any_outputs = inputs, outputs
             if st is not None:
                 info.last_stats = st
             if f & HAS_GRAD:
                 info.last_grad_norm = gn
+
+    def _signature_info(self, sig: Signature) -> tuple[_ModuleInfo, list[dict[str, Any]],
+                                                       list[dict[str, Any]], tuple]:
+        """``(module record, inputs, outputs, _ids of them)`` of a signature's calls,
+        made once per signature."""
+        hit = self._by_signature.get(sig)
+        if hit is None:
+            info = self._module_info(sig.root, sig.path, sig.type, sig.outputs)
+            hit = self._by_signature[sig] = (info, sig.inputs, sig.outputs,
+                                             _ids(sig.inputs, sig.outputs))
+        return hit
 
     def _module_info(self, root: int, path: str, type_: str,
                      outputs: list[dict[str, Any]]) -> _ModuleInfo:
@@ -221,7 +256,7 @@ class ReportBuilder:
             info = self.modules[key] = _ModuleInfo(d.type)
         info.calls += 1
         info.any_inputs, info.any_outputs = d.inputs, d.outputs
-        self._pending.append((info, d.inputs, d.outputs))
+        self._pending.append((info, d.inputs, d.outputs, _ids(d.inputs, d.outputs)))
         if d.stats is not None:
             info.last_stats = d.stats
         if d.grad_norm is not None:
@@ -239,10 +274,10 @@ class ReportBuilder:
             self.steps += 1
         else:
             self.inference_steps += 1
-        for info, inputs, outputs in self._pending:
+        for info, inputs, outputs, ids in self._pending:
             if training:
                 info.inputs, info.outputs = inputs, outputs
-            key = (tuple(map(id, inputs)), tuple(map(id, outputs)), training)
+            key = (ids, training)
             sig = info.signatures.get(key)
             if sig is None:   # keeps the metas alive, so their ids stay unique
                 info.signatures[key] = [inputs, outputs, training, 1]
