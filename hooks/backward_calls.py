@@ -8,7 +8,9 @@ PyTorch's ``RemovableHandle``). ``Tensor.backward`` calls
 ``torch.autograd.backward([l1, l2])`` all pass through it. The wrapper keeps
 the first scalar it is given, detached (no host read: the value comes over in
 the step's one transfer), hands the tensors to the observers
-(``Observer.on_backward``), then calls the original.
+(``Observer.on_backward``), then calls the original; an exception out of it is
+shown to the observers that have ``on_backward_error(tensors, exc)`` before it
+goes on.
 
 A backward started inside another backward (the reentrant
 ``torch.utils.checkpoint`` runs one per checkpointed segment) is autograd's
@@ -53,6 +55,18 @@ def backward_loss(t: Any) -> torch.Tensor | None:
     return t.detach().reshape(())
 
 
+def backward_raised(capture: "Capture", tensors: Any, exc: Exception) -> None:
+    """An outermost backward raised ``exc``: the observers that look at it
+    (``on_backward_error(tensors, exc)``) see it while its graph is alive; the
+    exception then goes on unchanged (a boundary: nothing here raises)."""
+    try:
+        observers = capture.observers
+        if observers.bwd_err:
+            observers.call(observers.bwd_err, "on_backward_error", tensors, exc)
+    except Exception as err:
+        capture.host.internal_error("backward error", err, "that error is not looked at")
+
+
 class BackwardWrapper:
     """Wraps ``torch.autograd.backward`` for one capture; ``remove()`` restores it."""
 
@@ -66,6 +80,11 @@ class BackwardWrapper:
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
             if capture_ref.active and _graph_task_id() == -1:
                 capture_ref.backward_called(tensors)
+                try:
+                    return orig(tensors, *args, **kwargs)
+                except Exception as exc:
+                    backward_raised(capture_ref, tensors, exc)
+                    raise
             return orig(tensors, *args, **kwargs)
 
         backward.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ BUCKETS: dict[str, str] = {
     "on_forward_pre": "pre", "on_forward": "fwd", "on_output_grad": "grad",
     "on_exception": "exc", "on_optimizer_step_pre": "opt_pre",
     "on_optimizer_step": "opt", "on_step_end": "end", "on_backward": "bwd",
+    "on_backward_error": "bwd_err",   # (tensors, exc): an outermost backward raised
 }
 
 
@@ -46,6 +47,7 @@ class ObserverSet:
         self.opt: list[Pair] = []
         self.end: list[Pair] = []
         self.bwd: list[Pair] = []
+        self.bwd_err: list[Pair] = []
         # module type -> forward pre/post pairs of inner calls, then of root calls
         self.dispatch: dict[type, tuple[list[Pair], list[Pair], list[Pair], list[Pair]]] = {}
 
@@ -54,7 +56,8 @@ class ObserverSet:
         self.all.append(obs)
         for method, name in BUCKETS.items():
             fn = getattr(obs, method, None)
-            if fn is not None and getattr(type(obs), method, None) is not getattr(Observer, method):
+            if fn is not None and getattr(type(obs), method, None) is not \
+                    getattr(Observer, method, None):
                 getattr(self, name).append((obs, fn))   # bound once: hooks call it directly
         self.dispatch.clear()
         self.notify(obs, "on_attach", ctx)

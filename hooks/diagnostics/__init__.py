@@ -37,6 +37,7 @@ def default_observers(mode: str) -> "list[Observer]":
     """
     from tensorscope.hooks.diagnostics.activations import DeadActivationObserver, \
         Fp16OverflowObserver
+    from tensorscope.hooks.diagnostics.backward_errors import BackwardErrorObserver
     from tensorscope.hooks.diagnostics.cuda import HostSyncObserver
     from tensorscope.hooks.diagnostics.device import DeviceObserver
     from tensorscope.hooks.diagnostics.gradnorms import GradScaleObserver
@@ -52,6 +53,7 @@ def default_observers(mode: str) -> "list[Observer]":
     observers: list[Observer] = [
         ModeObserver(), LossInputObserver(), graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(), NonFiniteObserver(),   # the loss is checked in every mode
+        BackwardErrorObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())
