@@ -26,7 +26,10 @@ device work at all.
   Deliberately frozen parts are skipped: the module's own parameters are all
   frozen (BatchNorm kept in eval with frozen affine), or the nearest
   enclosing module that has parameters has them all frozen (a frozen
-  backbone).
+  backbone), or other Dropout/BatchNorm modules of the same root ran in
+  training mode in that step (``model.train(); model.backbone.eval()``: a part
+  put in eval mode on purpose, as fine-tuning with fixed BatchNorm statistics
+  does; a forgotten ``model.train()`` leaves them all in eval mode).
 * ``train_mode_in_eval`` also names functional dropout left on in eval mode:
   ``F.dropout(x, p)`` (or ``dropout1d/2d/3d``) called in the forward of a module
   in eval mode without a ``training`` argument, whose default is True, so
@@ -71,6 +74,9 @@ class ModeObserver(Diagnostic):
 
     def __init__(self) -> None:
         self._pending: dict[tuple[int, str], tuple[CallRecord, nn.Module, int]] = {}
+        # roots with a Dropout/BatchNorm in train mode in a forward with gradients, this
+        # step: their eval-mode ones were set so on purpose (model.backbone.eval())
+        self._train_mode_roots: set[int] = set()
         self._frozen_roots: dict[int, bool] = {}
         self._patches = FunctionalPatches()
         self._functional_on = False
@@ -143,6 +149,9 @@ class ModeObserver(Diagnostic):
             if runs >= 2:   # a loop of evaluation forwards
                 self._report_suspects(call.root)
         if call.training == call.grad_enabled:   # training with gradients, or eval without
+            if call.training and call.root not in self._train_mode_roots and \
+                    isinstance(call.module, _MODE_TYPES) and mode_sensitive(call.module):
+                self._train_mode_roots.add(call.root)
             return
         module = call.module
         if not isinstance(module, _MODE_TYPES) or not mode_sensitive(module):
@@ -215,9 +224,10 @@ class ModeObserver(Diagnostic):
         """Report eval-mode Dropout/BatchNorm that took part in this training step."""
         self._note_trained(optimizer)
         pending, self._pending = self._pending, {}
+        mixed, self._train_mode_roots = self._train_mode_roots, set()
         self._frozen_roots.clear()
         for (rid, path), (call, module, step) in pending.items():
-            if self._deliberately_frozen(rid, path, module):
+            if rid in mixed or self._deliberately_frozen(rid, path, module):
                 continue
             kind = _kind(module)
             effect = ("is switched off, so the model trains without its regularisation"
@@ -253,6 +263,7 @@ class ModeObserver(Diagnostic):
         """Forget eval-mode calls of steps that had no optimizer step; an inference
         step with a loss was an evaluation."""
         self._pending.clear()
+        self._train_mode_roots.clear()
         if self._suspects and record.kind == "inference" and record.summary.loss is not None:
             for rid in {c.root for c in record.calls if c.is_root} & self._suspects.keys():
                 self._report_suspects(rid)
