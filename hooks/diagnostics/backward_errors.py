@@ -42,7 +42,8 @@ from typing import Any, Iterable
 
 import torch
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, module_label
+from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, is_loss_module, \
+    module_label, params_frozen
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 #: nodes looked at in one walk of a failed graph (an error path, never a step's cost)
@@ -51,6 +52,8 @@ _INPLACE = re.compile(r"modified by an inplace operation: \[([\w.]+) \[([\d, ]*)
                       r"(?:, which is output (\d+) of (\w+),)? is at version (\d+); "
                       r"expected version (\d+)")
 _FUNCTION = re.compile(r"Function (\w+) returned an invalid gradient")
+_SECOND = re.compile(r"Trying to backward through the graph a second time")
+_NO_GRAPH = re.compile(r"does not require grad and does not have a grad_fn")
 _VIEW_FNS = ("TBackward0", "AsStridedBackward0", "ViewBackward0", "TransposeBackward0",
              "PermuteBackward0", "ExpandBackward0", "SelectBackward0", "SliceBackward0",
              "UnsqueezeBackward0", "SqueezeBackward0", "AliasBackward0")
@@ -59,18 +62,24 @@ _VIEW_FNS = ("TBackward0", "AsStridedBackward0", "ViewBackward0", "TransposeBack
 class Failure:
     """What one failed backward left: the error, the node, where to look."""
 
-    __slots__ = ("exc_type", "text", "step", "node", "module", "param", "inplace", "frame")
+    __slots__ = ("exc_type", "text", "step", "node", "module", "param", "inplace", "frame",
+                 "second", "no_graph")
 
     def __init__(self, exc: BaseException, step: int) -> None:
         self.exc_type = type(exc).__name__
         text = str(exc).split("\n")[0]
         cut = text.find(" Hint: enable anomaly detection")   # PyTorch's own advice, below
-        self.text = (text[:cut] if cut > 0 else text)[:400].rstrip(".")
+        text = text[:cut] if cut > 0 else text
+        first = re.search(r"\. [A-Z]", text)   # the first sentence says what failed
+        self.text = (text[:first.start()] if first and len(text) > 160 else text)[:400]
+        self.text = self.text.rstrip(".")
         self.step = step
         self.node: Any = None            # the graph node that failed (kept until step end)
         self.module: Any = None          # a module named by the error itself (backward hook)
         self.param: torch.Tensor | None = None   # a parameter changed in place
         self.inplace: re.Match | None = _INPLACE.search(str(exc))
+        self.second = bool(_SECOND.search(self.text))      # a freed graph reused
+        self.no_graph = bool(_NO_GRAPH.search(self.text))  # the loss has no graph
         self.frame = _user_frame(exc)
 
 
@@ -140,9 +149,27 @@ class BackwardErrorObserver(Diagnostic):
                     f"Hint: a backward hook of {module_label(ctx, rid, mod)} "
                     f"(register_full_backward_hook) raised. Fix: the hook's code; it gets "
                     f"(module, grad_input, grad_output) and returns None or new grad_input.")
+        if failure.no_graph:
+            return self._place_no_graph(calls)
+        if failure.second:
+            old = _old_graph_input(calls)
+            if old is not None:
+                label = module_label(ctx, old.root, old.path)
+                return old.root, old.path, (
+                    f"Hint: {label} ({old.type}) got an input that still carries the graph "
+                    f"of an earlier step, whose saved values that step's backward freed: a "
+                    f"recurrent state (or a running total) kept across batches. Fix: detach "
+                    f"it between batches (h = h.detach(), for an LSTM both h and c).")
         call = _call_of_node(failure.node, calls) if failure.node is not None else None
         if failure.inplace is not None:
             return self._place_inplace(failure, call, calls)
+        if failure.second and call is not None:
+            label = module_label(ctx, call.root, call.path)
+            return call.root, call.path, (
+                f"Hint: the graph through {label} ({call.type}) was already backpropagated "
+                f"and freed: two backward() calls share it (two losses over one forward, or "
+                f"the same loss twice). Fix: add the losses and call backward() once, or "
+                f"pass retain_graph=True to every backward but the last.")
         if call is not None:
             label = module_label(ctx, call.root, call.path)
             if fn_name(failure.node).endswith("Backward") and \
@@ -186,6 +213,27 @@ class BackwardErrorObserver(Diagnostic):
         return rid, path, (f"Hint: {saved} was changed in place after it was saved for the "
                            f"backward. {fix} torch.autograd.set_detect_anomaly(True) shows "
                            f"the forward line.")
+
+    def _place_no_graph(self, calls: list[CallRecord]) -> tuple[int, str, str]:
+        """``backward()`` on a tensor with no graph: why, from the step's root calls."""
+        roots = [c for c in calls if c.is_root]
+        model = next((c for c in reversed(roots) if not is_loss_module(c.module)),
+                     roots[-1] if roots else None)
+        rid, path = (model.root, "") if model is not None else (0, "")
+        label = module_label(self.ctx, rid, path)
+        if model is not None and not model.grad_enabled:
+            why = (f"the forward of {label} ran with gradients disabled (inside "
+                   f"torch.no_grad() or inference_mode). Fix: run the training forward "
+                   f"outside it.")
+        elif model is not None and params_frozen(model.module):
+            why = (f"every parameter of {label} has requires_grad=False. Fix: unfreeze the "
+                   f"layers to train (requires_grad_(True)) or pass a model that has them.")
+        else:
+            why = (f"its graph was cut between {label} and the loss: .detach(), .data, "
+                   f".item() or .numpy(), or a new tensor (torch.tensor(value)) made from "
+                   f"the output. Fix: compute the loss from the model's output tensor "
+                   f"itself.")
+        return rid, path, f"Hint: the loss does not depend on any parameter: {why}"
 
     def _fallback(self, calls: list[CallRecord]) -> tuple[int, str, str]:
         roots = [c for c in calls if c.is_root and c.grad_enabled]
@@ -254,6 +302,8 @@ def _find_node(failure: Failure, exc: BaseException, roots: list[Any]) -> None:
         failure.node = _saved_modified(roots, failure.inplace)
         if failure.node is not None:
             failure.param = _modified_param(failure.node, failure.inplace)
+    elif failure.second:
+        failure.node = _saved_freed(roots)
 
 
 def _saved_modified(roots: list[Any], m: re.Match) -> Any:
@@ -277,6 +327,24 @@ def _saved_modified(roots: list[Any], m: re.Match) -> Any:
     return best
 
 
+def _saved_freed(roots: list[Any]) -> Any:
+    """The node autograd runs first (the latest made) whose saved tensors were freed by
+    an earlier backward."""
+    best, best_seq = None, -1
+    for node in _walk(roots):
+        for attr in dir(node):
+            if attr.startswith("_saved_"):
+                try:
+                    getattr(node, attr)
+                except RuntimeError as err:
+                    if _SECOND.search(str(err)) and _seq(node) > best_seq:
+                        best, best_seq = node, _seq(node)
+                    break
+                except Exception:
+                    continue
+    return best
+
+
 def _modified_param(node: Any, m: re.Match) -> torch.Tensor | None:
     """A parameter among ``node``'s inputs (through views) of the shape the error names."""
     shape = [int(s) for s in m.group(2).split(",") if s.strip()]
@@ -292,6 +360,26 @@ def _modified_param(node: Any, m: re.Match) -> torch.Tensor | None:
         if depth < 2 and fn_name(fn) in _VIEW_FNS:
             stack.extend((f, depth + 1) for f, _ in fn.next_functions if f is not None)
     return None
+
+
+def _seq(fn: Any) -> int:
+    try:
+        return int(fn._sequence_nr())
+    except Exception:
+        return -1
+
+
+def _old_graph_input(calls: list[CallRecord]) -> CallRecord | None:
+    """The innermost call given a tensor whose graph is older than the step's first
+    module call (no call of the step made it): a state carried over from a step
+    whose backward has freed it."""
+    made = [_seq(e.made_fn) for c in calls for e in c.out_entries if e.made_fn is not None]
+    first = min((s for s in made if s >= 0), default=-1)
+    if first < 0:
+        return None
+    hits = [c for c in calls for e in c.in_entries
+            if e.producer is None and e.fn is not None and 0 <= _seq(e.fn) < first]
+    return max(hits, key=lambda c: c.index) if hits else None
 
 
 def _nodes(entries: list[Any]) -> list[Any]:

@@ -136,11 +136,22 @@ def _one_value_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
             "for single-sample inference, or GroupNorm/LayerNorm for tiny batches.")
 
 
+_PROBABILITY = re.compile(r"all elements of (?:input|target) should be between 0 and 1")
+
+
+def _probability_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return ("binary cross-entropy on probabilities got values outside [0, 1]: raw scores "
+            "(logits) reach BCELoss / F.binary_cross_entropy. Fix: nn.BCEWithLogitsLoss "
+            "on the logits (numerically stable), or torch.sigmoid first; targets must be "
+            "in [0, 1] too.")
+
+
 _RULES: list[tuple[re.Pattern, Callable[..., str]]] = [
     (_MAT, _mat_hint), (_CHANNELS, _channel_hint), (_DEVICES, _device_hint),
     (_BATCH, _batch_hint), (_TARGET_BOUNDS, _target_hint), (_MULTI_TARGET, _multi_target_hint),
     (_INDEX, _index_hint), (_CONV_DIM, _conv_dim_hint), (_LONG_TARGET, _long_target_hint),
     (_RNN_SIZE, _rnn_hint), (_DTYPE, _dtype_hint), (_ONE_VALUE, _one_value_hint),
+    (_PROBABILITY, _probability_hint),
 ]
 
 
