@@ -7,6 +7,12 @@ per message). On the GUI thread ``_drain`` hands out batches within a time
 budget and continues on a zero-timeout timer, so painting, input and other
 timers keep running during a flood. No other object touches Qt from another
 thread.
+
+A window that closes calls ``close()``: from then on every ``post_*`` is dropped
+(and returns False), a reader waiting for room returns at once, and nothing
+queued is delivered. Destroying the bridge closes it first (its ``destroyed``
+signal, before its C++ object goes), and the wake-up is emitted under the
+lock that ``close`` takes, so no poster ever touches a destroyed Qt object.
 """
 from __future__ import annotations
 
@@ -47,7 +53,10 @@ class Bridge(QObject):
         self._room = threading.Condition(self._lock)
         self.max_backlog = max_backlog
         self._pending = False
+        self._closed = threading.Event()   # plain Python: set while the QObject dies too
         self.max_queue = 0
+        # a plain function, not a method: it runs while the QObject is destroyed
+        self.destroyed.connect(_closer(self._lock, self._queue, self._room, self._closed))
         self._wake.connect(self._drain, Qt.ConnectionType.QueuedConnection)
         # The rest of a flood drains on a zero timer, not a re-posted event: in
         # exec() Qt's (glib) dispatcher delivers newly posted events ahead of
@@ -59,53 +68,67 @@ class Bridge(QObject):
         self._resume.timeout.connect(self._drain)
 
     # ------------------------------------------------- any thread (posters) ---
-    def _post(self, item: tuple[str, Any, Any]) -> None:
+    def _post(self, item: tuple[str, Any, Any]) -> bool:
         with self._lock:
+            if self._closed.is_set():
+                return False
             self._queue.append(item)
             self.max_queue = max(self.max_queue, len(self._queue))
             if self._pending:
-                return
+                return True
             self._pending = True
-        self._wake.emit()
+            # under the lock: close() (and destruction) cannot run in between
+            self._wake.emit()
+        return True
 
-    def post_message(self, conn_id: int, msg: Message) -> None:
+    def post_message(self, conn_id: int, msg: Message) -> bool:
         """A message arrived on connection ``conn_id`` (reader thread).
 
         When the GUI is ``max_backlog`` messages behind, the reader waits here:
         the socket then fills and the training side's bounded queue drops (and
         counts) digests, as designed, instead of this process growing without
-        bound. Never call it from the GUI thread.
+        bound. Never call it from the GUI thread. Returns False (at once, also
+        while waiting) once the bridge is closed.
         """
         with self._room:
-            while len(self._queue) >= self.max_backlog:
+            while len(self._queue) >= self.max_backlog and not self._closed.is_set():
                 self._room.wait(0.5)
-        self._post(("msg", conn_id, msg))
+        return self._post(("msg", conn_id, msg))
 
-    def post_response(self, handler: Callable[[Response], None], resp: Response) -> None:
+    def post_response(self, handler: Callable[[Response], None], resp: Response) -> bool:
         """A request's response arrived; ``handler`` runs on the GUI thread."""
-        self._post(("resp", handler, resp))
+        return self._post(("resp", handler, resp))
 
-    def post_closed(self, conn_id: int, reason: str) -> None:
+    def post_closed(self, conn_id: int, reason: str) -> bool:
         """Connection ``conn_id`` closed (reader thread)."""
-        self._post(("closed", conn_id, reason))
+        return self._post(("closed", conn_id, reason))
 
-    def post_layout(self, token: Any, result: Any) -> None:
+    def post_layout(self, token: Any, result: Any) -> bool:
         """A layout worker finished (worker thread)."""
-        self._post(("layout", token, result))
+        return self._post(("layout", token, result))
 
-    def post_connection(self, conn_id: int, connection: Any) -> None:
+    def post_connection(self, conn_id: int, connection: Any) -> bool:
         """A script connected (handshake or attach thread)."""
-        self._post(("conn", conn_id, connection))
+        return self._post(("conn", conn_id, connection))
 
-    def post_error(self, message: str) -> None:
+    def post_error(self, message: str) -> bool:
         """A worker failed in a way the user should see."""
-        self._post(("error", message, None))
+        return self._post(("error", message, None))
 
-    def message_poster(self, conn_id: int) -> Callable[[Message], None]:
+    @property
+    def closed(self) -> bool:
+        """Whether the bridge takes no more posts (any thread)."""
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        """Drop what is queued and every later post; wake waiting readers (GUI thread)."""
+        _closer(self._lock, self._queue, self._room, self._closed)()
+
+    def message_poster(self, conn_id: int) -> Callable[[Message], Any]:
         """``on_message`` callback for ``Connection.start``."""
         return lambda msg: self.post_message(conn_id, msg)
 
-    def closed_poster(self, conn_id: int) -> Callable[[str], None]:
+    def closed_poster(self, conn_id: int) -> Callable[[str], Any]:
         """``on_closed`` callback for ``Connection.start``."""
         return lambda reason: self.post_closed(conn_id, reason)
 
@@ -136,6 +159,8 @@ class Bridge(QObject):
             return batch
 
     def _dispatch(self, batch: list[tuple[str, Any, Any]]) -> None:
+        if self._closed.is_set():
+            return
         run: list[Message] = []
         run_conn = None
         for kind, a, b in batch:
@@ -165,3 +190,14 @@ class Bridge(QObject):
         """Items waiting for the GUI thread (any thread)."""
         with self._lock:
             return len(self._queue)
+
+
+def _closer(lock: threading.Lock, queue: deque, room: threading.Condition,
+            closed: threading.Event) -> Callable[..., None]:
+    """Closing a bridge (also what its ``destroyed`` runs): touches no Qt object."""
+    def close(*_args: Any) -> None:
+        with lock:
+            closed.set()
+            queue.clear()
+            room.notify_all()
+    return close

@@ -463,6 +463,7 @@ class MainWindow(QMainWindow):
         if hook is not None:
             hook()
         self.timer.stop()
+        self.bridge.close()   # nothing posted from now on reaches this window
         self.graph.close_layouts()
         if self.connection is not None:
             self._drop_connection("window closed")

@@ -3,9 +3,16 @@
 ``ReplayWindow`` is the live window fed from a ``SessionReader`` instead of a
 socket. The file is read on a worker thread (the GUI thread never waits on
 a file); batches and step look-ups come back through the bridge.
+
+Closing the window stops the readers' work: the bridge takes no more posts
+(a worker waiting for room in it returns), the loading loop stops at its next
+message, no new look-up starts, and the files are closed by whoever holds the
+readers' lock last (the GUI thread only if no worker has it: closing never
+waits on a file).
 """
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Callable
 
@@ -20,7 +27,7 @@ from tensorscope.ui.legend import format_number
 from tensorscope.ui.main_window import MainWindow
 from tensorscope.ui.model.session_model import METRICS, module_metrics
 
-BATCH = 2000
+log = logging.getLogger("tensorscope.ui")
 
 
 class ReplayPanel(QWidget):
@@ -158,7 +165,8 @@ class ReplayWindow(MainWindow):
         self._step_stats: dict | None = None   # the shown step's statistics per module
         self._taken: dict[str, dict[int, dict]] = {}   # file → step → statistics taken
         self.setWindowTitle(f"TensorScope — {path}")
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()    # the readers: one thread at a time
+        self._closing = threading.Event()   # the window closed: workers stop
         self._connection_text = f"replay of {path}"
         self.replay = ReplayPanel(self)
         dock = QDockWidget("Replay", self)
@@ -176,36 +184,50 @@ class ReplayWindow(MainWindow):
         self._in_background(self._load_all)
 
     def _in_background(self, work: Callable[[], None]) -> None:
+        if self._closing.is_set():
+            return
+
         def run() -> None:
-            try:
-                with self._lock:  # the reader is used by one thread at a time
-                    work()
-            except Exception as exc:  # shown to the user, never lost
-                self.bridge.post_error(f"Reading {self.reader.path} failed: {exc}")
+            with self._lock:  # the reader is used by one thread at a time
+                try:
+                    if not self._closing.is_set():
+                        work()
+                except Exception as exc:  # shown to the user, never lost
+                    if not self._closing.is_set():
+                        self.bridge.post_error(f"Reading {self.reader.path} failed: {exc}")
+            if self._closing.is_set():   # the window found the lock taken: close them here
+                with self._lock:
+                    self._close_readers()
         threading.Thread(target=run, name="tensorscope-replay", daemon=True).start()
 
+    def _close_readers(self) -> None:
+        """Close every file (``_lock`` held; any thread)."""
+        for reader in self.readers:
+            reader.close()
+
     def _load_all(self) -> None:  # worker thread
-        batch = []
+        seen = {id(r): len(r.warnings) for r in self.readers}
         for reader in self.readers:
             for msg in reader.messages():
-                batch.append(msg)
-                if len(batch) >= BATCH:
-                    for m in batch:
-                        self.bridge.post_message(-1, m)
-                    batch = []
-        for m in batch:
-            self.bridge.post_message(-1, m)
+                if self._closing.is_set() or not self.bridge.post_message(-1, msg):
+                    return
         steps = sorted({s for r in self.readers for s in r.steps})
-        self.bridge.post_response(lambda s: self._loaded(s), steps)
+        found = [w for r in self.readers for w in r.warnings[seen[id(r)]:]]
+        self.bridge.post_response(lambda got: self._loaded(*got), (steps, found))
 
     def _replayed(self, conn_id: int, msgs: list) -> None:
         if conn_id == -1:
             self.model.ingest_many(msgs)
 
-    def _loaded(self, steps: list[int]) -> None:
+    def _loaded(self, steps: list[int], warnings: list[str] | None = None) -> None:
         self.model.paused = None
         self.replay.set_steps(steps)
         self.status.set_state("replay")
+        if warnings:   # what reading the file found (a corrupt message, a cut-off end)
+            more = f" (and {len(warnings) - 1} more; see the log)" if len(warnings) > 1 else ""
+            for warning in warnings:
+                log.warning("%s: %s", self.reader.path, warning)
+            self.statusBar().showMessage(f"{self.reader.path}: {warnings[0]}{more}", 30000)
         self.loaded.emit()
 
     def refresh(self) -> None:
@@ -292,7 +314,10 @@ class ReplayWindow(MainWindow):
             ["Module", f"{METRICS.get(metric, metric)} A", "B", "Change"])
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        super().closeEvent(event)
-        with self._lock:
-            for reader in self.readers:
-                reader.close()
+        self._closing.set()
+        super().closeEvent(event)   # closes the bridge: a worker waiting in it returns
+        if self._lock.acquire(blocking=False):   # else the worker closes them, on its way out
+            try:
+                self._close_readers()
+            finally:
+                self._lock.release()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 
-from PySide6.QtCore import QThread
+from PySide6.QtCore import QCoreApplication, QThread
 
 from tensorscope.common.events import Response, StepBegin
 from tensorscope.ui.bridge import Bridge
@@ -84,3 +84,50 @@ def test_a_flood_drains_in_slices_that_let_timers_run(qapp, monkeypatch):
     assert run.count("B") == slices and bridge.pending() == 0, run
     first, last = run.index("B"), run.rindex("B")
     assert max(len(r) for r in run[first:last + 1].split("t")) == 1, run   # a tick after each slice
+
+
+def test_a_closed_bridge_drops_posts_and_frees_a_waiting_reader(qtbot):
+    bridge = Bridge(max_backlog=3)
+    got = []
+    bridge.messages_arrived.connect(lambda _c, msgs: got.extend(msgs))
+    results: list[bool] = []
+    waiting = threading.Event()
+
+    def reader() -> None:   # fills the backlog, then waits for room the GUI never makes
+        for i in range(3):
+            results.append(bridge.post_message(1, StepBegin(step=i)))
+        waiting.set()
+        results.append(bridge.post_message(1, StepBegin(step=3)))
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    assert waiting.wait(30)
+    bridge.close()             # the window closes without draining
+    t.join(30)
+    assert not t.is_alive() and results == [True, True, True, False]
+    assert bridge.closed and bridge.pending() == 0
+    assert not bridge.post_response(lambda _r: None, Response(request_seq=1))
+    assert not bridge.post_error("late")
+    QCoreApplication.processEvents()
+    assert got == []           # what was queued before the close is dropped too
+
+
+def test_posting_to_a_destroyed_bridge_raises_nothing(qtbot):
+    from shiboken6 import Shiboken
+    bridge = Bridge()
+    bridge.post_error("queued before")   # a wake-up is pending when it dies
+    Shiboken.delete(bridge)              # as a window's child goes with the window
+    assert not Shiboken.isValid(bridge)
+    outcomes, errors = [], []
+
+    def late_worker() -> None:
+        try:
+            outcomes.append(bridge.post_message(1, StepBegin(step=0)))
+            outcomes.append(bridge.post_layout(1, "result"))
+            outcomes.append(bridge.post_closed(1, "bye"))
+        except Exception as exc:   # noqa: BLE001 (the test reports any)
+            errors.append(exc)
+    t = threading.Thread(target=late_worker, daemon=True)
+    t.start()
+    t.join(30)
+    assert errors == [] and outcomes == [False, False, False]
+    assert bridge.closed

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from PySide6.QtCore import QCoreApplication, QEvent
 
 from tensorscope.ui.app import open_command
 from tensorscope.ui.replay import ReplayWindow
@@ -114,3 +115,100 @@ def test_a_step_that_took_no_statistics_shows_the_latest_earlier_ones(qtbot, tmp
     assert w.inspector.state.stats["norm"] == 10.0 / 3 + math.sin(8 / 5.0)
     assert "latest before" not in w.inspector.state.hint
     w.close()
+
+
+@pytest.fixture(scope="module")
+def long_recording(tmp_path_factory) -> str:
+    """A recording with more messages than the bridge's backlog (one per call)."""
+    from sample_events import mlp_session
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+    path = str(tmp_path_factory.mktemp("long") / "long.tscope")
+    session = Session()
+    session.add_sink(Recorder(path))
+    for msg in mlp_session(900):   # ~7,200 messages
+        session.emit(msg)
+    session.close()
+    return path
+
+
+def _replay_threads() -> list:
+    import threading
+    return [t for t in threading.enumerate() if t.name == "tensorscope-replay"]
+
+
+def _thread_errors(monkeypatch) -> list:
+    import threading
+    errors: list = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    return errors
+
+
+@pytest.mark.timeout(120, method="thread")
+def test_closing_while_the_reader_waits_for_a_full_bridge_returns(qtbot, long_recording,
+                                                                   monkeypatch, capfd):
+    """The reader holds the file and waits for room in the bridge; the window's close
+    used to wait for the file while nothing drained the bridge: a hang."""
+    import threading
+
+    from tensorscope.ui.bridge import Bridge
+    errors = _thread_errors(monkeypatch)
+    full = threading.Event()
+    post = Bridge.post_message
+
+    def watched(self, conn_id, msg):
+        if self.pending() >= self.max_backlog:
+            full.set()   # this post waits for room
+        return post(self, conn_id, msg)
+    monkeypatch.setattr(Bridge, "post_message", watched)
+    w = ReplayWindow(long_recording, settings_key=None)
+    qtbot.addWidget(w)
+    assert full.wait(60)         # nothing drains: the GUI thread is here
+    w.close()
+    qtbot.waitUntil(lambda: not _replay_threads(), timeout=30_000)
+    steps = w.model.steps_seen
+    QCoreApplication.processEvents()
+    assert w.model.steps_seen == steps == 0    # nothing queued reached the closed window
+    import sqlite3
+    with pytest.raises(sqlite3.ProgrammingError):   # the worker closed the file on its way out
+        w.reader._db.execute("SELECT 1")
+    w.show_step(3)               # a late call on the closed window starts nothing
+    w.compare_steps(1, 2)
+    assert not _replay_threads()
+    assert errors == [] and "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.timeout(120, method="thread")
+def test_a_look_up_answered_after_the_window_is_destroyed_is_dropped(qtbot, recording,
+                                                                     monkeypatch, capfd):
+    import threading
+
+    from shiboken6 import Shiboken
+    from tensorscope.viewer.reader import SessionReader
+    errors = _thread_errors(monkeypatch)
+    w = ReplayWindow(recording, settings_key=None)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    inside, go = threading.Event(), threading.Event()
+    read = SessionReader.step_messages
+
+    released: list[bool] = []
+
+    def held(self, step, *args, **kwargs):
+        inside.set()
+        released.append(go.wait(30))   # False: the close waited for this read
+        return read(self, step, *args, **kwargs)
+    monkeypatch.setattr(SessionReader, "step_messages", held)
+    w.show_step(5)
+    w.compare_steps(2, 7)        # queued behind it, on the lock
+    assert inside.wait(60)
+    bridge = w.bridge
+    w.close()
+    w.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    assert not Shiboken.isValid(bridge)
+    go.set()                     # the look-ups finish and post to the dead window
+    qtbot.waitUntil(lambda: not _replay_threads(), timeout=30_000)
+    QCoreApplication.processEvents()
+    assert released == [True]    # the close never waited; the queued compare never ran
+    assert errors == [] and "Traceback" not in capfd.readouterr().err
