@@ -61,6 +61,11 @@ class CaptureHost(Protocol):
     def module_raised(self, call: CallRecord, exc: BaseException, first: bool) -> None:
         """``call``'s forward raised ``exc`` (``first``: the innermost module)."""
 
+    def exception_caught(self) -> None:
+        """The script went on after the module exceptions reported since the last
+        call of this: it caught them (a root call returned or began, an optimizer
+        stepped)."""
+
 
 class CaptureCallbacks:
     """A watch's ``CaptureHost``, and its optimizer step hooks.
@@ -148,10 +153,16 @@ class CaptureCallbacks:
         name = call.path or self.index.root_names[call.root]
         self.emitter.finding("exception", "error", phase, call.root, call.path,
                              exception_message(call, exc, name))
+        self.emitter.exception_open(call.root, call.path)
         if self.gate.armed:
             self.gate.at_exception(step=call.step, root=call.root, path=call.path,
                                    call=call.index, type=call.type,
                                    tensors=_tensors(call.inputs), exc=exc)
+
+    def exception_caught(self) -> None:
+        """The script went on after module exceptions: they were caught (``info``)."""
+        self.capture.raised_open = False
+        self.emitter.exceptions_caught()
 
     def optimizer_pre(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
         """Optimizer step pre-hook (a boundary: never raises into ``optimizer.step``)."""
@@ -167,6 +178,8 @@ class CaptureCallbacks:
             m.train_ns += _ns() - (t0 if t0 > m.cut else m.cut)
 
     def _optimizer_pre(self, optimizer: Any) -> None:
+        if self.capture.raised_open:
+            self.exception_caught()
         if all(o is not optimizer for o in self.optimizers):
             self.optimizers.append(optimizer)
         self.capture.optimizers_known = True

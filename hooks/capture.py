@@ -99,6 +99,9 @@ class Capture:
         self.passes_finite: dict[type, bool] = {}   # module type -> in FINITE_PASSING
         self._last_exc_id = 0
         self.last_module_error: tuple[int, str, str] | None = None
+        # a module exception was reported and the script has not yet shown it caught it
+        # (a root call returning or beginning, an optimizer step: ``host.exception_caught``)
+        self.raised_open = False
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
         # The training thread: the one whose forwards make up the steps (the thread that
         # built the watch, until another claims it: ``_foreign_thread``, ``claim_thread``).
@@ -295,6 +298,8 @@ class Capture:
         return ent
 
     def _root_starting(self, rid: int) -> None:
+        if self.raised_open:
+            self.host.exception_caught()
         step = self.step
         if step.calls and (len(step.calls) >= MAX_STEP_CALLS or (
                 not self.explicit_steps and self._root_starts_step(step, rid))):
@@ -616,6 +621,8 @@ class Capture:
 
     # ------------------------------------------------------------- root calls
     def _root_finished(self, call: CallRecord) -> None:
+        if self.raised_open:   # a module inside raised, and the root returned all the same
+            self.host.exception_caught()
         step = self.step
         for ent in call.out_entries:
             ent.consumed = False
@@ -655,6 +662,8 @@ class Capture:
             self._last_exc_id = id(exc)
             self.last_module_error = (call.root, call.path, type(exc).__name__)
         self.host.module_raised(call, exc, first)
+        if first:
+            self.raised_open = True
         call.inputs = call.outputs = []
 
     # ------------------------------------------------------------------ steps

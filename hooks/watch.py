@@ -488,6 +488,8 @@ class Watch(FrameworkSteps):
         root = path = None
         if err is not None and err[2] == type(exc).__name__:
             root, path = err[0], err[1]
+            self.capture.raised_open = False
+            self.emitter.exception_escaped(root, path)
         self.session.emit(ExceptionRaised(
             step=self.step_index, rank=self.rank, root=root, module=path,
             type=type(exc).__name__, message=str(exc),

@@ -26,6 +26,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.watch import Watch
 
 MAX_LISTED_INPUTS = 4
+# What an ``exception`` finding says once the script is known to have caught it (it
+# went on: ``info``), or once one of them ended the script after earlier were caught.
+CAUGHT_NOTE = ". The script caught it and went on (that call's work was skipped)"
+ESCAPED_NOTE = ". The last one ended the script"
 
 
 def exception_message(call: "CallRecord", exc: BaseException, name: str) -> str:
@@ -66,6 +70,7 @@ class StepEmitter:
         self.watch = watch
         self.findings: dict[tuple[str, int, str], Finding] = {}
         self.dirty: set[tuple[str, int, str]] = set()
+        self.open_exceptions: set[tuple[str, int, str]] = set()   # reported, not yet known caught
         self.hashes: dict[str, str] = {}
         self.last_key: tuple | None = None
         self.signatures = SignatureRegistry()
@@ -146,6 +151,32 @@ class StepEmitter:
                                          message=message, count=1)
         w.session.emit(dataclasses.replace(f))
         w.gate.on_finding(f)
+
+    def exception_open(self, root: int, module: str) -> None:
+        """A module's exception was reported; whether the script caught it is told
+        by ``exceptions_caught`` (it went on) or ``exception_escaped``."""
+        self.open_exceptions.add(("exception", root, module))
+
+    def exceptions_caught(self) -> None:
+        """The script went on after the open exceptions: each finding becomes
+        ``info``, said caught (re-emitted: the latest finding of a key stands)."""
+        for key in sorted(self.open_exceptions):
+            f = self.findings.get(key)
+            if f is not None and f.severity == "error":
+                f.severity = "info"
+                f.message += CAUGHT_NOTE
+                self.dirty.add(key)
+        self.open_exceptions.clear()
+
+    def exception_escaped(self, root: int, module: str) -> None:
+        """An exception of this module ended the script (or the ``with`` block): its
+        finding is an ``error`` again, even if earlier ones were caught."""
+        self.open_exceptions.discard(("exception", root, module))
+        f = self.findings.get(("exception", root, module))
+        if f is not None and f.severity != "error":
+            f.severity = "error"
+            f.message = f.message.replace(CAUGHT_NOTE, "") + ESCAPED_NOTE
+            self.watch.session.emit(dataclasses.replace(f))
 
     def flush_findings(self) -> None:
         """Re-emit findings whose count grew (once per step, not per occurrence)."""

@@ -8,6 +8,7 @@ from torch import nn
 from hooks_zoo import (Broken, Classifier, ConvNet, DictNet, Encoder, EventLog, InplaceNet,
                        Recurrent, Residual, Twice, train_steps, watch)
 from tensorscope.common.events import Finding
+from tensorscope.hooks.watch_events import CAUGHT_NOTE, ESCAPED_NOTE
 
 
 def _by_path(log: EventLog, step: int = 0) -> dict[tuple[int, str], list]:
@@ -217,13 +218,73 @@ def test_module_that_raises_records_a_finding_and_reraises_unchanged():
         w.step()
     assert "mat1 and mat2 shapes cannot be multiplied" in str(boom)
     findings = log.of(Finding)
-    assert len(findings) == 1
-    f = findings[0]
+    f = findings[0]   # as it is raised
     assert (f.kind, f.severity, f.phase, f.module) == ("exception", "error", "forward", "classifier.0")
     assert f.message.startswith("RuntimeError in classifier.0 (Linear 1568->64): mat1 and mat2")
     assert "; input in[0] was [8, 2048] float32 cpu" in f.message
+    # the script caught it and called the model again: the same finding, now information
+    assert [(g.kind, g.module, g.severity) for g in findings[1:]] == [
+        ("exception", "classifier.0", "info")]
+    assert findings[1].message == f.message + CAUGHT_NOTE
     ok = [d for d in log.digests() if d.step == 1]
     assert out.shape == (8, 10) and ok[0].path == "" and ok[1].path == "features"
+
+
+class _SkipsEveryThird(nn.Module):
+    """Raises on every third call (a batch the script skips, as OOM handlers do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls % 3 == 0:
+            raise ValueError("bad batch")
+        return self.lin(x)
+
+
+def _skipping_loop(model: nn.Module, opt: torch.optim.Optimizer, steps: int,
+                   reraise_from: int | None = None) -> int:
+    done = 0
+    for i in range(steps):
+        try:
+            loss = model(torch.randn(3, 4)).pow(2).mean()
+        except ValueError:
+            if reraise_from is not None and i >= reraise_from:
+                raise
+            continue
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        done += 1
+    return done
+
+
+def test_an_exception_the_script_catches_becomes_information_and_one_that_escapes_stays_an_error():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), _SkipsEveryThird(), nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, log = watch(model, opt)
+    with w:
+        assert _skipping_loop(model, opt, 9) == 6
+    latest = {f.key: f for f in log.of(Finding)}
+    assert [(f.kind, f.module, f.severity, f.count) for f in latest.values()] == [
+        ("exception", "1", "info", 3)]
+    assert next(iter(latest.values())).message.endswith(CAUGHT_NOTE)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), _SkipsEveryThird(), nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, log = watch(model, opt)
+    with pytest.raises(ValueError):
+        with w:   # the with block reports the exception that ends it
+            _skipping_loop(model, opt, 9, reraise_from=4)
+    latest = {f.key: f for f in log.of(Finding)}
+    f = next(iter(latest.values()))
+    assert (f.kind, f.module, f.severity, f.count) == ("exception", "1", "error", 2)
+    assert CAUGHT_NOTE not in f.message and f.message.endswith(ESCAPED_NOTE)
 
 
 def test_exception_propagates_as_the_same_object():
