@@ -12,10 +12,12 @@ What is computed for a floating tensor:
   non-finite exactly when the tensor holds NaN/Inf (or its sum overflows,
   which float32 accumulation makes practically impossible), and gives the
   exact mean;
-* when statistics are taken ("stats steps"): an exact ``aminmax``, and on a
-  strided sample of at most ``SAMPLE`` elements the sum of squares, the count
-  of non-zeros, NaNs and Infs; ``exact=True`` (mode ``full``) takes the sum
-  of squares (so the norm and std) over the whole tensor instead.
+* when statistics are taken ("stats steps"): the exact min and max (one
+  ``aminmax``, or ``amin`` and ``amax`` where that is cheaper: ``_extrema``),
+  and on a strided sample of at most ``SAMPLE`` elements the sum of squares,
+  the count of non-zeros, NaNs and Infs; ``exact=True`` (mode ``full``) takes
+  the sum of squares (so the norm and std) over the whole tensor instead, and
+  counts the sample's non-zeros on its strided view (no gather).
 
 The zero fraction and the NaN/Inf counts always come from the sample (a
 count is raised to at least 1 when the exact min/max show such a value);
@@ -205,8 +207,25 @@ class StatSlots:
 
 
 def _sample(flat: torch.Tensor) -> torch.Tensor:
+    """A strided view of at most ``SAMPLE`` elements of a 1-dim tensor (itself if small)."""
     n = flat.numel()
     return flat if n <= SAMPLE else flat[:: -(-n // SAMPLE)]
+
+
+# On the CPU, ``aminmax`` is a slower kernel than ``amin`` and ``amax`` one after
+# the other on float32/float64 of this size and up, and on any tensor that is
+# not contiguous; both give the same values (NaN propagates, -0.0 == 0.0).
+_SPLIT_TYPES = (torch.float32, torch.float64)
+_SPLIT_MIN = 32768
+
+
+def _extrema(flat: torch.Tensor, buf: ScalarBuffer) -> tuple[int, int]:
+    """Queue the exact min and max of a 1-dim tensor."""
+    if flat.is_cpu and (not flat.is_contiguous() or (
+            flat.dtype in _SPLIT_TYPES and flat.numel() >= _SPLIT_MIN)):
+        return buf.add(flat.amin()), buf.add(flat.amax())
+    mn, mx = torch.aminmax(flat)
+    return buf.add(mn), buf.add(mx)
 
 
 def activation_stats(t: torch.Tensor, buf: ScalarBuffer, exact: bool,
@@ -222,22 +241,25 @@ def activation_stats(t: torch.Tensor, buf: ScalarBuffer, exact: bool,
     slots = StatSlots()
     slots.numel, slots.exact = n, exact
     slots.integer = not t.is_floating_point()
-    mn, mx = torch.aminmax(t)
-    slots.min, slots.max = buf.add(mn), buf.add(mx)
-    flat = t.reshape(-1)
+    flat = t.reshape(-1)   # a view, or one copy of a tensor that has none
+    slots.min, slots.max = _extrema(flat, buf)
     work = flat.double() if slots.integer else flat
     if sum_handle is None:
         sum_handle = buf.add(work.sum(dtype=_F32) if t.dtype in _LOW else work.sum())
     slots.sum = sum_handle
-    s = _sample(work)  # count_nonzero over a whole tensor costs ten reductions: sample it
-    if s is not work:
-        # one gather: each reduction below is several times cheaper on contiguous memory
-        s = s.contiguous()
+    # count_nonzero over a whole tensor costs ten reductions: the zero count is a sample's
+    s = _sample(work)
     slots.n_sample = s.numel()
-    slots.nnz = buf.add(s.bool().sum())   # NaN counts as non-zero, as in count_nonzero
     if exact:
+        # the count is the only reduction of the sample: taken on the strided view,
+        # it is cheaper than gathering the sample first
+        slots.nnz = buf.add(torch.count_nonzero(s))   # NaN is not zero
         slots.ssq = buf.add(sq_norm(work))
     else:
+        if s is not work:
+            # one gather: each reduction below is several times cheaper on contiguous memory
+            s = s.contiguous()
+        slots.nnz = buf.add(torch.count_nonzero(s))
         _sample_moments(s, s is work, buf, slots)
     if not slots.integer and not _known_finite(buf, sum_handle):
         # NaN count, and NaN+Inf count (x - x is NaN exactly where x is not finite):
