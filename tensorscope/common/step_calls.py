@@ -53,6 +53,9 @@ for _k in STAT_KEYS:
     COLUMNS[f"stat.{_k}"] = "<f8"
     COLUMNS[f"stat.{_k}.i"] = "<i8"
 REQUIRED = ("signature", "flags")
+#: column name -> (numpy dtype, bytes per value)
+_LAYOUT: dict[str, tuple[np.dtype, int]] = {
+    name: (np.dtype(dt), np.dtype(dt).itemsize) for name, dt in COLUMNS.items()}
 
 
 class StepCallsError(ValueError):
@@ -207,21 +210,23 @@ def columns_of(msg: StepCalls) -> dict[str, np.ndarray]:
     if not isinstance(msg.columns, dict):
         raise StepCallsError(f"{_what(msg)}: columns is not a map")
     out: dict[str, np.ndarray] = {}
+    columns = msg.columns
     for name in REQUIRED:
-        if name not in msg.columns:
+        if name not in columns:
             raise StepCallsError(f"{_what(msg)}: the {name!r} column is missing")
-    for name, raw in msg.columns.items():
-        dtype = COLUMNS.get(name)
-        if dtype is None:
+    layout, frombuffer = _LAYOUT, np.frombuffer
+    for name, raw in columns.items():
+        known = layout.get(name)
+        if known is None:
             continue
-        if not isinstance(raw, (bytes, bytearray)):
+        if type(raw) is not bytes and not isinstance(raw, (bytes, bytearray)):
             raise StepCallsError(f"{_what(msg)}: column {name!r} is "
                                  f"{type(raw).__name__}, not bytes")
-        size = np.dtype(dtype).itemsize
+        dtype, size = known
         if len(raw) != n * size:
             raise StepCallsError(f"{_what(msg)}: column {name!r} holds {len(raw)} bytes, "
                                  f"not {n} values of {size} bytes")
-        out[name] = np.frombuffer(raw, dtype=dtype)
+        out[name] = frombuffer(raw, dtype=dtype)
     return out
 
 

@@ -79,6 +79,33 @@ def _ids(inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> tuple:
     return tuple(map(id, inputs)), tuple(map(id, outputs))
 
 
+def _signature_entry(info: _ModuleInfo, inputs: list[dict[str, Any]],
+                     outputs: list[dict[str, Any]], ids: tuple, training: bool) -> list[Any]:
+    """The ``[inputs, outputs, training, calls]`` counter of a module's calls with these
+    metas (made with 0 calls)."""
+    key = (ids, training)
+    entry = info.signatures.get(key)
+    if entry is None:   # keeps the metas alive, so their ids stay unique
+        entry = info.signatures[key] = [inputs, outputs, training, 0]
+    return entry
+
+
+class _Pattern:
+    """A ``StepCalls`` signature column as the report resolved it: per row
+    ``(module record, inputs, outputs, _ids)``, and per training flag the
+    ``(module record, signature counter)`` of each row (made at its first step)."""
+
+    __slots__ = ("raw", "rank", "calls", "plans")
+
+    def __init__(self, raw: bytes, rank: int,
+                 calls: list[tuple[_ModuleInfo, list[dict[str, Any]], list[dict[str, Any]],
+                                   tuple]]) -> None:
+        self.raw = raw
+        self.rank = rank
+        self.calls = calls
+        self.plans: dict[bool, list[tuple[_ModuleInfo, list[Any]]]] = {}
+
+
 def _sig_entry(m: dict[str, Any]) -> dict[str, Any]:
     """A tensor meta as a signature shows it: path, shape, dtype, device."""
     return {k: m.get(k) for k in ("path", "shape", "dtype", "device") if k in m}
@@ -115,6 +142,7 @@ class ReportBuilder:
         # the calls of the step under way: (module, inputs, outputs, _ids of them)
         self._pending: list[tuple[_ModuleInfo, list[dict[str, Any]], list[dict[str, Any]],
                                   tuple]] = []
+        self._pending_shared = False   # _pending is a _Pattern's list (copy before adding)
         self.params: dict[Any, dict[str, Any]] = {}  # by name (None if a row has none)
         self.losses: list[list[Any]] = []        # [step, loss] of training steps
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
@@ -131,9 +159,7 @@ class ReportBuilder:
         self._table = SignatureTable()   # the call signatures StepCalls refer to
         self._by_signature: dict[Signature, tuple[_ModuleInfo, list[dict[str, Any]],
                                                   list[dict[str, Any]], tuple]] = {}
-        # the last StepCalls' signature column, its rank and its rows' _signature_info
-        self._last_sigs: tuple[Any, int, list[tuple[_ModuleInfo, list[dict[str, Any]],
-                                                    list[dict[str, Any]], tuple]]] = (None, -1, [])
+        self._pattern: _Pattern | None = None   # the last StepCalls' signatures, resolved
         self.written = False
         self._params_seen: Any = None   # the parameter rows folded last (a list)
 
@@ -143,7 +169,7 @@ class ReportBuilder:
         if isinstance(msg, StepCalls):
             self._step_calls(msg)
         elif isinstance(msg, CallSignatures):
-            self._last_sigs = (None, -1, [])   # an id may name a signature anew
+            self._pattern = None   # an id may name a signature anew
             self._table.add(msg)
         elif isinstance(msg, CallDigest):
             self._digest(msg)
@@ -201,28 +227,40 @@ class ReportBuilder:
         """A step's calls, read column by column (no row objects: this runs on the
         training thread); the same as ``_digest`` of each row. A step whose
         signature column is the previous one's (the usual case) reuses its
-        resolved signatures."""
+        resolved signatures (a ``_Pattern``)."""
         cols = columns_of(msg)
         raw = msg.columns["signature"]
-        if raw == self._last_sigs[0] and msg.rank == self._last_sigs[1]:
-            resolved = self._last_sigs[2]
-        else:
-            resolved = [self._signature_info(sig) for sig in self._table.resolve(msg, cols)]
-            self._last_sigs = (raw, msg.rank, resolved)
+        pattern = self._pattern
+        repeated = pattern is not None and raw == pattern.raw and msg.rank == pattern.rank
+        if pattern is None or not repeated:
+            pattern = self._pattern = _Pattern(
+                raw, msg.rank, [self._signature_info(sig) for sig in self._table.resolve(msg, cols)])
+        resolved = pattern.calls
         flags = list(msg.columns["flags"])   # uint8: the bytes are the values
+        if self._pending:
+            self._pending = [*self._pending, *resolved]
+            self._pending_shared = False
+        else:   # the pattern's own list, never changed in place (``_step_done`` knows it)
+            self._pending, self._pending_shared = resolved, True
+        if "stat_keys" in cols:
+            try:
+                stats = stats_rows(cols, msg.calls)
+            except KeyError as exc:
+                raise StepCallsError(f"step_calls of step {msg.step}: the statistic {exc} "
+                                     f"has no column") from None
+            for (info, _, _, _), st in zip(resolved, stats):
+                if st is not None:
+                    info.last_stats = st
         grads = cols["grad_norm"].tolist() if "grad_norm" in cols else flags
-        try:
-            stats = stats_rows(cols, msg.calls)
-        except KeyError as exc:
-            raise StepCallsError(f"step_calls of step {msg.step}: the statistic {exc} "
-                                 f"has no column") from None
-        pending = self._pending
-        pending += resolved
-        for (info, inputs, outputs, _), f, gn, st in zip(resolved, flags, grads, stats):
+        if repeated:   # the same signatures as the step before: any_inputs/outputs are set
+            for (info, _, _, _), f, gn in zip(resolved, flags, grads):
+                info.calls += 1
+                if f & HAS_GRAD:
+                    info.last_grad_norm = gn
+            return
+        for (info, inputs, outputs, _), f, gn in zip(resolved, flags, grads):
             info.calls += 1
             info.any_inputs, info.any_outputs = inputs, outputs
-            if st is not None:
-                info.last_stats = st
             if f & HAS_GRAD:
                 info.last_grad_norm = gn
 
@@ -250,12 +288,15 @@ class ReportBuilder:
         return info
 
     def _digest(self, d: CallDigest | CallRow) -> None:
+        self._pattern = None   # a call folded apart from the batches
         key = (d.root, d.path)
         info = self.modules.get(key)
         if info is None:
             info = self.modules[key] = _ModuleInfo(d.type)
         info.calls += 1
         info.any_inputs, info.any_outputs = d.inputs, d.outputs
+        if self._pending_shared:
+            self._pending, self._pending_shared = list(self._pending), False
         self._pending.append((info, d.inputs, d.outputs, _ids(d.inputs, d.outputs)))
         if d.stats is not None:
             info.last_stats = d.stats
@@ -274,16 +315,23 @@ class ReportBuilder:
             self.steps += 1
         else:
             self.inference_steps += 1
-        for info, inputs, outputs, ids in self._pending:
+        pending, self._pending, self._pending_shared = self._pending, [], False
+        pattern = self._pattern
+        if pattern is not None and pending is pattern.calls:   # one batch: its plan
+            plan = pattern.plans.get(training)
+            if plan is None:
+                plan = pattern.plans[training] = [
+                    (info, _signature_entry(info, inputs, outputs, ids, training))
+                    for info, inputs, outputs, ids in pending]
+            for info, entry in plan:
+                if training:
+                    info.inputs, info.outputs = entry[0], entry[1]
+                entry[3] += 1
+            return
+        for info, inputs, outputs, ids in pending:
             if training:
                 info.inputs, info.outputs = inputs, outputs
-            key = (ids, training)
-            sig = info.signatures.get(key)
-            if sig is None:   # keeps the metas alive, so their ids stay unique
-                info.signatures[key] = [inputs, outputs, training, 1]
-            else:
-                sig[3] += 1
-        self._pending = []
+            _signature_entry(info, inputs, outputs, ids, training)[3] += 1
 
     def close(self) -> None:
         """Write the report (once); a rank of a job writes its file, then merges."""
