@@ -37,7 +37,10 @@ class SignatureRegistry:
     def of(self, call: CallRecord) -> Signature:
         """The signature of ``call`` (numbered now if it is new)."""
         im, om = call.in_meta, call.out_meta
-        key = (call.root, call.path, call.type, len(im), *map(id, im), *map(id, om))
+        if len(im) == 1 and len(om) == 1:   # the common call: a literal tuple is 2.5x cheaper
+            key: tuple = (call.root, call.path, call.type, 1, id(im[0]), id(om[0]))
+        else:
+            key = (call.root, call.path, call.type, len(im), *map(id, im), *map(id, om))
         hit = self._by_identity.get(key)
         if hit is not None:
             return hit[0]

@@ -97,12 +97,19 @@ def structure_key(step: "StepBuffer") -> tuple:
     Equal keys in consecutive steps mean equal graphs, so the graphs (and the
     autograd walk) are only built when the key changes.
     """
-    calls = tuple(
-        (c.root, c.path, c.type, -1 if c.parent is None else c.parent.index,
-         tuple(map(id, c.in_meta)), tuple([e.node for e in c.in_entries]),
-         tuple(map(id, c.out_meta)))
-        for c in step.calls)  # metadata dicts are cached: equal ids, equal metadata
-    return meta_generation(), calls, tuple(ent.consumed for _, ent in step.root_outputs)
+    calls: list[tuple] = []
+    add = calls.append
+    for c in step.calls:   # metadata dicts are cached: equal ids, equal metadata
+        im, ents, om = c.in_meta, c.in_entries, c.out_meta
+        parent = -1 if c.parent is None else c.parent.index
+        if not ents and len(im) == 1 and len(om) == 1:
+            # the common call, as a shorter tuple (never equal to the general form)
+            add((c.root, c.path, c.type, parent, id(im[0]), id(om[0])))
+        else:
+            add((c.root, c.path, c.type, parent, tuple(map(id, im)),
+                 tuple([e.node for e in ents]), tuple(map(id, om))))
+    return (meta_generation(), tuple(calls),
+            tuple([ent.consumed for _, ent in step.root_outputs]))
 
 
 def structure_hash(nodes: list[dict[str, Any]], edges: list[list[Any]]) -> str:

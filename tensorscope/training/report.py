@@ -238,8 +238,9 @@ class ReportBuilder:
         resolved = pattern.calls
         flags = list(msg.columns["flags"])   # uint8: the bytes are the values
         if self._pending:
-            self._pending = [*self._pending, *resolved]
-            self._pending_shared = False
+            if self._pending_shared:
+                self._pending, self._pending_shared = list(self._pending), False
+            self._pending += resolved
         else:   # the pattern's own list, never changed in place (``_step_done`` knows it)
             self._pending, self._pending_shared = resolved, True
         if "stat_keys" in cols:
