@@ -25,9 +25,10 @@ from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.job import JobConnection
 from tensorscope.ui.module_tree import ModuleTreePanel
 from tensorscope.ui.plots import PlotsPanel
+from tensorscope.ui.model.availability import Availability, availability, first_call
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.model.view_state import BREAK_KINDS, PausedMarker, ViewState
-from tensorscope.ui.status import StatusPanel, paused_banner, paused_where
+from tensorscope.ui.status import StatusPanel, paused_banner
 from tensorscope.ui.rank_panel import RankPanel
 from tensorscope.ui.theme import Theme, make_theme
 from tensorscope.ui.window_actions import build_actions
@@ -57,6 +58,7 @@ class MainWindow(QMainWindow):
         self.job.on_rank_joined = self._rank_joined
         self._connection_text = "waiting for a training script"
         self._seen = ChangeCursor()   # the pause and the ranks last shown
+        self._run_to: int | None = None   # where the inspector's "Pin and run" button runs to
         self._run_hellos: set[tuple[int, int, float]] = set()   # their --break-on taken
         self._settings_key = settings_key
         self.graph = GraphPanel(self.bridge, self.model, self.view_state, self.theme, self)
@@ -351,35 +353,45 @@ class MainWindow(QMainWindow):
             meta = tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
                                device=state.device)
         if meta is not None:
-            can_pin = self.connection is not None and (root, path) not in self.view_state.pins
-            show(None, meta, stats, unavailable=self._unavailable(root, path), can_pin=can_pin)
+            pinned = (root, path) in self.view_state.pins
+            live = self.connection is not None
+            why = self._availability(root, path, stats is not None)
+            self._run_to = why.run_to if live and why is not None else None
+            text = why.text if why is not None else self._unavailable(root, path)
+            action = why.action(pinned) if live and why is not None else ""
+            show(None, meta, stats, unavailable=text, can_pin=live and not pinned,
+                 **({"action": action} if action else {}))
 
     def module_stats(self, root: int, path: str) -> dict | None:
         """The statistics the inspector shows for a module (live: the latest)."""
         state = self.model.module(root, path)
         return state.stats if state is not None else None
 
+    def _availability(self, root: int, path: str, stats_shown: bool) -> Availability | None:
+        """At a pause, what of module ``(root, path)`` can be seen and how to get the rest."""
+        p = self.model.paused
+        if p is None or self.connection is None:
+            return None
+        name = path or self.model.root_names.get(root, "<root>")
+        call = first_call(self.model.graphs.get("module"), root, path)
+        return availability(name, p, (root, path) in self.view_state.pins, call, path,
+                            stats_shown)
+
     def _unavailable(self, root: int, path: str) -> str:
         """Why module ``(root, path)``'s values cannot be fetched now (what to do instead)."""
         name = path or self.model.root_names.get(root, "<root>")
         pinned = (root, path) in self.view_state.pins
-        p = self.model.paused
         if self.connection is None:
             return (f"No values for {name}: a recording holds statistics, not tensors"
                     if getattr(self, "reader", None) is not None else
                     f"No values for {name}: no training script is connected")
-        if p is None:
+        if self.model.paused is None:
             return (f"{name} is pinned: its tensors are kept every step and served at the "
                     "next pause (F6)" if pinned else
                     f"Training is running: pause (F6) to fetch {name}'s values, or pin it "
                     "(Ctrl+P) to keep its tensors for the next pause")
-        where = f"paused at {paused_where(p)}"
-        if pinned:
-            return (f"{name} is pinned, but its tensors were not kept in this step ({where}): "
-                    "it ran before the pin was set, has not run yet, or the pin budget is "
-                    "full. Step batch (F10) to see them")
-        return (f"Training is {where}; {name}'s tensors of this step were not kept. "
-                "Pin it (Ctrl+P), then Step batch (F10) to see them")
+        why = self._availability(root, path, False)
+        return why.text if why is not None else ""
 
     def _tensor_requested(self, ref: str, slice_text: str, max_elements: int) -> None:
         if not self.controller.get_tensor(ref, slice_text, max_elements, self._slice_response):
@@ -412,9 +424,16 @@ class MainWindow(QMainWindow):
         self.conditions_dialog.show()
 
     def _pin_from_inspector(self) -> None:
+        """The inspector's button: pin the selected module; at a pause, also run to the
+        step boundary that will serve its tensors."""
         sel = self.view_state.selection
-        if sel is not None and sel.local not in self.view_state.pins:
-            self.view_state.toggle_pin(*sel.local)
+        if sel is None:
+            return
+        target = self._run_to if self.model.paused is not None else None
+        if sel.local not in self.view_state.pins:
+            self.view_state.toggle_pin(*sel.local)   # the controller sends the pins first
+        if target is not None:
+            self.controller.run_to_step(target)
 
     def _pins_changed(self) -> None:
         """The inspector says whether the selected module is pinned (and offers a pin)."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
+from tensorscope.ui.model.availability import paused_where
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.theme import Theme
 
@@ -97,17 +98,6 @@ class StatusPanel:
                     f"{rates.get('meta_every')}; finite checks every step")
         label.setText(text)
         label.setToolTip(tip)
-
-
-WHERE_WORDS = {"forward_pre": "before forward", "forward": "forward", "backward": "backward",
-               "exception": "exception"}
-
-
-def paused_where(p: Any) -> str:
-    """```norm` (forward, step 1)`` or ``the start of step 3`` for a ``PausedAt``."""
-    if p.where == "step" or p.path is None:
-        return f"the start of step {p.step}"
-    return f"`{p.path or '<root>'}` ({WHERE_WORDS.get(p.where, p.where)}, step {p.step})"
 
 
 def paused_banner(p: Any, type_name: str = "") -> str:

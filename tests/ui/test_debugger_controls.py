@@ -141,7 +141,7 @@ def test_inspector_picker_offers_every_tensor_of_the_paused_call(qtbot, live):
     w.select_module(0, "network.0")
     hint = w.inspector.state.hint
     assert "paused at `network.2` (forward, step 5)" in hint and "not kept" in hint
-    assert "Pin it (Ctrl+P)" in hint
+    assert "pin it (Ctrl+P)" in hint
 
 
 def test_condition_breakpoints_from_the_dialog(qtbot, live):
@@ -288,3 +288,35 @@ def test_pinning_with_the_key_updates_the_inspector(qtbot, live):
     w.actions.pin.trigger()
     assert "is pinned" in w.inspector.state.hint
     qtbot.waitUntil(lambda: "pin_modules" in peer.types(), timeout=5000)
+
+
+def test_a_module_not_kept_at_a_pause_says_why_and_one_click_pins_and_runs_to_its_tensors(
+        qtbot, live):
+    w, peer = live
+    tensors = [_entry("network.2", n, [64, 64]) for n in ("in[0]", "out")]
+    peer.send(PausedAt(step=5, where="forward", reason="breakpoint", root=0, path="network.2",
+                       call=2, tensors=tensors))
+    qtbot.waitUntil(lambda: w.model.paused is not None, timeout=5000)
+    w.refresh()
+    w.select_module(0, "network.4")          # runs after the paused call: this step will do
+    assert "has not run yet" in w.inspector.state.hint
+    assert w.inspector.pin_button.text() == "Pin and run to step 6"
+    w.select_module(0, "network.0")          # ran before it: its values are gone
+    hint = w.inspector.state.hint
+    assert "network.0 already ran in this step" in hint and "`network.2`" in hint
+    button = w.inspector.pin_button
+    assert button.isVisibleTo(w.inspector) and button.text() == "Pin and run to step 7"
+    assert not w.inspector.slicer.isEnabled()   # nothing to slice
+    button.click()
+    qtbot.waitUntil(lambda: "run_to_step" in peer.types(), timeout=5000)
+    sent = [r for r in peer.requests if r.TYPE in ("pin_modules", "run_to_step")]
+    assert [r.TYPE for r in sent][-2:] == ["pin_modules", "run_to_step"]   # pinned first
+    assert {"root": 0, "path": "network.0"} in sent[-2].modules and sent[-1].step == 7
+    # the boundary it runs to serves the pinned tensors: the inspector offers them
+    peer.send(PausedAt(step=7, where="step", reason="run_to_step",
+                       tensors=[_entry("network.0", "out", [64, 128], call=0)]))
+    qtbot.waitUntil(lambda: w.model.paused is not None and w.model.paused.step == 7,
+                    timeout=5000)
+    w.refresh()
+    assert w.inspector.state.ref == _entry("network.0", "out", [64, 128], call=0)["ref"]
+    assert w.inspector.slicer.isEnabled()

@@ -128,12 +128,19 @@ class TensorInspector(QWidget):
 
     # -------------------------------------------------------------- host API --
     def show_tensor(self, ref: str | None, meta: dict[str, Any], stats: dict[str, Any] | None,
-                    unavailable: str = "", can_pin: bool = False) -> None:
+                    unavailable: str = "", can_pin: bool = False, action: str = "") -> None:
         """Inspect a tensor; ``ref`` None when only metadata/stats are known, with
         ``unavailable`` saying why there are no values (and what to do); ``can_pin``
-        offers the one-click pin."""
+        offers the one-click pin, ``action`` (at a pause) labels the button instead:
+        "Pin and run to step 7" (``pin_requested`` either way)."""
         self._timer.stop()
-        self.pin_button.setVisible(can_pin and ref is None)
+        self.pin_button.setVisible(bool(can_pin or action) and ref is None)
+        self.pin_button.setText(action or "Pin this module")
+        self.pin_button.setToolTip(
+            "Pin this module and run to the step boundary that serves its tensors" if action
+            else "Keep this module's tensors every step (Ctrl+P), so that the next pause can "
+                 "show them")
+        self.slicer.setEnabled(ref is not None)   # nothing to slice without values
         self.header.set_choices(list(self._choices) if ref in self._choices else [], ref)
         self.state.select(ref, meta, stats, unavailable=unavailable)
         self.request_now()
