@@ -24,7 +24,7 @@ KINDS = (
     "loss_broadcast", "graph_retained", "unused_parameter", "param_not_in_optimizer",
     "dead_activation", "vanishing_gradient", "exploding_gradient", "fp16_overflow",
     "host_sync_in_forward", "compiled", "tiny_updates", "huge_updates",
-    "zero_grad_before_step",
+    "zero_grad_before_step", "single_class_batches", "softmax_dim",
 )
 
 
@@ -47,6 +47,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.memory import GraphObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
+    from tensorscope.hooks.diagnostics.targets import TargetObserver
     from tensorscope.hooks.diagnostics.updates import UpdateRatioObserver
 
     graphs = GraphObserver()
@@ -59,7 +60,7 @@ def default_observers(mode: str) -> "list[Observer]":
         observers.append(DeviceObserver())
     if mode != "shapes":
         observers += [GradScaleObserver(), DeadActivationObserver(), Fp16OverflowObserver(),
-                      UpdateRatioObserver()]
+                      UpdateRatioObserver(), TargetObserver()]
     if HostSyncObserver.available():
         observers.append(HostSyncObserver())
     return observers

@@ -23,6 +23,9 @@ None of these reads a device value.
   model that was called). A closure optimizer (LBFGS, Lightning) runs its
   zero_grad and backward inside ``step()``, after this check, so it never
   matches; zeroing another model, or before a further backward, is not it.
+* ``tiny_updates`` (``step()`` forgotten): an optimizer whose ``zero_grad()`` is
+  called three times with a backward between the calls, and that never
+  stepped: the gradients are thrown away, the weights never change.
 * ``unused_parameter``: when an optimizer steps, a trainable parameter of a
   root that took part in the backward has no gradient (``p.grad is None``,
   read on the host); after
@@ -50,6 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 UNUSED_STEPS = 3
 CLEARED_STEPS = 2
+NEVER_STEPPED = 3   # zero_grad() calls with a backward between them and no step()
 NOT_IN_OPTIMIZER_STEPS = 2
 
 
@@ -67,6 +71,10 @@ class GradAccumulationObserver(Diagnostic):
         # zero_grad() calls since the last backward began: (optimizer or module, set_to_none)
         self._zeroed: list[tuple[weakref.ref, bool]] = []
         self._zeroed_before: dict[int, bool] = {}   # id(optimizer): zeroed before its step
+        self._backwards = 0                         # backwards seen (graph generations)
+        self._stepped: set[int] = set()             # id(optimizer) of those that stepped
+        self._idle: dict[int, tuple[int, int]] = {}  # id(opt): (zero_grads with a backward
+        # between them and no step, backwards at the last one)
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         """Remember each gradient's identity and version right after the step (not
@@ -102,6 +110,28 @@ class GradAccumulationObserver(Diagnostic):
         next optimizer step (the place where it empties the step)."""
         if self._backward_ran and not self._closed and len(self._zeroed) < 64:
             self._zeroed.append((weakref.ref(obj), set_to_none))
+        if isinstance(obj, torch.optim.Optimizer) and id(obj) not in self._stepped:
+            self._never_stepped(obj)
+
+    def _never_stepped(self, optimizer: Any) -> None:
+        """``zero_grad()`` of an optimizer that never stepped, with backwards between
+        the calls: ``step()`` is forgotten, the weights never change."""
+        key = id(optimizer)
+        count, seen = self._idle.get(key, (0, self._backwards))
+        if self._backwards > seen:
+            count += 1
+        self._idle[key] = (count, self._backwards)
+        if count != NEVER_STEPPED:
+            return
+        trainable = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+        hit = next((h for h in map(self.ctx.param_name, trainable) if h is not None), None)
+        if hit is None:
+            return
+        self.emit("tiny_updates", "warning", "optimizer", hit[0], "",
+                  f"{type(optimizer).__name__}.zero_grad() and a backward ran {count} times "
+                  f"(up to step {self.ctx.step_index}), but {type(optimizer).__name__}.step() "
+                  f"was never called: the gradients are computed and thrown away, and the "
+                  f"weights never change. Fix: call optimizer.step() after loss.backward().")
 
     def _backward_starts(self, *grad_outputs: Any) -> None:
         """Before the first parameter gradient of a backward is accumulated:
@@ -114,6 +144,7 @@ class GradAccumulationObserver(Diagnostic):
         if generation == self._checked or self._closed:
             return None   # this backward was checked already (at its first tagged node)
         self._checked = generation
+        self._backwards += 1
         for entries in self._after_step.values():
             for ref, gid, version in entries:
                 p = ref()
@@ -125,6 +156,8 @@ class GradAccumulationObserver(Diagnostic):
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """The optimizer steps: did its last backward add into stale gradients?"""
+        self._stepped.add(id(optimizer))   # before a closure's zero_grad() calls (LBFGS)
+        self._idle.pop(id(optimizer), None)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         stale = [p for p in params if self._stale.pop(id(p), False)]
         if stale:

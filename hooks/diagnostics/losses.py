@@ -190,7 +190,7 @@ class LossInputObserver(Diagnostic):
         if self._module_loss_called or self._last_root is None or loss.grad_fn is None:
             return
         root, path, step = self._last_root
-        for node in _top_nodes(loss.grad_fn):
+        for node in top_nodes(loss.grad_fn):
             name = fn_name(node)
             if name in ("NllLossBackward0", "NllLoss2DBackward0"):
                 inner = producing_fn_of(node)
@@ -330,10 +330,10 @@ def producing_fn_of(node: Any) -> Any:
     return fn
 
 
-def _top_nodes(root: Any) -> list[Any]:
-    """The first nodes under a loss, breadth first (bounded; leaves skipped)."""
+def top_nodes(root: Any, limit: int = _GRAPH_SEARCH) -> list[Any]:
+    """The first ``limit`` nodes under a loss, breadth first (leaves skipped)."""
     out, queue, seen = [], [root], set()
-    while queue and len(out) < _GRAPH_SEARCH:
+    while queue and len(out) < limit:
         node = queue.pop(0)
         if node is None or id(node) in seen or fn_name(node) == "AccumulateGrad":
             continue

@@ -81,6 +81,7 @@ class GraphObserver(Diagnostic):
         self._listeners: list[Callable[[], None]] = []
         self.generation = 0   # root forwards started so far (a backward follows new ones)
         self._model_tagged = -1   # the last step in which a non-loss root's graph was tagged
+        self._cut = 0   # backward() calls that reached no tagged graph since one did
 
     def add_backward_listener(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` whenever a backward runs through a tagged graph node (before
@@ -110,9 +111,14 @@ class GraphObserver(Diagnostic):
                     self._live.pop(next(iter(self._live)))
                 return
 
+    def on_backward(self, tensor: torch.Tensor) -> None:
+        """``backward()`` is called: counted until a tagged graph says it was reached."""
+        self._cut += 1
+
     def backward_seen(self) -> None:
         """A backward ran through a tagged graph (autograd's thread)."""
         self._backwards += 1
+        self._cut = 0
         self._unused_run = 0
         self._unused_roots.clear()
         for fn in self._listeners:
@@ -171,13 +177,23 @@ class GraphObserver(Diagnostic):
             per = self._bytes.get(rid)
             mem = f" (about {format_bytes(per)} of activations per forward)" if per else ""
             name = module_label(self.ctx, rid, "")
+            self._unused_roots[rid] = 0
+            if self._cut:   # backward() ran meanwhile, but on something else: a cut graph
+                self.emit("unused_parameter", "warning", "backward", rid, "",
+                          f"backward() was called {self._cut} times, but none of the last "
+                          f"{n} graphs of {name}'s forwards was reached: the loss is not "
+                          f"connected to the model's output (rebuilt from a Python number "
+                          f"with torch.tensor(loss.item(), requires_grad=True), or computed "
+                          f"from .detach(), .data or .numpy() values), so no parameter gets a "
+                          f"gradient and nothing is learned. Fix: compute the loss from the "
+                          f"output tensor itself and call backward() on it.", step=step)
+                continue
             self.emit("grad_tracking_in_inference", "warning", "forward", rid, "",
                       f"{n} forwards of {name} ran with gradients enabled and their autograd "
                       f"graphs were freed without any backward{mem}: each forward stored "
                       f"activations for a backward that never came, wasting memory and time. "
                       f"Fix: wrap prediction/validation loops in `with torch.no_grad():` (or "
                       f"torch.inference_mode()).", step=step)
-            self._unused_roots[rid] = 0
 
     def _collect_unused(self) -> None:
         """Count graphs freed without a backward (their token died unused)."""

@@ -1,0 +1,163 @@
+"""``single_class_batches`` and ``softmax_dim``: what a classification loss is given.
+
+Both read the negative log-likelihood node at the top of the graph that
+``backward()`` is called on (``Observer.on_backward``; ``CrossEntropyLoss``,
+``F.cross_entropy``, ``NLLLoss`` and ``F.nll_loss`` all end in
+``NllLossBackward0``, which saves its log-probabilities and its target), on
+the first ``CHECKED_STEPS`` training steps only. Modules, functional losses,
+label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
+
+* ``single_class_batches``: every class-index target ``[N]`` (N >= 8) of
+  ``RUN`` consecutive checked steps holds one class only. Its minimum and
+  maximum (ignoring ``ignore_index``) are deferred into the step's one host
+  transfer. Batches of different single classes mean a dataset sorted by
+  class that the loader does not shuffle; one class throughout (with three
+  classes or more, and at least ``CONSTANT_TARGETS`` targets) means labels
+  built wrongly (all zeros). An imbalanced binary task, whose small batches
+  are often all negative, is neither.
+* ``softmax_dim``: the log-probabilities given to the NLL loss come from a
+  ``log_softmax`` over another dimension than the classes (dimension 1 of an
+  ``[N, C, ...]`` input): ``F.log_softmax(x, dim=0)`` normalises over the
+  batch (an implicit ``dim`` picks 0 for 3-d inputs). Metadata only (the
+  node's saved ``dim``). The module named, at step end, is the one whose
+  output the log-softmax made (the step's recorded outputs), else the model.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, module_label
+from tensorscope.hooks.diagnostics.losses import top_nodes
+from tensorscope.hooks.observer import CallRecord, StepRecord
+
+CHECKED_STEPS = 16     # training steps looked at (the mistake shows from the start)
+RUN = 4                # consecutive single-class steps that make a finding
+CONSTANT_TARGETS = 128
+_NLL = ("NllLossBackward0", "NllLoss2DBackward0")
+_SEARCH = 24           # graph nodes looked at under the loss
+_MAX_REMEMBERED = 256
+
+
+class TargetObserver(Diagnostic):
+    """Reads the targets and log-probabilities of classification losses."""
+
+    def __init__(self) -> None:
+        self._train_steps = 0
+        self._handles: list[tuple[int, int]] = []   # (defer handle, classes) this step
+        self._run: list[tuple[int, int, int]] = []  # (class, n targets, classes) per step
+        self._done = False
+        self._dims: list[tuple[Any, int, list[int], int]] = []   # (node, dim, shape, step)
+        self._dim_seen: set[tuple[int, str]] = set()
+
+    def on_backward(self, loss: torch.Tensor) -> None:
+        """Look at the NLL nodes under the loss (first checked steps only)."""
+        if self._done or not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+            return
+        for node in top_nodes(loss.grad_fn, _SEARCH):
+            if fn_name(node) in _NLL:
+                self._nll(node)
+
+    def _nll(self, node: Any) -> None:
+        logp = getattr(node, "_saved_self", None)
+        target = getattr(node, "_saved_target", None)
+        if not isinstance(logp, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        self._check_dim(node, logp)
+        if target.dim() != 1 or target.numel() < 8 or target.is_floating_point() \
+                or logp.dim() != 2 or len(self._handles) >= 4:
+            return
+        ignore = _signed(getattr(node, "_saved_ignore_index", -100))
+        with torch.no_grad():
+            valid = target != ignore
+            big = torch.iinfo(target.dtype).max
+            lo = torch.where(valid, target, torch.full_like(target, big)).amin()
+            hi = torch.where(valid, target, torch.full_like(target, -1)).amax()
+            n = valid.sum()
+        self._handles.append((self.ctx.defer({"lo": lo, "hi": hi, "n": n}), logp.shape[1]))
+
+    def _check_dim(self, node: Any, logp: torch.Tensor) -> None:
+        inner = node.next_functions[0][0] if node.next_functions else None
+        if fn_name(inner) != "LogSoftmaxBackward0" or logp.dim() < 2:
+            return
+        dim = _signed(getattr(inner, "_saved_dim", 1))
+        if dim < 0:
+            dim += logp.dim()
+        if dim == 1:
+            return
+        if len(self._dims) < 4:
+            self._dims.append((inner, dim, list(logp.shape), self.ctx.step_index))
+
+    def _report_dims(self, calls: list[CallRecord]) -> None:
+        """Name the module whose forward applied each wrong-dimension log-softmax."""
+        dims, self._dims = self._dims, []
+        for inner, dim, shape, step in dims:
+            made = [c for c in calls for e in c.out_entries
+                    if e.made_fn is inner and e.producer is c]
+            call = made[0] if made else next((c for c in reversed(calls)
+                                              if c.is_root and c.grad_enabled), None)
+            rid, path = (call.root, call.path) if call is not None else (0, "")
+            if (rid, path) in self._dim_seen:
+                continue
+            self._dim_seen.add((rid, path))
+            where = module_label(self.ctx, rid, path)
+            self.emit("softmax_dim", "warning", "loss", rid, path,
+                      f"The log-probabilities given to the NLL loss at step {step} come from "
+                      f"a log_softmax over dimension {dim} of a {shape} input (in {where}), "
+                      f"but the classes are dimension 1: each column is normalised over the "
+                      f"batch (or positions) instead of each sample over its classes, so the "
+                      f"loss trains the wrong thing. Fix: log_softmax(x, dim=1) (dim=-1 for "
+                      f"[N, C]), or give the raw logits to nn.CrossEntropyLoss.", step=step)
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """Fold this step's target ranges into the run of single-class steps."""
+        handles, self._handles = self._handles, []
+        if self._dims:
+            self._report_dims(record.calls)
+        if self._done or record.kind != "train":
+            return
+        self._train_steps += 1
+        if self._train_steps > CHECKED_STEPS:
+            self._done = True
+            return
+        for handle, classes in handles:
+            vals = record.deferred.get(handle)
+            if not vals:
+                continue
+            lo, hi, n = int(vals["lo"]), int(vals["hi"]), int(vals["n"])
+            if n < 8 or lo != hi:
+                self._run.clear()
+                return
+            self._run.append((lo, n, classes))
+        self._judge(record.step)
+
+    def _judge(self, step: int) -> None:
+        run = self._run
+        if len(run) < RUN:
+            return
+        classes = sorted({c for c, _, _ in run})
+        total = sum(n for _, n, _ in run)
+        if len(classes) >= 2:
+            why = (f"the batches hold one class each, a different one as training goes on "
+                   f"(classes {', '.join(map(str, classes[:6]))}): the dataset is sorted by "
+                   f"class and the DataLoader does not shuffle it, so each step pulls the "
+                   f"model towards one class. Fix: DataLoader(..., shuffle=True) (or a "
+                   f"random sampler)")
+        elif run[-1][2] >= 3 and total >= CONSTANT_TARGETS:
+            why = (f"all {total} targets are class {classes[0]} out of {run[-1][2]}: the "
+                   f"labels are constant (built wrongly, or the wrong column), so the model "
+                   f"only learns to predict that class. Fix: check how the labels are made "
+                   f"and loaded")
+        else:
+            return
+        self._done = True
+        self.emit("single_class_batches", "warning", "input", 0, "",
+                  f"In each of the last {len(run)} training steps (up to step {step}) every "
+                  f"class-index target of the loss is the same class: {why}.", step=step)
+
+
+def _signed(value: Any) -> int:
+    """A saved integer argument of a graph node (read back as unsigned 64-bit)."""
+    n = int(value)
+    return n - 2 ** 64 if n >= 2 ** 63 else n
