@@ -85,7 +85,7 @@ class CallBatch:
     rows of it)."""
 
     __slots__ = ("step", "rank", "index", "sigs", "flags", "grad_norm", "stats", "mem_delta",
-                 "dense", "any_flags", "any_stats")
+                 "dense", "any_flags", "all_flags", "any_stats")
 
     def __init__(self, step: int, rank: int) -> None:
         self.step = step
@@ -98,6 +98,7 @@ class CallBatch:
         self.mem_delta: list[int] = []
         self.dense = True   # index is 0, 1, 2... (no call left out)
         self.any_flags = 0   # the flags of every row, or'ed
+        self.all_flags = _ALL   # and'ed (every bit set when there is no row)
         self.any_stats = False
 
     def add(self, call: CallRecord, sig: Signature, flags: int, gn: float | None,
@@ -109,6 +110,7 @@ class CallBatch:
         self.sigs.append(sig)
         self.flags.append(flags)
         self.any_flags |= flags
+        self.all_flags &= flags
         self.grad_norm.append(0.0 if gn is None else gn)
         self.stats.append(stats)
         if stats is not None:
@@ -138,6 +140,7 @@ _FINITE, _INPUTS_FINITE, _GRAD_FINITE = (step_calls.FINITE, step_calls.INPUTS_FI
                                          step_calls.GRAD_FINITE)
 _TRAINING, _GRAD_ENABLED = step_calls.TRAINING, step_calls.GRAD_ENABLED
 _HAS_GRAD, _HAS_MEM = step_calls.HAS_GRAD, step_calls.HAS_MEM
+_ALL = 0xFF   # every flag (the column is uint8)
 
 
 def _batch(calls: list[CallRecord], values: list[float], rank: int, step: int,
@@ -151,7 +154,7 @@ def _batch(calls: list[CallRecord], values: list[float], rank: int, step: int,
     index, sigs, flag_col = batch.index, batch.sigs, batch.flags
     gn_col, stats_col, mem_col = batch.grad_norm, batch.stats, batch.mem_delta
     isfinite, sqrt = math.isfinite, math.sqrt
-    any_flags, any_stats, dense = 0, False, True
+    any_flags, all_flags, any_stats, dense = 0, _ALL, False, True
     for call in calls:
         try:
             sig = sig_of(call)
@@ -201,12 +204,14 @@ def _batch(calls: list[CallRecord], values: list[float], rank: int, step: int,
         sigs.append(sig)
         flag_col.append(flags)
         any_flags |= flags
+        all_flags &= flags
         gn_col.append(0.0 if gn is None else gn)
         stats_col.append(stats)
         if stats is not None:
             any_stats = True
         mem_col.append(0 if mem is None else mem)
-    batch.any_flags, batch.any_stats, batch.dense = any_flags, any_stats, dense
+    batch.any_flags, batch.all_flags = any_flags, all_flags
+    batch.any_stats, batch.dense = any_stats, dense
     return batch
 
 

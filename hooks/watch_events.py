@@ -180,6 +180,8 @@ class StepEmitter:
 
     def flush_findings(self) -> None:
         """Re-emit findings whose count grew (once per step, not per occurrence)."""
+        if not self.dirty:
+            return
         for key in sorted(self.dirty):
             self.watch.session.emit(dataclasses.replace(self.findings[key]))
         self.dirty.clear()

@@ -96,6 +96,7 @@ class NonFiniteObserver(Diagnostic):
         self._last_update: int | None = None        # last clean training step (an update)
         self._params_seen_finite: int | None = None  # last step whose parameter norms were finite
         self._masks: dict[tuple[int, str], bool] = {}   # (root, input path) -> an additive mask
+        self._plain_rows: Any = None   # parameter rows found with no number (a list)
 
     # ----------------------------------------------------- weights, once
     def watches(self, module_type: type, hook: str) -> bool:
@@ -149,12 +150,16 @@ class NonFiniteObserver(Diagnostic):
         initial = self._initially_bad(record) if self._initial else []
         calls, values = record.calls, record.values
         rows = record.summary.params
-        bad_params = [r for r in rows if not _finite(r.get("norm"))]
-        bad_pgrads = [r for r in rows if not _finite(r.get("grad_norm"))]
-        flags = record.batch.flags   # the rows are read only when some flag is down
-        bad_grad = not all(f & GRAD_FINITE for f in flags)
+        if rows is self._plain_rows:   # the rows of a step without numbers, seen already
+            bad_params = bad_pgrads = []
+        else:
+            bad_params = [r for r in rows if not _finite(r.get("norm"))]
+            bad_pgrads = [r for r in rows if not _finite(r.get("grad_norm"))]
+        # the rows are read only when some flag is down (all_flags: the and of them)
+        all_flags = record.batch.all_flags
+        bad_grad = not all_flags & GRAD_FINITE
         bad_loss = not _finite(record.summary.loss)
-        bad_roots = [] if all(f & FINITE for f in flags) else [
+        bad_roots = [] if all_flags & FINITE else [
             (calls[d.index], d) for d in record.digests
             if not d.finite and d.index < len(calls) and calls[d.index].parent is None]
         bad_inputs = self._bad_root_inputs(record, roots)
@@ -163,8 +168,15 @@ class NonFiniteObserver(Diagnostic):
             self._broken = False
             if record.kind == "train":
                 self._last_update = record.step
+            if rows is self._plain_rows:
+                return
             if any(r.get("norm") is not None for r in rows):
                 self._params_seen_finite = record.step
+            elif all(r.get("grad_norm") is None and r.get("update_ratio") is None
+                     for r in rows):
+                # the parameter tracker shares one list between the steps that take
+                # no numbers (never changed once emitted): judged once
+                self._plain_rows = rows
             return
         if not (initial or bad_params or bad_pgrads or bad_grad or bad_loss or bad_inputs) \
                 and _absorbed(bad_roots, values):
