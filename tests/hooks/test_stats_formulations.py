@@ -117,3 +117,18 @@ def test_negative_zero_counts_as_zero_and_as_the_extremes():
     s = _stats(t, exact=True)
     assert s["min"] == 0.0 and s["max"] == 0.0 and s["zero_fraction"] == 1.0
     assert s["norm"] == 0.0 and s["std"] == 0.0
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [1000, SAMPLE, 5 * SAMPLE + 7])
+@pytest.mark.parametrize("exact", [True, False])
+def test_the_zero_fraction_is_the_samples_share_of_zeros(dtype, n, exact):
+    """Zeros in no order (a ReLU's output), -0.0 among them, NaN counted as non-zero."""
+    torch.manual_seed(n)
+    t = torch.relu(torch.randn(n)).to(dtype)
+    t[::5] = -0.0
+    t[3::17] = nan
+    sample = _strided_sample(t)
+    s = _stats(t, exact, probe=True)
+    assert s["zero_fraction"] == float((sample == 0).sum()) / sample.numel()
+    assert s.get("sample", n) == sample.numel()
