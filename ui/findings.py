@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush
+from PySide6.QtGui import QBrush, QPainter, QPaintEvent
 from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
 from tensorscope.ui.model.changes import ChangeCursor
@@ -34,9 +34,16 @@ class FindingsPanel(QTreeWidget):
         self.itemClicked.connect(self._clicked)
         self._seen = ChangeCursor()
         self._ranked = False
+        self.empty_text = "No findings yet: the checks' warnings appear here as training runs"
 
     def refresh(self, model: SessionModel) -> None:
         """Rebuild when findings changed, or ranks joined (their labels) (GUI thread)."""
+        steps = model.steps_seen
+        empty = (f"No findings in {steps} step{'s' if steps != 1 else ''}" if steps > 0 else
+                 "No findings yet: the checks' warnings appear here as training runs")
+        if empty != self.empty_text:
+            self.empty_text = empty
+            self.viewport().update()
         if not model.changes.take(self._seen, "findings", "ranks"):
             return
         self.clear()
@@ -61,6 +68,18 @@ class FindingsPanel(QTreeWidget):
         item.setForeground(0, QBrush(colours.get(severity, self.theme.subtle)))
         item.setToolTip(5, message)
         self.addTopLevelItem(item)
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt API)
+        """An empty list says so (and how many steps were checked)."""
+        super().paintEvent(event)
+        if self.topLevelItemCount():
+            return
+        painter = QPainter(self.viewport())
+        painter.setPen(self.theme.subtle)
+        painter.drawText(self.viewport().rect().adjusted(12, 12, -12, -12),
+                         int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
+                         self.empty_text)
+        painter.end()
 
     def _clicked(self, item: QTreeWidgetItem, _column: int) -> None:
         data = item.data(0, Qt.ItemDataRole.UserRole)

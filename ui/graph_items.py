@@ -15,7 +15,8 @@ from PySide6.QtGui import (QColor, QFontMetricsF, QPainter, QPainterPath, QPen,
                            QPolygonF)
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
-from tensorscope.ui.model.cards import MEASURED, SIDE_ROW, CardText, TextWidths, short_dtype
+from tensorscope.ui.model.cards import (MEASURED, PILL_DOT, SIDE_ROW, CardText, TextWidths,
+                                       elide_path, short_dtype)
 from tensorscope.ui.theme import Theme, mono_font, ui_font
 
 LOD_TEXT = 0.4
@@ -149,14 +150,11 @@ class NodeLayer(QGraphicsItem):
             r = card.rect
             avail = r.width() - 24
             if card.kind in ("op", "opgroup"):
-                path = card.path if card.kind == "op" else f"{card.path}  ▸{card.members}"
-                cached = (0.0, small_m.elidedText(path, Qt.TextElideMode.ElideLeft, avail))
+                cached = (0.0, _elide_path(small_m, card.path, avail, card))
             else:
                 title_w = title_m.horizontalAdvance(card.title)
-                path = card.path if card.kind != "group" else f"{card.path}  ▸{card.members}"
                 room = avail - title_w - 10
-                text = small_m.elidedText(path, Qt.TextElideMode.ElideLeft, room) if room > 20 else ""
-                cached = (title_w, text)
+                cached = (title_w, _elide_path(small_m, card.path, room, card) if room > 20 else "")
             self._text_cache[card.id] = cached
         return cached
 
@@ -227,17 +225,31 @@ class NodeLayer(QGraphicsItem):
             painter.setBrush(fill)
             painter.drawEllipse(QPointF(r.left() + 12, r.center().y()), 4.5, 4.5)
         painter.setPen(t.text)
-        painter.setFont(self._fonts[0] if card.kind in ("input", "output") else self._fonts[1])
-        rows = [card.title] + ([card.shape] if card.shape else [])
-        if len(rows) == 1:
-            painter.drawText(r, Qt.AlignmentFlag.AlignCenter, card.title)
+        io = card.kind in ("input", "output")
+        painter.setFont(self._fonts[0] if io else self._fonts[1])
+        # a parameter's name keeps its end (``…convolution.weight``), clear of the dot
+        text_r = r.adjusted(10.0 if io else PILL_DOT + 4.0, 0.0, -10.0, 0.0)
+        metrics = self._metrics[0 if io else 1]
+        title = (metrics.elidedText(card.title, Qt.TextElideMode.ElideRight, text_r.width())
+                 if io else elide_path(card.title, text_r.width(), metrics.horizontalAdvance))
+        if not card.shape:
+            painter.drawText(text_r, Qt.AlignmentFlag.AlignCenter, title)
             return
-        painter.drawText(QRectF(r.left(), r.top() + 3, r.width(), r.height() / 2),
-                         Qt.AlignmentFlag.AlignCenter, card.title)
+        painter.drawText(QRectF(text_r.left(), r.top() + 3, text_r.width(), r.height() / 2),
+                         Qt.AlignmentFlag.AlignCenter, title)
         painter.setFont(self._fonts[2])
         painter.setPen(t.subtle)
         painter.drawText(QRectF(r.left(), r.center().y(), r.width(), r.height() / 2 - 3),
                          Qt.AlignmentFlag.AlignCenter, card.shape)
+
+
+def _elide_path(metrics: QFontMetricsF, path: str, room: float, card: Card) -> str:
+    """A card's path row (a folded group adds ``▸members``), shortened at dots."""
+    suffix = f"  ▸{card.members}" if card.kind in ("group", "opgroup") else ""
+    if not suffix:
+        return elide_path(path, room, metrics.horizontalAdvance)
+    kept = elide_path(path, room - metrics.horizontalAdvance(suffix), metrics.horizontalAdvance)
+    return kept + suffix
 
 
 def small_elide(metrics: QFontMetricsF, text: str, width: float) -> str:

@@ -349,7 +349,11 @@ class GraphView(QGraphicsView):
         painter.save()
         painter.resetTransform()
         painter.setPen(self.theme.subtle)
-        painter.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter, self._empty_text)
+        box = self.viewport().rect()
+        margin = max(24, (box.width() - 640) // 2)   # a readable measure, wrapped
+        painter.drawText(box.adjusted(margin, 24, -margin, -24),
+                         int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap),
+                         self._empty_text)
         painter.restore()
 
     # ------------------------------------------------------------- export ---

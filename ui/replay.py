@@ -181,6 +181,7 @@ class ReplayWindow(MainWindow):
         self.bridge.messages_arrived.connect(self._replayed)
         for warning in [w for r in self.readers for w in r.warnings]:
             self.statusBar().showMessage(warning, 20000)
+        self.graph.views["module"].set_empty_text(f"Reading {path}…")
         self._in_background(self._load_all)
 
     def _in_background(self, work: Callable[[], None]) -> None:
@@ -223,6 +224,13 @@ class ReplayWindow(MainWindow):
         self.model.paused = None
         self.replay.set_steps(steps)
         self.status.set_state("replay")
+        if "module" not in self.model.graphs:
+            told = [w for r in self.readers for w in r.warnings][:1]
+            self.graph.views["module"].set_empty_text(
+                "This recording holds no module graph"
+                + (f" ({told[0]})" if told else
+                   ": the script stopped before its first forward pass ended" if not steps
+                   else ""))
         if warnings:   # what reading the file found (a corrupt message, a cut-off end)
             more = f" (and {len(warnings) - 1} more; see the log)" if len(warnings) > 1 else ""
             for warning in warnings:

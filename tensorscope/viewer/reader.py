@@ -143,9 +143,10 @@ class SessionReader:
                     if hello is not None:
                         self.rank = hello.rank  # the latest: a rank known once dist started
         except sqlite3.DatabaseError as exc:
-            self.warnings.append(
-                f"the recording is truncated or corrupt after message {self._last_id} "
-                f"(step {last_step}): {exc}; later messages are not available")
+            where = (f"after message {self._last_id} (step {last_step})" if last_step is not None
+                     else "from its start")
+            self.warnings.append(f"the recording is truncated or corrupt {where}: {exc}; "
+                                 "later messages are not available")
         self.steps = sorted(steps)
 
     def _first_hello(self, id_: int) -> Hello | None:

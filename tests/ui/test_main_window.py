@@ -265,3 +265,19 @@ def test_painting_never_changes_the_themes_colours(qtbot):
     assert after == before
     card = view.nodes.by_id[w.graph.graphs["module"].visible_for_module(0, "network.2")]
     assert view.nodes._frame_pen(card).color().alpha() == 255
+
+
+def test_an_empty_findings_list_says_how_many_steps_were_checked(qtbot):
+    from sample_events import mlp_step
+    from tensorscope.ui.findings import FindingsPanel
+    from tensorscope.ui.model.session_model import SessionModel
+    model, panel = SessionModel(), FindingsPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.refresh(model)
+    assert panel.empty_text.startswith("No findings yet")
+    for step in range(3):
+        model.ingest_many(mlp_step(step))
+    panel.refresh(model)
+    assert panel.empty_text == "No findings in 3 steps" and panel.topLevelItemCount() == 0
+    panel.grab()   # paints the empty state

@@ -212,3 +212,29 @@ def test_a_look_up_answered_after_the_window_is_destroyed_is_dropped(qtbot, reco
     QCoreApplication.processEvents()
     assert released == [True]    # the close never waited; the queued compare never ran
     assert errors == [] and "Traceback" not in capfd.readouterr().err
+
+
+def test_what_reading_finds_is_shown_and_a_recording_without_a_graph_says_so(qtbot, recording):
+    import sqlite3
+    db = sqlite3.connect(recording)
+    db.execute("UPDATE messages SET body = x'c1c1c1' WHERE type = 'step_summary' AND step = 3")
+    db.commit()
+    db.close()
+    w = ReplayWindow(recording, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    shown = w.statusBar().currentMessage()
+    assert "(step_summary) is corrupt and was skipped" in shown, shown
+    w.close()
+    db = sqlite3.connect(recording)          # now without its graphs
+    db.execute("DELETE FROM messages WHERE type = 'graph_structure'")
+    db.commit()
+    db.close()
+    w = ReplayWindow(recording, settings_key=None)
+    qtbot.addWidget(w)
+    assert "Reading" in w.graph.views["module"]._empty_text
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    assert "This recording holds no module graph" in w.graph.views["module"]._empty_text
+    w.close()

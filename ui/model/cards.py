@@ -19,6 +19,7 @@ SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16"
                 "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
                 "bool": "bool", "complex64": "c64", "complex128": "c128"}
 SIDE_ROW = 17.0
+PILL_DOT = 16.0           # room for a parameter pill's colour dot, left of its name
 # The characters measured on the GUI thread: printable ASCII and the symbols cards use.
 MEASURED = "".join(chr(c) for c in range(32, 127)) + "×▸⇢→…–—"
 
@@ -126,13 +127,15 @@ def card_size(card: CardText, widths: TextWidths) -> tuple[float, float]:
     def mono(text: str) -> float:
         return widths.width("mono", text)
 
-    if card.kind in ("input", "output", "leaf", "param"):
+    if card.kind in ("input", "output"):
         w = max(title(card.title), mono(card.shape)) + 28
         return (max(96.0, min(w, 240.0)), 42.0 if card.shape else 30.0)
+    if card.kind in ("leaf", "param"):   # drawn in the small font, after a colour dot
+        w = max(small(card.title) + PILL_DOT, mono(card.shape)) + 28
+        return (max(96.0, min(w, 240.0)), 42.0 if card.shape else 30.0)
     if card.kind in ("op", "opgroup"):
-        w = title(card.title) + 28
-        if card.kind == "opgroup":
-            w = max(w, small(f"{card.path}  ▸{card.members}") + 28)
+        path = card.path if card.kind == "op" else f"{card.path}  ▸{card.members}"
+        w = max(title(card.title), small(path)) + 28
         return (max(110.0, min(w, 240.0)), 40.0 if card.path else 30.0)
     path = card.path if card.kind != "group" else f"{card.path}  ▸{card.members}"
     top = title(card.title) + small(path) + 36
@@ -141,6 +144,23 @@ def card_size(card: CardText, widths: TextWidths) -> tuple[float, float]:
     side = small(card.side) + 30 if card.side else 0.0
     height = (54.0 if card.kind != "group" else 58.0) + (SIDE_ROW if card.side else 0.0)
     return (max(170.0, min(max(top, bottom, side), 300.0)), height)
+
+
+def elide_path(path: str, room: float, width: Callable[[str], float]) -> str:
+    """``path`` shortened from the left at dots to fit ``room`` (``width`` measures):
+    ``…embedder.convolution``, not ``…r.convolution``. A last part that alone does
+    not fit is cut on the left. Any thread."""
+    if width(path) <= room:
+        return path
+    parts = path.split(".")
+    for i in range(1, len(parts)):
+        text = "…" + ".".join(parts[i:])
+        if width(text) <= room:
+            return text
+    last = parts[-1]
+    while last and width("…" + last) > room:
+        last = last[1:]
+    return "…" + last if last else ""
 
 
 def card_sizes(texts: Mapping[str, CardText], widths: TextWidths

@@ -39,3 +39,26 @@ def test_card_sizes_grow_with_the_text_within_their_bounds():
     assert short == (170.0, 54.0)                     # the minimum width
     assert long_[0] == 7.0 * 30 + 5.0 + 36           # title, path and padding
     assert huge == (300.0, 54.0)                      # the maximum width
+
+
+def test_paths_are_shortened_at_dots_keeping_their_end():
+    from tensorscope.ui.model.cards import elide_path
+    width = len   # one unit per character
+    path = "resnet.embedder.embedder.convolution.weight"
+    assert elide_path(path, 100, width) == path
+    assert elide_path(path, 27, width) == "…convolution.weight"
+    assert elide_path(path, 12, width) == "…weight"
+    assert elide_path(path, 5, width) == "…ight"
+    assert elide_path(path, 0, width) == ""
+
+
+def test_a_parameter_pill_is_sized_for_its_name_in_the_font_it_is_drawn_in():
+    from tensorscope.ui.model.cards import PILL_DOT, CardText, TextWidths, card_size
+    widths = TextWidths({"title": {c: 9.0 for c in "abcdefghijklmnopqrstuvwxyz."},
+                         "small": {c: 5.0 for c in "abcdefghijklmnopqrstuvwxyz."},
+                         "mono": {c: 6.0 for c in "0123456789×"}})
+    name = "encoder.layer.weight"                     # 20 characters
+    w, _h = card_size(CardText(id="p", kind="param", title=name), widths)
+    assert w == 20 * 5.0 + PILL_DOT + 28
+    op = CardText(id="o", kind="op", title="addmm", path="encoder.layers.0.attention.out")
+    assert card_size(op, widths)[0] == 30 * 5.0 + 28   # the path row fits too
