@@ -146,12 +146,32 @@ def _probability_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
             "in [0, 1] too.")
 
 
+_TARGET_SIZE = re.compile(r"(?:Using a target size|Target size) \(torch\.Size\((\[[\d, ]*\])\)\)"
+                          r".*input size \(torch\.Size\((\[[\d, ]*\])\)\)")
+_CLASS_DIM = re.compile(r"Expected target size \[([\d, ]+)\], got \[([\d, ]+)\]")
+
+
+def _target_size_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return (f"the target is {m.group(1)} but the prediction is {m.group(2)}: binary "
+            f"cross-entropy compares them element by element. Fix: pred.squeeze(-1), or "
+            f"target.unsqueeze(-1).float() (target.view_as(pred)).")
+
+
+def _class_dim_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return (f"the loss takes the classes from dimension 1 of the input (N x C x d1 ...), so "
+            f"it expected a target of [{m.group(1)}] but got [{m.group(2)}]: the logits are "
+            f"probably N x T x C (batch_first sequence output). Fix: "
+            f"loss(logits.transpose(1, 2), target), or loss(logits.reshape(-1, C), "
+            f"target.reshape(-1)).")
+
+
 _RULES: list[tuple[re.Pattern, Callable[..., str]]] = [
     (_MAT, _mat_hint), (_CHANNELS, _channel_hint), (_DEVICES, _device_hint),
     (_BATCH, _batch_hint), (_TARGET_BOUNDS, _target_hint), (_MULTI_TARGET, _multi_target_hint),
     (_INDEX, _index_hint), (_CONV_DIM, _conv_dim_hint), (_LONG_TARGET, _long_target_hint),
     (_RNN_SIZE, _rnn_hint), (_DTYPE, _dtype_hint), (_ONE_VALUE, _one_value_hint),
-    (_PROBABILITY, _probability_hint),
+    (_PROBABILITY, _probability_hint), (_TARGET_SIZE, _target_size_hint),
+    (_CLASS_DIM, _class_dim_hint),
 ]
 
 

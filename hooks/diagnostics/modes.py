@@ -18,7 +18,9 @@ device work at all.
   training (pytorch/examples' DCGAN draws its fixed-noise images so): it
   sees the same batch statistics and dropout as training, and is left
   alone. A ``no_grad`` block inside a training forward, a root whose
-  parameters are all frozen (a teacher or feature extractor), and BatchNorm
+  parameters are all frozen (a teacher or feature extractor), a forward in
+  which other Dropout/BatchNorm modules were in eval mode (the model in eval
+  mode with its dropouts switched back on: Monte Carlo dropout), and BatchNorm
   with ``momentum=None`` (the cumulative statistics recalibration of
   ``swa_utils.update_bn``) are left alone too.
 * ``eval_mode_in_training``: an optimizer steps after a forward with
@@ -77,6 +79,10 @@ class ModeObserver(Diagnostic):
         # roots with a Dropout/BatchNorm in train mode in a forward with gradients, this
         # step: their eval-mode ones were set so on purpose (model.backbone.eval())
         self._train_mode_roots: set[int] = set()
+        # train_mode_in_eval: the train-mode calls of the running no_grad root forward, and
+        # whether a Dropout/BatchNorm of it ran in eval mode
+        self._hits: list[CallRecord] = []
+        self._eval_in_eval = False
         self._frozen_roots: dict[int, bool] = {}
         self._patches = FunctionalPatches()
         self._functional_on = False
@@ -139,29 +145,51 @@ class ModeObserver(Diagnostic):
                   f"{exc}); it is off for the rest of the run", file=sys.stderr)
 
     def watches(self, module_type: type, hook: str) -> bool:
-        """Only Dropout and BatchNorm calls."""
-        return issubclass(module_type, _MODE_TYPES)
+        """Only the forward pre-hook of Dropout and BatchNorm calls (and roots)."""
+        return hook == "on_forward_pre" and issubclass(module_type, _MODE_TYPES)
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Note Dropout/BatchNorm calls in the wrong mode for their context."""
-        if call.is_root and not call.grad_enabled and call.root in self._trained:
-            runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
-            if runs >= 2:   # a loop of evaluation forwards
-                self._report_suspects(call.root)
+        if call.is_root:
+            if self._hits:   # left by a forward that raised
+                self._judge_hits()
+            self._eval_in_eval = False
+            if not call.grad_enabled and call.root in self._trained:
+                runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
+                if runs >= 2:   # a loop of evaluation forwards
+                    self._report_suspects(call.root)
         if call.training == call.grad_enabled:   # training with gradients, or eval without
-            if call.training and call.root not in self._train_mode_roots and \
-                    isinstance(call.module, _MODE_TYPES) and mode_sensitive(call.module):
-                self._train_mode_roots.add(call.root)
+            if call.root not in self._train_mode_roots and isinstance(
+                    call.module, _MODE_TYPES) and mode_sensitive(call.module):
+                if call.training:
+                    self._train_mode_roots.add(call.root)
+                else:
+                    self._eval_in_eval = True
             return
         module = call.module
         if not isinstance(module, _MODE_TYPES) or not mode_sensitive(module):
             return
         if call.training and not call.grad_enabled:
-            self._train_in_eval(call)
+            self._hits.append(call)   # judged when its root forward returns
         elif not call.training and call.grad_enabled:
             key = (call.root, call.path)
             if key not in self._pending:
                 self._pending[key] = (call, module, call.step)
+
+    def on_forward(self, call: CallRecord) -> None:
+        """A root forward returned: judge its train-mode Dropout/BatchNorm calls."""
+        if call.is_root and self._hits:
+            self._judge_hits()
+
+    def _judge_hits(self) -> None:
+        """Train-mode calls of a no_grad forward are not a slip when other Dropout/BatchNorm
+        of that forward were in eval mode: the model is in eval mode and some parts were
+        switched back to train on purpose (Monte Carlo dropout)."""
+        hits, self._hits = self._hits, []
+        deliberate, self._eval_in_eval = self._eval_in_eval, False
+        if not deliberate:
+            for call in hits:
+                self._train_in_eval(call)
 
     def _train_in_eval(self, call: CallRecord) -> None:
         if getattr(call.module, "momentum", 0.1) is None:

@@ -12,8 +12,9 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   maximum (ignoring ``ignore_index``) are deferred into the step's one host
   transfer. Batches of different single classes mean a dataset sorted by
   class that the loader does not shuffle; one class throughout (with three
-  classes or more, and at least ``CONSTANT_TARGETS`` targets) means labels
-  built wrongly (all zeros). An imbalanced binary task, whose small batches
+  classes or more, at least ``CONSTANT_TARGETS`` targets, and scores straight
+  from a layer) means labels built wrongly (all zeros); contrastive logits put
+  together by hand (InfoNCE: positive first, target always 0) are not it. An imbalanced binary task, whose small batches
   are often all negative, is neither.
 * ``softmax_dim``: the log-probabilities given to the NLL loss come from a
   ``log_softmax`` over another dimension than the classes (dimension 1 of an
@@ -28,7 +29,8 @@ from typing import Any
 
 import torch
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, module_label
+from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
+    module_label
 from tensorscope.hooks.diagnostics.losses import top_nodes
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
@@ -37,7 +39,8 @@ RUN = 4                # consecutive single-class steps that make a finding
 CONSTANT_TARGETS = 128
 _NLL = ("NllLossBackward0", "NllLoss2DBackward0")
 _SEARCH = 24           # graph nodes looked at under the loss
-_MAX_REMEMBERED = 256
+_LAYER_FNS = frozenset({"AddmmBackward0", "MmBackward0", "ConvolutionBackward0",
+                        "LinearBackward0", "AddBackward0", "BmmBackward0"})
 
 
 class TargetObserver(Diagnostic):
@@ -45,8 +48,9 @@ class TargetObserver(Diagnostic):
 
     def __init__(self) -> None:
         self._train_steps = 0
-        self._handles: list[tuple[int, int]] = []   # (defer handle, classes) this step
-        self._run: list[tuple[int, int, int]] = []  # (class, n targets, classes) per step
+        # (defer handle, classes, logits straight from a layer) per loss this step
+        self._handles: list[tuple[int, int, bool]] = []
+        self._run: list[tuple[int, int, int, bool]] = []  # (class, n, classes, from a layer)
         self._done = False
         self._dims: list[tuple[Any, int, list[int], int]] = []   # (node, dim, shape, step)
         self._dim_seen: set[tuple[int, str]] = set()
@@ -75,7 +79,8 @@ class TargetObserver(Diagnostic):
             lo = torch.where(valid, target, torch.full_like(target, big)).amin()
             hi = torch.where(valid, target, torch.full_like(target, -1)).amax()
             n = valid.sum()
-        self._handles.append((self.ctx.defer({"lo": lo, "hi": hi, "n": n}), logp.shape[1]))
+        self._handles.append((self.ctx.defer({"lo": lo, "hi": hi, "n": n}), logp.shape[1],
+                              _from_layer(node)))
 
     def _check_dim(self, node: Any, logp: torch.Tensor) -> None:
         inner = node.next_functions[0][0] if node.next_functions else None
@@ -121,7 +126,7 @@ class TargetObserver(Diagnostic):
         if self._train_steps > CHECKED_STEPS:
             self._done = True
             return
-        for handle, classes in handles:
+        for handle, classes, layer in handles:
             vals = record.deferred.get(handle)
             if not vals:
                 continue
@@ -129,22 +134,22 @@ class TargetObserver(Diagnostic):
             if n < 8 or lo != hi:
                 self._run.clear()
                 return
-            self._run.append((lo, n, classes))
+            self._run.append((lo, n, classes, layer))
         self._judge(record.step)
 
     def _judge(self, step: int) -> None:
         run = self._run
         if len(run) < RUN:
             return
-        classes = sorted({c for c, _, _ in run})
-        total = sum(n for _, n, _ in run)
+        classes = sorted({r[0] for r in run})
+        total = sum(r[1] for r in run)
         if len(classes) >= 2:
             why = (f"the batches hold one class each, a different one as training goes on "
                    f"(classes {', '.join(map(str, classes[:6]))}): the dataset is sorted by "
                    f"class and the DataLoader does not shuffle it, so each step pulls the "
                    f"model towards one class. Fix: DataLoader(..., shuffle=True) (or a "
                    f"random sampler)")
-        elif run[-1][2] >= 3 and total >= CONSTANT_TARGETS:
+        elif run[-1][2] >= 3 and total >= CONSTANT_TARGETS and all(r[3] for r in run):
             why = (f"all {total} targets are class {classes[0]} out of {run[-1][2]}: the "
                    f"labels are constant (built wrongly, or the wrong column), so the model "
                    f"only learns to predict that class. Fix: check how the labels are made "
@@ -155,6 +160,21 @@ class TargetObserver(Diagnostic):
         self.emit("single_class_batches", "warning", "input", 0, "",
                   f"In each of the last {len(run)} training steps (up to step {step}) every "
                   f"class-index target of the loss is the same class: {why}.", step=step)
+
+
+def _from_layer(node: Any) -> bool:
+    """Whether the NLL node's logits come straight (through views and the loss's own
+    log-softmax) from a layer (a linear map or a convolution): a classifier's scores,
+    not logits put together by hand (InfoNCE's [positive, negatives], whose target is
+    always class 0)."""
+    fn = node.next_functions[0][0] if node.next_functions else None
+    if fn_name(fn) == "LogSoftmaxBackward0":
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    for _ in range(6):
+        if fn_name(fn) not in PASS_THROUGH_FNS:
+            break
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    return fn_name(fn) in _LAYER_FNS
 
 
 def _signed(value: Any) -> int:

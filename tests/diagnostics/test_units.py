@@ -99,6 +99,29 @@ def test_hint_batchnorm_batch_of_one() -> None:
     assert "drop_last=True" in hint and "model.eval()" in hint
 
 
+def _raised(fn) -> BaseException:
+    try:
+        fn()
+    except (RuntimeError, ValueError) as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+def test_hint_loss_shapes_and_ranges() -> None:
+    """Binary cross-entropy on logits or on a target of another shape; cross-entropy on
+    N x T x C sequence logits."""
+    hint = exception_hint(nn.BCELoss(), [], _raised(lambda: nn.BCELoss()(
+        torch.randn(4, 1) * 5, torch.rand(4, 1))))
+    assert "BCEWithLogitsLoss" in hint
+    for loss in (nn.BCELoss(), nn.BCEWithLogitsLoss()):
+        hint = exception_hint(loss, [], _raised(lambda: loss(torch.rand(16, 1),
+                                                             torch.rand(16))))
+        assert "target is [16]" in hint and "squeeze(-1)" in hint
+    hint = exception_hint(nn.CrossEntropyLoss(), [], _raised(lambda: nn.CrossEntropyLoss()(
+        torch.randn(4, 10, 7), torch.randint(0, 7, (4, 10)))))
+    assert "transpose(1, 2)" in hint
+
+
 def test_hint_device_lists_devices() -> None:
     exc = RuntimeError("Expected all tensors to be on the same device, but found at least "
                        "two devices, cuda:0 and cpu!")
