@@ -167,14 +167,20 @@ def _from_layer(node: Any) -> bool:
     log-softmax) from a layer (a linear map or a convolution): a classifier's scores,
     not logits put together by hand (InfoNCE's [positive, negatives], whose target is
     always class 0)."""
-    fn = node.next_functions[0][0] if node.next_functions else None
+    fn = _first_input(node)
     if fn_name(fn) == "LogSoftmaxBackward0":
-        fn = fn.next_functions[0][0] if fn.next_functions else None
+        fn = _first_input(fn)
     for _ in range(6):
         if fn_name(fn) not in PASS_THROUGH_FNS:
             break
-        fn = fn.next_functions[0][0] if fn.next_functions else None
+        fn = _first_input(fn)
     return fn_name(fn) in _LAYER_FNS
+
+
+def _first_input(node: Any) -> Any:
+    """The node of ``node``'s first input (None at a leaf)."""
+    nxt = getattr(node, "next_functions", None)
+    return nxt[0][0] if nxt else None
 
 
 def _signed(value: Any) -> int:
