@@ -115,7 +115,7 @@ class ParamTracker:
         self.index = index
         self.optimizers = optimizers
         self.mode = mode
-        self._layout_key: tuple | None = None
+        self._layout_key: tuple | None = None   # compared with ==
         self._layout: tuple[list[dict[str, Any]], list[torch.Tensor]] = ([], [])
         # the rows of a step that queues no number: (layout, requires_grad flags, rows),
         # the same list for every such step while neither changes (read-only)
@@ -204,8 +204,8 @@ class ParamTracker:
 
     def _rows(self) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
         """Row templates and tensors, rebuilt only when roots or optimizers change."""
-        key = (self.index.version, tuple((id(o), tuple(len(g["params"]) for g in o.param_groups))
-                                         for o in self.optimizers))
+        key = (self.index.version, [(id(o), [len(g["params"]) for g in o.param_groups])
+                                    for o in self.optimizers])
         if key != self._layout_key:
             self._layout_key, self._layout = key, self._build_rows()
         return self._layout

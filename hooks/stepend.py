@@ -233,7 +233,7 @@ def queue_loss(step: "StepBuffer") -> int | None:
         loss = step.output_loss
     if loss is None:
         return None
-    return step.buf.add(loss.reshape(()))
+    return step.buf.add(loss if loss.dim() == 0 else loss.reshape(()))
 
 
 def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int,

@@ -162,24 +162,22 @@ class ReportBuilder:
         self._pattern: _Pattern | None = None   # the last StepCalls' signatures, resolved
         self.written = False
         self._params_seen: Any = None   # the parameter rows folded last (a list)
+        self._seen_norms: dict[str, list[Any]] = {}   # and their norms
 
     # ------------------------------------------------------------- the sink
     def handle(self, msg: Message) -> None:
         """Fold one event into the summary (training thread; quick)."""
         if isinstance(msg, StepCalls):
             self._step_calls(msg)
-        elif isinstance(msg, CallSignatures):
-            self._pattern = None   # an id may name a signature anew
-            self._table.add(msg)
-        elif isinstance(msg, CallDigest):
-            self._digest(msg)
         elif isinstance(msg, StepSummary):
             self._step_done(msg.kind)
             if msg.params is not self._params_seen:   # the same rows again fold to nothing new
                 self._params_seen = msg.params
                 self._fold_params(msg.params)
-            norms = {str(p.get("name")): [p["norm"], p.get("root"), p.get("module", "")]
-                     for p in msg.params if p.get("norm") is not None and not p.get("sharded")}
+                self._seen_norms = {
+                    str(p.get("name")): [p["norm"], p.get("root"), p.get("module", "")]
+                    for p in msg.params if p.get("norm") is not None and not p.get("sharded")}
+            norms = self._seen_norms
             if norms:
                 self.param_checks.append({"step": msg.step, "norms": norms})
             losses = self.eval_losses if msg.kind == "inference" else self.losses
@@ -189,6 +187,11 @@ class ReportBuilder:
                 self.overheads.append((msg.overhead, msg.duration))
             if msg.rates is not None:
                 self.rates = msg.rates
+        elif isinstance(msg, CallSignatures):
+            self._pattern = None   # an id may name a signature anew
+            self._table.add(msg)
+        elif isinstance(msg, CallDigest):
+            self._digest(msg)
         elif isinstance(msg, Finding):
             self.findings[msg.key] = {
                 "kind": msg.kind, "severity": msg.severity, "step": msg.step,
