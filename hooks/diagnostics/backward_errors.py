@@ -157,9 +157,12 @@ class BackwardErrorObserver(Diagnostic):
                 label = module_label(ctx, old.root, old.path)
                 return old.root, old.path, (
                     f"Hint: {label} ({old.type}) got an input that still carries the graph "
-                    f"of an earlier step, whose saved values that step's backward freed: a "
-                    f"recurrent state (or a running total) kept across batches. Fix: detach "
-                    f"it between batches (h = h.detach(), for an LSTM both h and c).")
+                    f"of an earlier step, whose saved values an earlier backward freed: a "
+                    f"recurrent state kept across batches, or a generator's output that the "
+                    f"discriminator's step backpropagated through. Fix: detach it where it "
+                    f"is reused (h = h.detach() between batches, for an LSTM both h and c; "
+                    f"netD(fake.detach()) in the discriminator's step), or pass "
+                    f"retain_graph=True to the first backward.")
         call = _call_of_node(failure.node, calls) if failure.node is not None else None
         if failure.inplace is not None:
             return self._place_inplace(failure, call, calls)

@@ -72,7 +72,7 @@ class GradAccumulationObserver(Diagnostic):
         self._zeroed: list[tuple[weakref.ref, bool]] = []
         self._zeroed_before: dict[int, bool] = {}   # id(optimizer): zeroed before its step
         self._backwards = 0                         # backwards seen (graph generations)
-        self._stepped: set[int] = set()             # id(optimizer) of those that stepped
+        self._stepped: set[int] = set()             # _key of the optimizers that stepped
         self._idle: dict[int, tuple[int, int]] = {}  # id(opt): (zero_grads with a backward
         # between them and no step, backwards at the last one)
 
@@ -110,13 +110,13 @@ class GradAccumulationObserver(Diagnostic):
         next optimizer step (the place where it empties the step)."""
         if self._backward_ran and not self._closed and len(self._zeroed) < 64:
             self._zeroed.append((weakref.ref(obj), set_to_none))
-        if isinstance(obj, torch.optim.Optimizer) and id(obj) not in self._stepped:
+        if isinstance(obj, torch.optim.Optimizer) and _key(obj) not in self._stepped:
             self._never_stepped(obj)
 
     def _never_stepped(self, optimizer: Any) -> None:
         """``zero_grad()`` of an optimizer that never stepped, with backwards between
         the calls: ``step()`` is forgotten, the weights never change."""
-        key = id(optimizer)
+        key = _key(optimizer)
         count, seen = self._idle.get(key, (0, self._backwards))
         if self._backwards > seen:
             count += 1
@@ -156,8 +156,8 @@ class GradAccumulationObserver(Diagnostic):
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """The optimizer steps: did its last backward add into stale gradients?"""
-        self._stepped.add(id(optimizer))   # before a closure's zero_grad() calls (LBFGS)
-        self._idle.pop(id(optimizer), None)
+        self._stepped.add(_key(optimizer))   # before a closure's zero_grad() calls (LBFGS)
+        self._idle.pop(_key(optimizer), None)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         stale = [p for p in params if self._stale.pop(id(p), False)]
         if stale:
@@ -208,14 +208,14 @@ class GradAccumulationObserver(Diagnostic):
             obj = ref()
             if obj is None:
                 continue
-            if obj is not optimizer:
+            if _key(obj) != _key(optimizer):
                 if not isinstance(obj, torch.nn.Module):
                     continue
                 if ids is None:
                     ids = {id(p) for p in trainable}
                 if not any(id(p) in ids for p in obj.parameters()):
                     continue   # another model's gradients (a GAN's other network)
-            what = "optimizer" if obj is optimizer else "model"
+            what = "model" if isinstance(obj, torch.nn.Module) else "optimizer"
             return f"{what}.zero_grad(set_to_none={set_to_none})"
         return None
 
@@ -343,6 +343,13 @@ class ParamCoverageObserver(Diagnostic):
             return False
         self._reported.add(key)
         return True
+
+
+def _key(optimizer: Any) -> int:
+    """An optimizer's identity: its ``param_groups`` list, which wrappers share with the
+    optimizer they wrap (Lightning's ``LightningOptimizer`` is another object whose
+    ``zero_grad`` runs on the same groups; the hooks see the inner one step)."""
+    return id(getattr(optimizer, "param_groups", optimizer))
 
 
 def _frozen_prefix(rows: list[dict[str, Any]], outside: set[str]) -> bool:
