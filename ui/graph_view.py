@@ -12,7 +12,7 @@ import math
 from typing import Any, Collection, Mapping
 
 import networkx as nx
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QStyle, QWidget
 
@@ -95,6 +95,7 @@ class GraphView(QGraphicsView):
         self._empty_text = "Waiting for a training script…"
         self.auto_fit = True   # refit on resize until the user zooms or pans
         self._fitting = False
+        self._scene_rect: QRectF | None = None   # the laid-out graph's, before any fit band
         self._fitted_for: tuple[int, int] | None = None
 
     # ------------------------------------------------------------ content ---
@@ -115,7 +116,8 @@ class GraphView(QGraphicsView):
             cards.append(Card(**vars(text), rect=QRectF(x - w / 2, y - h / 2, w, h)))
         self.nodes.set_cards(cards)
         self._build_edges(getattr(layout, "edge_points", {}))
-        self._scene.setSceneRect(self._scene.itemsBoundingRect().adjusted(-60, -60, 60, 60))
+        self._scene_rect = self._scene.itemsBoundingRect().adjusted(-60, -60, 60, 60)
+        self._scene.setSceneRect(self._scene_rect)
         self.minimap.refresh()
         if fit:
             self.fit_default()
@@ -283,19 +285,37 @@ class GraphView(QGraphicsView):
         finally:
             self._fitting = False
 
-    def _fit_default(self, rect: QRectF) -> None:
+    def _fit_default(self, rect: QRectF, top: float = 0.0) -> None:
+        """Fit ``rect`` below a band of ``top`` pixels (the legend's, when a card
+        would otherwise sit under it)."""
         self.resetTransform()
         vw, vh = self.fit_size()
         self._fitted_for = (vw, vh)
-        scale = min(1.0, vw / (rect.width() + 40), vh / (rect.height() + 40))
-        if scale < 0.72:  # too small to read: fit the width, start at the top
+        scale = min(1.0, vw / (rect.width() + 40), (vh - top) / (rect.height() + 40))
+        small = scale < 0.72   # too small to read: fit the width, start at the top
+        if small:
             scale = max(scale, min(1.0, vw / (rect.width() + 40), 0.72))
-            self.scale(scale, scale)
-            self.centerOn(QPointF(rect.center().x(), rect.top() + vh / scale / 2 - 20))
+        # the band is part of the scene: a scene smaller than the view is centred,
+        # and centerOn cannot move it
+        base = self._scene_rect if self._scene_rect is not None else self._scene.sceneRect()
+        self._scene.setSceneRect(base.adjusted(0.0, -top / scale, 0.0, 0.0) if top else base)
+        self.scale(scale, scale)
+        if small:
+            self.centerOn(QPointF(rect.center().x(),
+                                  rect.top() + vh / scale / 2 - 20 - top / scale))
         else:
-            self.scale(scale, scale)
-            self.centerOn(rect.center())
+            self.centerOn(QPointF(rect.center().x(), rect.center().y() - top / 2 / scale))
+        if not top and self._under_legend():
+            self._fit_default(rect, top=self.legend.height() + 16.0)
+            return
         self.minimap.refresh(force=False)
+
+    def _under_legend(self) -> bool:
+        """Whether a card shows under the metric legend's corner (shown or to come)."""
+        vw, _vh = self.fit_size()
+        box = QRect(vw - self.legend.width() - 12, 12, self.legend.width(), self.legend.height())
+        area = self.mapToScene(box).boundingRect()
+        return any(card.rect.intersects(area) for card in self.nodes.cards)
 
     def fit_all(self) -> None:
         """Fit the whole graph in the window."""

@@ -281,3 +281,38 @@ def test_an_empty_findings_list_says_how_many_steps_were_checked(qtbot):
     panel.refresh(model)
     assert panel.empty_text == "No findings in 3 steps" and panel.topLevelItemCount() == 0
     panel.grab()   # paints the empty state
+
+
+@pytest.mark.parametrize("width", [900, 1100])
+def test_the_default_fit_keeps_cards_clear_of_the_metric_legend(qtbot, width):
+    """A wide top row (an autograd graph's parameters) would sit under the legend in the
+    top-right corner: the fit moves the graph below it."""
+    import networkx as nx
+
+    from tensorscope.ui.graph_items import text_widths
+    from tensorscope.ui.graph_view import GraphView
+    from tensorscope.ui.layout_runner import LAYER_GAP, NODE_GAP
+    from tensorscope.ui.model.cards import card_sizes, card_texts
+    from tensorscope.ui.model.layout import layered_layout
+    g = nx.DiGraph()
+    g.add_node("op", kind="op", label="AddmmBackward0", module="enc")
+    for i in range(8):    # a row as wide as the view, at its top: the graph is tall
+        g.add_node(f"p{i}", kind="param", label="AccumulateGrad", param=f"enc.{i}.weight")
+        g.add_edge(f"p{i}", "op")
+    for i in range(16):
+        g.add_node(f"o{i}", kind="op", label="ReluBackward0", module=f"enc.{i}")
+        g.add_edge(f"o{i - 1}" if i else "op", f"o{i}")
+    view = GraphView(None, make_theme(False))
+    qtbot.addWidget(view)
+    view.resize(width, 700)
+    view.show()
+    texts = card_texts(g)
+    sizes = card_sizes(texts, text_widths())
+    layout = layered_layout(g, sizes, node_gap=NODE_GAP, layer_gap=LAYER_GAP)
+    view.apply_layout(g, texts, sizes, layout, fit=True)
+    assert not view._under_legend()
+    # the row fills the width: the graph moved below the legend's band
+    assert view.sceneRect().top() < view.nodes.boundingRect().top() - 60
+    shown = view.mapToScene(view.viewport().rect()).boundingRect()
+    assert all(shown.contains(c.rect) for c in view.nodes.cards   # the top row still in view
+               if c.id.startswith("p"))
