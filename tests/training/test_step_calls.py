@@ -1,14 +1,15 @@
 """The batched, columnar step event: packing, reading back, bad batches, signatures."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 from torch import nn
 
-from tensorscope.common.events import (CallDigest, CallSignatures, Hello, StepCalls,
-                                       StepSummary)
+from tensorscope.common.events import (CallDigest, CallSignatures, Hello, ModuleTree,
+                                       StepCalls, StepSummary)
 from tensorscope.common.protocol import decode, encode
 from tensorscope.common.step_calls import (FINITE, GRAD_ENABLED, GRAD_FINITE, HAS_GRAD, HAS_MEM,
                                            INPUTS_FINITE, TRAINING, SignatureTable,
@@ -196,3 +197,63 @@ def test_a_rank_known_late_sends_every_signature_again():
     assert reg.take_new(0, 1) is None
     again = reg.take_new(3, 2)
     assert again.rank == 3 and [s["id"] for s in again.signatures] == [0]
+
+
+def _report(stream: list) -> dict:
+    rb = ReportBuilder(None)
+    for m in stream:
+        rb.handle(m)
+    return rb.build()
+
+
+def test_the_report_of_repeated_batches_is_that_of_their_digests(tmp_path):
+    """Repeated signature columns are folded through a cached plan: shapes that change
+    and change back, and inference steps between training ones, give the report the
+    per-call digests give."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    log = Log()
+    with Watch(model, connect=False, stats_every=3) as w:
+        w.session.add_sink(log)
+        for batch in (4, 4, 6, 6, 4, 4, 4):
+            x = torch.randn(batch, 3)
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+            with torch.no_grad():   # an evaluation step: other signatures (no grad)
+                model(x)
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+        for _ in range(3):   # evaluation steps with that training step's signatures
+            model(x)
+        tree = ModuleTree(roots=w.index.tree(), rank=w.rank)   # sent before the log was added
+    msgs = [tree, *log.messages]
+    assert sum(isinstance(m, CallSignatures) for m in msgs) >= 2
+    report = _report(msgs)
+    assert report == _report(_as_digests(msgs))
+    linear = next(m for m in report["roots"][0]["modules"] if m["path"] == "0")
+    assert linear["calls"] == 18
+    assert sorted((s["mode"], s["outputs"][0]["shape"][0], s["calls"])
+                  for s in linear["signatures"]) == [
+        ("inference", 4, 8), ("inference", 6, 2), ("train", 4, 6), ("train", 6, 2)]
+
+
+def test_the_report_resolves_a_repeated_batch_again_after_new_signatures():
+    """An id filed anew (the same column bytes naming another signature) is read
+    through the new signature, not the cached one."""
+    other = dict(SIGS.signatures[1], path="head", type="Conv2d")
+    tree = ModuleTree(rank=2, roots=[{"root": 0, "name": "Net", "type": "Net", "params": 0,
+                                      "modules": [{"path": "", "type": "Net", "params": 0}]}])
+    stream = [Hello(rank=2), tree, SIGS, _batch(), StepSummary(step=5, rank=2),
+              CallSignatures(step=6, rank=2, signatures=[other]),
+              dataclasses.replace(_batch(), step=6), StepSummary(step=6, rank=2)]
+    report = _report(stream)
+    assert report == _report(_as_digests(stream))
+    calls = {(m["path"], m["type"]): m["calls"] for m in _modules_named(report)}
+    assert calls == {("", "Net"): 2, ("fc", "Linear"): 1, ("head", "Conv2d"): 1}
+
+
+def _modules_named(report: dict) -> list:
+    return [m for r in report["roots"] for m in (r, *r["modules"])] if report["roots"] else []
