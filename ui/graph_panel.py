@@ -80,7 +80,7 @@ class GraphPanel(QWidget):
                  theme: Theme, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model, self.view_state, self.theme = model, view_state, theme
-        self.graphs = {k: GraphModel(k, type_of=self._type_of) for k in KINDS}
+        self.graphs = {k: GraphModel(k, type_of=self._type_of, check=checkpoint) for k in KINDS}
         self.views = {k: GraphView(self, theme) for k in KINDS}
         self.runners = {k: LayoutRunner(bridge) for k in KINDS}
         runners = list(self.runners.values())
@@ -145,7 +145,7 @@ class GraphPanel(QWidget):
         from tensorscope.ui.model.layout import Layout
         empty = Layout(positions={}, edge_points={}, layers={}, width=0.0, height=0.0)
         for kind in KINDS:
-            self.graphs[kind] = GraphModel(kind, type_of=self._type_of)
+            self.graphs[kind] = GraphModel(kind, type_of=self._type_of, check=checkpoint)
             self.views[kind].apply_layout(nx.DiGraph(), {}, {}, empty, fit=False)
             self.runners[kind].previous = None
             self.runners[kind].latest = 0
@@ -176,7 +176,7 @@ class GraphPanel(QWidget):
         old_groups, old_collapsed = set(old.groups), set(old.collapsed)
         had_nodes = old.full.number_of_nodes() > 0
         labels, widths = self.labels(), self.widths
-        fresh = GraphModel(kind, type_of=labels.type_of)
+        fresh = GraphModel(kind, type_of=labels.type_of, check=checkpoint)
         fresh.fold_runs = old.fold_runs
 
         def work() -> Prepared:

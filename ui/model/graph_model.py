@@ -19,6 +19,13 @@ GroupKey = tuple[int, str]
 DEFAULT_BUDGET = 40
 
 
+CHECK_EVERY = 2048   # nodes or edges between two calls of a model's ``check``
+
+
+def _no_check() -> None:
+    """A model nobody cancels."""
+
+
 def group_id(key: GroupKey) -> str:
     """The visible node id of a collapsed container."""
     return f"group:{key[0]}:{key[1]}"
@@ -36,8 +43,12 @@ class GraphModel:
     """
 
     def __init__(self, kind: str = "module",
-                 type_of: Callable[[int, str], str] | None = None) -> None:
+                 type_of: Callable[[int, str], str] | None = None,
+                 check: Callable[[], None] | None = None) -> None:
+        """``check`` runs in the long loops (computing the visible graph, choosing the
+        default folding); it raises to stop them (a layout worker's cancellation)."""
         self.kind = kind
+        self._check = check or _no_check
         self.full = nx.DiGraph()
         self.collapsed: set[GroupKey] = set()
         self.hash = ""
@@ -202,6 +213,7 @@ class GraphModel:
         max_depth = max((_depth(k[1]) for k in self._groups), default=0)
         chosen, pieces = 1, None
         for depth in range(1, max_depth + 2):
+            self._check()
             self._collapse_at(depth)
             if self.visible_count() > budget:
                 break
@@ -242,9 +254,13 @@ class GraphModel:
 
     def _compute_visible(self) -> nx.DiGraph:
         vis = nx.DiGraph()
+        check = self._check
         owner = {n: self.owner(n) for n in self.full.nodes}
         self._owner = owner
-        for nid, attrs in self.full.nodes(data=True):
+        check()
+        for i, (nid, attrs) in enumerate(self.full.nodes(data=True)):
+            if not i % CHECK_EVERY:
+                check()
             o = owner[nid]
             if o is None:
                 continue
@@ -256,7 +272,9 @@ class GraphModel:
                 vis.add_node(o, id=o, kind="group", root=key[0], path=path,
                              label=self._type_of(*key) or path.rsplit(".", 1)[-1],
                              members=len(self._groups[key]), group=key)
-        for src, dst, attrs in self.full.edges(data=True):
+        for i, (src, dst, attrs) in enumerate(self.full.edges(data=True)):
+            if not i % CHECK_EVERY:
+                check()
             sources = [owner[src]] if owner[src] is not None else self._exits(src)
             targets = [owner[dst]] if owner[dst] is not None else self._entries(dst)
             for a in sources:

@@ -1,6 +1,8 @@
 """GraphModel: container collapse/expand and the visible graph (no Qt)."""
 from __future__ import annotations
 
+import pytest
+
 from sample_events import mlp_autograd_graph, mlp_module_graph, transformer_session
 from tensorscope.ui.model.graph_model import GraphModel, group_id
 
@@ -116,3 +118,34 @@ def test_expanding_through_single_child_containers():
     g.expand((0, "blocks.0"), through_single=True)
     assert (0, "blocks.0.sub") not in g.collapsed
     assert g.visible_count() == n + 3
+
+
+class _Stop(Exception):
+    """What the test's ``check`` raises."""
+
+
+def test_a_check_that_raises_stops_the_visible_graph_and_the_default_folding():
+    gs = next(m for m in transformer_session(200) if type(m).__name__ == "GraphStructure")
+    calls = {"n": 0, "stop_at": None}
+
+    def check() -> None:
+        calls["n"] += 1
+        if calls["n"] == calls["stop_at"]:
+            raise _Stop
+
+    model = GraphModel("module", check=check)
+    model.set_structure(gs, budget=None)
+    model.expand_all()
+    model.visible_graph()
+    per_graph = calls["n"]
+    assert per_graph >= 2   # 1,200 nodes and edges: checked inside the loops
+    for stop_at in (1, per_graph):
+        fresh = model.copy()
+        calls.update(n=0, stop_at=stop_at)
+        with pytest.raises(_Stop):
+            fresh.visible_graph()
+        calls.update(stop_at=None)
+        assert fresh.visible_graph().number_of_nodes() == model.visible_graph().number_of_nodes()
+    calls.update(n=0, stop_at=1)
+    with pytest.raises(_Stop):
+        model.collapse_to_budget()
