@@ -132,3 +132,34 @@ def test_the_zero_fraction_is_the_samples_share_of_zeros(dtype, n, exact):
     s = _stats(t, exact, probe=True)
     assert s["zero_fraction"] == float((sample == 0).sum()) / sample.numel()
     assert s.get("sample", n) == sample.numel()
+
+
+class _DeviceStandIn(ScalarBuffer):
+    """A buffer that keeps every value a tensor, as for an accelerator, so that
+    ``flush`` takes the one-transfer path (stack, cat, one ``tolist``)."""
+
+    def add(self, t: torch.Tensor) -> int:
+        self.items.append(t)
+        self.on_device = True
+        return len(self.items) - 1
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("exact", [True, False])
+def test_the_one_transfer_gives_the_values_read_on_the_cpu(dtype, exact):
+    """Mixed result dtypes (half min/max, float32 sums, int32 counts) stacked into one
+    transfer keep every value exact: a count of 16383 is not a float16 number."""
+    t = torch.ones(5 * SAMPLE + 7, dtype=dtype)
+    t[::-(-t.numel() // SAMPLE)][:1] = 0   # one zero in the sample: 16383 non-zeros
+    t[7] = inf
+
+    def through(buf: ScalarBuffer) -> dict:
+        with torch.no_grad():
+            slots = activation_stats(t, buf, exact, finite_probe(t, buf))
+        return stats_from(slots, buf.flush())
+
+    cpu, device = through(ScalarBuffer()), through(_DeviceStandIn())
+    assert set(cpu) == set(device)
+    for key in cpu:
+        assert _same(cpu[key], device[key]), (key, cpu, device)
+    assert device["zero_fraction"] == 1 / device["sample"]
