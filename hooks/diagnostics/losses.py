@@ -3,7 +3,7 @@
 Both run in the loss module's forward pre-hook and read metadata only.
 
 * ``double_activation``: the prediction given to ``CrossEntropyLoss`` was
-  produced by a softmax or log-softmax, or the one given to
+  produced by a softmax, log-softmax or sigmoid, or the one given to
   ``BCEWithLogitsLoss`` by a sigmoid (or softmax). The producer is read from
   the tensor's ``grad_fn`` (``SoftmaxBackward0``, ``LogSoftmaxBackward0``,
   ``SigmoidBackward0``), skipping views, reshapes and dtype casts, so
@@ -55,7 +55,7 @@ from tensorscope.hooks.observer import CallRecord, StepRecord
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
                   "SigmoidBackward0": "sigmoid"}
 _EXPECTS_LOGITS: dict[type, tuple[str, ...]] = {
-    nn.CrossEntropyLoss: ("softmax", "log-softmax"),
+    nn.CrossEntropyLoss: ("softmax", "log-softmax", "sigmoid"),
     nn.BCEWithLogitsLoss: ("sigmoid", "softmax"),
 }
 MAX_REMEMBERED = 256
@@ -140,7 +140,7 @@ class LossInputObserver(Diagnostic):
                     and pred.shape != target.shape:
                 self._broadcast(loss, pred, target, *self._where())
             if check in ("logits", "binary_logits") and pred.grad_fn is not None:
-                expects = ("softmax", "log-softmax") if check == "logits" else \
+                expects = ("softmax", "log-softmax", "sigmoid") if check == "logits" else \
                     ("sigmoid", "softmax")
                 act = ACTIVATION_FNS.get(fn_name(producing_fn(pred)))
                 if act is not None and act in expects:
@@ -196,7 +196,8 @@ class LossInputObserver(Diagnostic):
                 inner = producing_fn_of(node)
                 if fn_name(inner) == "LogSoftmaxBackward0":
                     self._activation_under(inner, "F.cross_entropy",
-                                           ("softmax", "log-softmax"), root, path, step)
+                                           ("softmax", "log-softmax", "sigmoid"), root, path,
+                                           step)
             elif name == "BinaryCrossEntropyWithLogitsBackward0":
                 self._activation_under(node, "F.binary_cross_entropy_with_logits",
                                        ("sigmoid", "softmax"), root, path, step)
@@ -286,13 +287,16 @@ class LossInputObserver(Diagnostic):
             origin = f"a {act} applied outside any module"
         ce = "binary" not in loss.lower() and ("cross_entropy" in loss or "CrossEntropy" in loss)
         applies = "log-softmax" if ce else "sigmoid"
-        fix = (f"remove the softmax and give {loss} the raw logits" if ce else
+        fix = (f"remove the {act} and give {loss} the raw logits" if ce else
                "return raw logits (apply torch.sigmoid only for predictions), or keep the "
                "sigmoid and use nn.BCELoss")
+        twice = (f"{loss} applies {applies} itself, so the activation is applied twice" if
+                 not (ce and act == "sigmoid") else
+                 f"{loss} applies log-softmax to scores squashed into [0, 1], so the classes "
+                 f"can barely be told apart")
         self.emit("double_activation", "warning", "loss", root, path,
-                  f"{loss} received {origin}, which is already a {act}; {loss} applies "
-                  f"{applies} itself, so the activation is applied twice: gradients shrink and "
-                  f"training stalls. Fix: {fix}.", step=step)
+                  f"{loss} received {origin}, which is already a {act}; {twice}: gradients "
+                  f"shrink and training stalls. Fix: {fix}.", step=step)
 
     def _broadcast(self, loss: str, a: torch.Tensor, b: torch.Tensor, root: int, path: str,
                    step: int) -> None:

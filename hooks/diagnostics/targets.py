@@ -1,6 +1,7 @@
-"""``single_class_batches`` and ``softmax_dim``: what a classification loss is given.
+"""``single_class_batches``, ``softmax_dim`` (and ``double_activation`` for softmax
+probabilities into an NLL loss): what a classification loss is given.
 
-Both read the negative log-likelihood node at the top of the graph that
+All read the negative log-likelihood node at the top of the graph that
 ``backward()`` is called on (``Observer.on_backward``; ``CrossEntropyLoss``,
 ``F.cross_entropy``, ``NLLLoss`` and ``F.nll_loss`` all end in
 ``NllLossBackward0``, which saves its log-probabilities and its target), on
@@ -14,14 +15,17 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   class that the loader does not shuffle; one class throughout (with three
   classes or more, at least ``CONSTANT_TARGETS`` targets, and scores straight
   from a layer) means labels built wrongly (all zeros); contrastive logits put
-  together by hand (InfoNCE: positive first, target always 0) are not it. An imbalanced binary task, whose small batches
-  are often all negative, is neither.
+  together by hand (InfoNCE: positive first, target always 0) are not it. An
+  imbalanced binary task, whose small batches are often all negative, is
+  neither.
 * ``softmax_dim``: the log-probabilities given to the NLL loss come from a
   ``log_softmax`` over another dimension than the classes (dimension 1 of an
   ``[N, C, ...]`` input): ``F.log_softmax(x, dim=0)`` normalises over the
   batch (an implicit ``dim`` picks 0 for 3-d inputs). Metadata only (the
   node's saved ``dim``). The module named, at step end, is the one whose
   output the log-softmax made (the step's recorded outputs), else the model.
+* ``double_activation``: a softmax right under the NLL node: probabilities
+  given to ``NLLLoss``/``F.nll_loss``, which expects log-probabilities.
 """
 from __future__ import annotations
 
@@ -53,7 +57,7 @@ class TargetObserver(Diagnostic):
         self._run: list[tuple[int, int, int, bool]] = []  # (class, n, classes, from a layer)
         self._done = False
         self._dims: list[tuple[Any, int, list[int], int]] = []   # (node, dim, shape, step)
-        self._dim_seen: set[tuple[int, str]] = set()
+        self._dim_seen: set[tuple[str, int, str]] = set()
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Look at the NLL nodes under the loss (first checked steps only)."""
@@ -83,19 +87,25 @@ class TargetObserver(Diagnostic):
                               _from_layer(node)))
 
     def _check_dim(self, node: Any, logp: torch.Tensor) -> None:
+        """A log-softmax over the wrong dimension, or a softmax (probabilities), right
+        under the NLL node."""
         inner = node.next_functions[0][0] if node.next_functions else None
-        if fn_name(inner) != "LogSoftmaxBackward0" or logp.dim() < 2:
+        name = fn_name(inner)
+        if name == "SoftmaxBackward0":
+            dim = -1     # probabilities where log-probabilities belong
+        elif name != "LogSoftmaxBackward0" or logp.dim() < 2:
             return
-        dim = _signed(getattr(inner, "_saved_dim", 1))
-        if dim < 0:
-            dim += logp.dim()
-        if dim == 1:
-            return
+        else:
+            dim = _signed(getattr(inner, "_saved_dim", 1))
+            if dim < 0:
+                dim += logp.dim()
+            if dim == 1:
+                return
         if len(self._dims) < 4:
             self._dims.append((inner, dim, list(logp.shape), self.ctx.step_index))
 
     def _report_dims(self, calls: list[CallRecord]) -> None:
-        """Name the module whose forward applied each wrong-dimension log-softmax."""
+        """Name the module whose forward applied each wrong (log-)softmax."""
         dims, self._dims = self._dims, []
         for inner, dim, shape, step in dims:
             made = [c for c in calls for e in c.out_entries
@@ -103,11 +113,20 @@ class TargetObserver(Diagnostic):
             call = made[0] if made else next((c for c in reversed(calls)
                                               if c.is_root and c.grad_enabled), None)
             rid, path = (call.root, call.path) if call is not None else (0, "")
-            if (rid, path) in self._dim_seen:
+            kind = "double_activation" if dim < 0 else "softmax_dim"
+            if (kind, rid, path) in self._dim_seen:
                 continue
-            self._dim_seen.add((rid, path))
+            self._dim_seen.add((kind, rid, path))
             where = module_label(self.ctx, rid, path)
-            self.emit("softmax_dim", "warning", "loss", rid, path,
+            if dim < 0:
+                self.emit(kind, "warning", "loss", rid, path,
+                          f"The NLL loss at step {step} received the output of a softmax (in "
+                          f"{where}): probabilities, where it expects log-probabilities, so "
+                          f"it minimises -p[target] instead of -log p[target] and learns "
+                          f"slowly or not at all. Fix: F.log_softmax(x, dim=1) (nn.LogSoftmax) "
+                          f"before NLLLoss, or raw logits into nn.CrossEntropyLoss.", step=step)
+                continue
+            self.emit(kind, "warning", "loss", rid, path,
                       f"The log-probabilities given to the NLL loss at step {step} come from "
                       f"a log_softmax over dimension {dim} of a {shape} input (in {where}), "
                       f"but the classes are dimension 1: each column is normalised over the "
