@@ -33,7 +33,10 @@ None of these reads a device value.
   ever getting one, the largest module whose
   trainable parameters all never got a gradient is named.
 * ``param_not_in_optimizer``: a trainable parameter got a gradient but is in
-  no parameter group of any optimizer seen so far, at two training steps.
+  no parameter group of any optimizer seen so far, at two training steps. A
+  module called in a root's forward but not registered in it (kept in a plain
+  list: the capture names its call ``parent~Type``) whose parameters got
+  gradients outside every optimizer is named by the attribute holding it.
   When all such parameters come before every optimized one (a backbone
   "frozen" by leaving it out of the optimizer) the finding is only ``info``.
 """
@@ -246,6 +249,10 @@ class ParamCoverageObserver(Diagnostic):
     """Parameters that never get a gradient, or get one but are never updated."""
 
     def __init__(self) -> None:
+        # modules called inside a root but not registered in it, with trainable parameters:
+        # (module, root, parent path, step), checked at the next optimizer step
+        self._unregistered: dict[int, tuple[weakref.ref, int, str, int]] = {}
+        self._unregistered_seen: set[int] = set()
         self._has_grad: dict[tuple[int, str], bool] = {}
         self._no_grad: dict[tuple[int, str], int] = {}
         self._got_grad: set[tuple[int, str]] = set()
@@ -256,6 +263,8 @@ class ParamCoverageObserver(Diagnostic):
         """Which parameters hold a gradient as the optimizer steps (metadata only;
         the first eight steps, then every eighth)."""
         step = self.ctx.step_index
+        if self._unregistered:
+            self._check_unregistered()
         if step >= 8 and step % 8:
             return
         self._has_grad = {(rid, name): p.grad is not None
@@ -264,6 +273,8 @@ class ParamCoverageObserver(Diagnostic):
 
     def on_step_end(self, record: StepRecord) -> None:
         """Update the per-parameter counters from the step's parameter rows."""
+        if record.step < 8 and record.kind == "train":
+            self._note_unregistered(record)
         has_grad, self._has_grad = self._has_grad, {}
         if record.kind != "train" or not has_grad:
             return
@@ -292,6 +303,44 @@ class ParamCoverageObserver(Diagnostic):
                 outside.setdefault(key[0], set()).add(key[1])
         self._report_unused(rows, unused, record.step)
         self._report_outside(rows, outside, record.step)
+
+    def _note_unregistered(self, record: StepRecord) -> None:
+        """Calls of modules that are not submodules of their root (a path with ``~``:
+        the capture found no registered name for them) and have trainable parameters."""
+        for call in record.calls:
+            if "~" not in call.path or not call.grad_enabled or call.parent is None:
+                continue
+            mod = call.module
+            key = id(mod)
+            if key in self._unregistered_seen or key in self._unregistered:
+                continue
+            if any(p.requires_grad for p in mod.parameters()):
+                self._unregistered[key] = (weakref.ref(mod), call.root,
+                                           _holder_path(call.parent.module, call.parent.path,
+                                                        mod) or call.path, call.step)
+
+    def _check_unregistered(self) -> None:
+        """Unregistered modules whose parameters got gradients no optimizer will use."""
+        optimized = {id(p) for opt in self.ctx.optimizers for g in opt.param_groups
+                     for p in g["params"]}
+        for key, (ref, rid, path, step) in list(self._unregistered.items()):
+            mod = ref()
+            del self._unregistered[key]
+            self._unregistered_seen.add(key)
+            if mod is None:
+                continue
+            params = [p for p in mod.parameters() if p.requires_grad]
+            if not any(p.grad is not None for p in params) or \
+                    any(id(p) in optimized for p in params):
+                continue
+            where = module_label(self.ctx, rid, path)
+            self.emit("param_not_in_optimizer", "warning", "optimizer", rid, path,
+                      f"{where} ({type(mod).__name__}) is called in the forward and its "
+                      f"parameters get gradients, but it is not a registered submodule (kept "
+                      f"in a plain Python list, dict or attribute that nn.Module does not "
+                      f"see): model.parameters() leaves it out, so no optimizer updates it, "
+                      f"and state_dict() and .to(device) miss it too. Fix: nn.ModuleList / "
+                      f"nn.ModuleDict (or assign each layer as an attribute).", step=step)
 
     def _report_unused(self, rows: list[dict[str, Any]], unused: dict[int, set[str]],
                        step: int) -> None:
@@ -343,6 +392,17 @@ class ParamCoverageObserver(Diagnostic):
             return False
         self._reported.add(key)
         return True
+
+
+def _holder_path(parent: Any, parent_path: str, module: Any) -> str:
+    """The path of the plain list/tuple/dict attribute of ``parent`` holding ``module``
+    (``"hidden"`` for ``self.hidden = [nn.Linear(...), ...]``), or ``""``."""
+    for name, value in vars(parent).items():
+        items = value.values() if isinstance(value, dict) else value \
+            if isinstance(value, (list, tuple)) else ()
+        if any(v is module for v in items):
+            return f"{parent_path}.{name}" if parent_path else name
+    return ""
 
 
 def _key(optimizer: Any) -> int:
