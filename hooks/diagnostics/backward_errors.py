@@ -27,7 +27,9 @@ What failed (the graph node), read from what the error leaves:
 * a module's full backward hook that raised: the module, from the frame of
   PyTorch's ``BackwardHook``.
 
-At step end the node is placed in the innermost module call whose subgraph
+A backward error the script caught and went on from (a root forward or a
+backward started after it) is reported as ``info``, as a caught forward
+exception is. At step end the node is placed in the innermost module call whose subgraph
 (from its outputs' nodes back to its inputs' nodes) contains it. A tensor
 hook or an error not tied to a node names the loss's model, with the
 innermost frame of the user's code. Costs nothing until a backward raises;
@@ -45,6 +47,7 @@ import torch
 from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, is_loss_module, \
     module_label, params_frozen
 from tensorscope.hooks.observer import CallRecord, StepRecord
+from tensorscope.hooks.watch_events import CAUGHT_NOTE
 
 #: nodes looked at in one walk of a failed graph (an error path, never a step's cost)
 WALK_LIMIT = 200_000
@@ -86,14 +89,30 @@ class Failure:
 class BackwardErrorObserver(Diagnostic):
     """Names the module responsible for an exception raised inside ``backward()``."""
 
+    roots_only = frozenset({"on_forward_pre"})
+
     def __init__(self) -> None:
         self._failures: list[Failure] = []
+        # placed at step end, reported at the next forward or backward (the script caught
+        # it: info) or on detach (it ended the script: error)
+        self._placed: list[tuple[Failure, int, str, str]] = []
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """A root forward starts: a failure placed before was caught."""
+        if self._placed:
+            self._report(caught=True)
+
+    def on_backward(self, tensor: Any) -> None:
+        """A backward starts: a failure placed before was caught."""
+        if self._placed:
+            self._report(caught=True)
 
     def on_detach(self) -> None:
-        """Report what is still pending."""
+        """Report what is still pending: it ended the script."""
         for failure in self._failures:
-            self._report(failure, None)
+            self._placed.append((failure, *self._place(failure, [])))
         self._failures.clear()
+        self._report(caught=False)
 
     # --------------------------------------------------------- the error path
     def on_backward_error(self, tensors: Any, exc: Exception) -> None:
@@ -111,20 +130,22 @@ class BackwardErrorObserver(Diagnostic):
                   f"({type(err).__name__}: {err})", file=sys.stderr)
 
     def on_step_end(self, record: StepRecord) -> None:
-        """Name the module of each failure of this step (its calls' entries are alive)."""
+        """Place each failure of this step in its module (its calls' entries are alive)."""
         if not self._failures:
             return
         failures, self._failures = self._failures, []
         for failure in failures:
-            self._report(failure, record.calls)
+            self._placed.append((failure, *self._place(failure, record.calls)))
+            failure.node = failure.module = failure.param = None
 
-    def _report(self, failure: Failure, calls: list[CallRecord] | None) -> None:
-        rid, path, what = self._place(failure, calls or [])
-        where = f" (raised at {failure.frame})" if failure.frame else ""
-        self.emit("exception", "error", "backward", rid, path,
-                  f"The backward of step {failure.step} raised {failure.exc_type}: "
-                  f"{failure.text}{where}. {what}", step=failure.step)
-        failure.node = failure.module = failure.param = None
+    def _report(self, caught: bool) -> None:
+        placed, self._placed = self._placed, []
+        for failure, rid, path, what in placed:
+            where = f" (raised at {failure.frame})" if failure.frame else ""
+            self.emit("exception", "info" if caught else "error", "backward", rid, path,
+                      f"The backward of step {failure.step} raised {failure.exc_type}: "
+                      f"{failure.text}{where}. {what}{CAUGHT_NOTE if caught else ''}",
+                      step=failure.step)
 
     def _place(self, failure: Failure, calls: list[CallRecord]) -> tuple[int, str, str]:
         """``(root, module path, explanation with the fix)`` of a failure."""

@@ -24,8 +24,9 @@ None of these reads a device value.
   zero_grad and backward inside ``step()``, after this check, so it never
   matches; zeroing another model, or before a further backward, is not it.
 * ``tiny_updates`` (``step()`` forgotten): an optimizer whose ``zero_grad()`` is
-  called three times with a backward between the calls, and that never
-  stepped: the gradients are thrown away, the weights never change.
+  called with backwards between the calls, and that never stepped in the whole
+  run (judged on detach): the gradients are thrown away, the weights never
+  change.
 * ``unused_parameter``: when an optimizer steps, a trainable parameter of a
   root that took part in the backward has no gradient (``p.grad is None``,
   read on the host); after
@@ -76,8 +77,9 @@ class GradAccumulationObserver(Diagnostic):
         self._zeroed_before: dict[int, bool] = {}   # id(optimizer): zeroed before its step
         self._backwards = 0                         # backwards seen (graph generations)
         self._stepped: set[int] = set()             # _key of the optimizers that stepped
-        self._idle: dict[int, tuple[int, int]] = {}  # id(opt): (zero_grads with a backward
-        # between them and no step, backwards at the last one)
+        # _key(opt): (zero_grads with a backward before them and no step, backwards
+        # seen at the last one, (root, optimizer class) once they are enough)
+        self._idle: dict[int, tuple[int, int, tuple[int, str] | None]] = {}
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         """Remember each gradient's identity and version right after the step (not
@@ -107,6 +109,8 @@ class GradAccumulationObserver(Diagnostic):
         self._after_step.clear()
         self._zeroed.clear()
         zeroing.unlisten(self._zero_grad_called)
+        self._report_never_stepped()
+        self._idle.clear()
 
     def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
         """``obj.zero_grad(set_to_none)`` ran: noted only between a backward and the
@@ -117,24 +121,34 @@ class GradAccumulationObserver(Diagnostic):
             self._never_stepped(obj)
 
     def _never_stepped(self, optimizer: Any) -> None:
-        """``zero_grad()`` of an optimizer that never stepped, with backwards between
-        the calls: ``step()`` is forgotten, the weights never change."""
+        """``zero_grad()`` of an optimizer that has not stepped, with a backward since its
+        last one: counted (judged on detach: ``step()`` may be forgotten). What the
+        finding needs is kept, not the optimizer (it may be gone by then)."""
         key = _key(optimizer)
-        count, seen = self._idle.get(key, (0, self._backwards))
+        count, seen, where = self._idle.get(key, (0, self._backwards, None))
         if self._backwards > seen:
             count += 1
-        self._idle[key] = (count, self._backwards)
-        if count != NEVER_STEPPED:
-            return
-        trainable = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-        hit = next((h for h in map(self.ctx.param_name, trainable) if h is not None), None)
-        if hit is None:
-            return
-        self.emit("tiny_updates", "warning", "optimizer", hit[0], "",
-                  f"{type(optimizer).__name__}.zero_grad() and a backward ran {count} times "
-                  f"(up to step {self.ctx.step_index}), but {type(optimizer).__name__}.step() "
-                  f"was never called: the gradients are computed and thrown away, and the "
-                  f"weights never change. Fix: call optimizer.step() after loss.backward().")
+        if where is None and count >= NEVER_STEPPED:
+            trainable = [p for g in optimizer.param_groups for p in g["params"]
+                         if p.requires_grad]
+            hit = next((h for h in map(self.ctx.param_name, trainable) if h is not None),
+                       None)
+            if hit is not None:
+                where = (hit[0], type(optimizer).__name__)
+        self._idle[key] = (count, self._backwards, where)
+
+    def _report_never_stepped(self) -> None:
+        """Optimizers zeroed with backwards in between that never stepped in the run:
+        the gradients were thrown away, the weights never changed."""
+        for key, (count, _, where) in self._idle.items():
+            if where is None or key in self._stepped:
+                continue
+            rid, name = where
+            self.emit("tiny_updates", "warning", "optimizer", rid, "",
+                      f"{name}.zero_grad() and a backward ran {count + 1} times, but "
+                      f"{name}.step() was never called: the gradients were computed and "
+                      f"thrown away, and the weights never changed. Fix: call "
+                      f"optimizer.step() after loss.backward().")
 
     def _backward_starts(self, *grad_outputs: Any) -> None:
         """Before the first parameter gradient of a backward is accumulated:

@@ -32,7 +32,7 @@ def test_inplace_change_of_a_saved_output_names_the_module_that_changed_it() -> 
         assert "modified by an inplace operation" in str(info.value)   # unchanged
 
     (f,) = _findings(model, body)
-    assert (f.module, f.phase, f.severity) == ("2", "backward", "error")
+    assert (f.module, f.phase, f.severity) == ("2", "backward", "error")   # nothing after
     assert "2 (ReLU) changed the output of 1 (Sigmoid)" in f.message and "Fix" in f.message
 
 
@@ -52,6 +52,7 @@ def test_a_tensor_hook_raising_names_the_model_and_the_line() -> None:
 
     (f,) = _findings(model, body)
     assert f.module == "" and "in hook" in f.message and "ZeroDivisionError" in f.message
+    assert f.severity == "info" and "caught it" in f.message   # the script went on
 
 
 def test_a_backward_that_succeeds_is_not_a_finding() -> None:
