@@ -102,9 +102,11 @@ def structure_key(step: "StepBuffer") -> tuple:
     for c in step.calls:   # metadata dicts are cached: equal ids, equal metadata
         im, ents, om = c.in_meta, c.in_entries, c.out_meta
         parent = -1 if c.parent is None else c.parent.index
-        if not ents and len(im) == 1 and len(om) == 1:
-            # the common call, as a shorter tuple (never equal to the general form)
-            add((c.root, c.path, c.type, parent, id(im[0]), id(om[0])))
+        if len(im) == 1 and len(om) == 1 and len(ents) <= 1:
+            # the common calls unwrapped: a 7-tuple whose fifth item is an int, or a
+            # 6-tuple (never equal to the general form, whose fifth item is a tuple)
+            add((c.root, c.path, c.type, parent, id(im[0]), ents[0].node, id(om[0])) if ents
+                else (c.root, c.path, c.type, parent, id(im[0]), id(om[0])))
         else:
             add((c.root, c.path, c.type, parent, tuple(map(id, im)),
                  tuple([e.node for e in ents]), tuple(map(id, om))))
