@@ -21,6 +21,8 @@ one hook registration per root call, one no-op call per backward.
 """
 from __future__ import annotations
 
+import gc
+
 import weakref
 from typing import Any, Callable
 
@@ -31,6 +33,7 @@ from tensorscope.hooks.diagnostics.base import Diagnostic, format_bytes, is_loss
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 UNUSED_GRAPHS = 3      # graphs freed unused in a row, no backward in between
+COLLECT_EVERY = 20   # training steps between two cycle collections before a report
 RETAINED_GRAPHS = 3    # old-step graphs alive at once (and growing)
 MAX_TRACKED = 2048     # graphs followed at once
 
@@ -82,6 +85,8 @@ class GraphObserver(Diagnostic):
         self.generation = 0   # root forwards started so far (a backward follows new ones)
         self._model_tagged = -1   # the last step in which a non-loss root's graph was tagged
         self._cut = 0   # backward() calls that reached no tagged graph since one did
+        self._collected = -COLLECT_EVERY   # the training step of the last gc.collect()
+        self._optimizer_seen = False
 
     def add_backward_listener(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` whenever a backward runs through a tagged graph node (before
@@ -114,6 +119,16 @@ class GraphObserver(Diagnostic):
     def on_backward(self, tensor: torch.Tensor) -> None:
         """``backward()`` is called: counted until a tagged graph says it was reached."""
         self._cut += 1
+
+    def on_optimizer_step(self, optimizer: Any) -> None:
+        """The first optimizer step: the steps cut before it (no optimizer was known, so
+        each repeated root call or backward ended one) were one training iteration, and
+        their graphs count as one step's (MAML's inner loops are not retained graphs)."""
+        if self._optimizer_seen:
+            return
+        self._optimizer_seen = True
+        for _ref, state in self._live.values():
+            state.epoch = self._train_steps
 
     def backward_seen(self) -> None:
         """A backward ran through a tagged graph (autograd's thread)."""
@@ -204,17 +219,33 @@ class GraphObserver(Diagnostic):
             self._unused_run += 1
             self._unused_roots[state.root] = self._unused_roots.get(state.root, 0) + 1
 
-    def _check_retained(self, step: int) -> None:
+    def _retained(self) -> dict[int, set[int]]:
+        """Per root, the earlier training steps whose used graphs are still alive."""
         alive: dict[int, set[int]] = {}
         for ref, state in list(self._live.values()):
             if ref() is not None and state.used and state.epoch <= self._train_steps - 2:
                 alive.setdefault(state.root, set()).add(state.epoch)
+        return alive
+
+    def _check_retained(self, step: int) -> None:
+        alive = self._retained()
         steps = set().union(*alive.values()) if alive else set()
         n = len(steps)
         grew = n > self._last_alive
         self._last_alive = n
         if n < RETAINED_GRAPHS or not grew:
             return
+        if self._train_steps - self._collected >= COLLECT_EVERY:
+            # graphs in reference cycles (higher-order gradients: MAML's create_graph)
+            # wait for the cycle collector, they are not kept: collect once, look again
+            self._collected = self._train_steps
+            gc.collect()
+            self._collect_unused()
+            alive = self._retained()
+            steps = set().union(*alive.values()) if alive else set()
+            n = self._last_alive = len(steps)
+            if n < RETAINED_GRAPHS:
+                return
         roots = sorted(alive, key=lambda r: (self._is_loss_root(r), r))
         rid = roots[0]
         self.emit("graph_retained", "warning", "loss", rid, "",
