@@ -272,6 +272,37 @@ class ParamCoverageObserver(Diagnostic):
         self._got_grad: set[tuple[int, str]] = set()
         self._outside: dict[tuple[int, str], int] = {}
         self._reported: set[tuple[str, int, str]] = set()
+        # parameters of optimizers seen only through zero_grad() (never stepped: the
+        # hooks do not know them; that mistake is tiny_updates, not this one)
+        self._zeroed_opts: dict[int, int] = {}   # _key(opt): lookups tried (8: done)
+        self._zeroed_params: set[tuple[int, str]] = set()
+
+    def on_attach(self, ctx: Any) -> None:
+        """Listen to zero_grad() calls."""
+        super().on_attach(ctx)
+        zeroing.listen(self._zero_grad_called)
+
+    def on_detach(self) -> None:
+        """Stop listening."""
+        zeroing.unlisten(self._zero_grad_called)
+
+    def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
+        """An optimizer's zero_grad(): its parameters are in an optimizer (once per one)."""
+        if not isinstance(obj, torch.optim.Optimizer):
+            return
+        key = _key(obj)
+        tries = self._zeroed_opts.get(key, 0)
+        if tries >= 8:   # resolved, or parameters of no model seen (tried enough)
+            return
+        missing = False
+        for g in obj.param_groups:
+            for p in g["params"]:
+                hit = self.ctx.param_name(p)
+                if hit is not None:
+                    self._zeroed_params.add((hit[0], hit[2]))
+                else:
+                    missing = True   # its model was not called yet: try again next time
+        self._zeroed_opts[key] = tries + 1 if missing else 8
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """Which parameters hold a gradient as the optimizer steps (metadata only;
@@ -309,7 +340,8 @@ class ParamCoverageObserver(Diagnostic):
                     self._no_grad[key] = self._no_grad.get(key, 0) + 1
             else:
                 self._got_grad.add(key)
-                if not r.get("in_optimizer") and self.ctx.optimizers:
+                if not r.get("in_optimizer") and self.ctx.optimizers \
+                        and key not in self._zeroed_params:
                     self._outside[key] = self._outside.get(key, 0) + 1
             if key not in self._got_grad and self._no_grad.get(key, 0) >= UNUSED_STEPS:
                 unused.setdefault(key[0], set()).add(key[1])
