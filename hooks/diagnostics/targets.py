@@ -43,6 +43,7 @@ RUN = 4                # consecutive single-class steps that make a finding
 CONSTANT_TARGETS = 128
 _NLL = ("NllLossBackward0", "NllLoss2DBackward0")
 _SEARCH = 24           # graph nodes looked at under the loss
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
 _LAYER_FNS = frozenset({"AddmmBackward0", "MmBackward0", "ConvolutionBackward0",
                         "LinearBackward0", "AddBackward0", "BmmBackward0"})
 
@@ -73,8 +74,8 @@ class TargetObserver(Diagnostic):
         if not isinstance(logp, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
         self._check_dim(node, logp)
-        if target.dim() != 1 or target.numel() < 8 or target.is_floating_point() \
-                or logp.dim() != 2 or len(self._handles) >= 4:
+        if target.dim() != 1 or target.numel() < 8 or target.dtype not in _INDEX_DTYPES \
+                or logp.dim() != 2 or len(self._handles) >= 4 or target.is_meta:
             return
         ignore = _signed(getattr(node, "_saved_ignore_index", -100))
         with torch.no_grad():
