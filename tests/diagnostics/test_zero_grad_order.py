@@ -120,3 +120,23 @@ def test_zeroing_elsewhere_is_not() -> None:
     assert _run(model, [opt], twice) == set()
     assert not getattr(torch.optim.Optimizer.zero_grad, "__tensorscope_wrapped__", False)
     assert not getattr(nn.Module.zero_grad, "__tensorscope_wrapped__", False)
+
+
+def test_a_failing_zero_grad_listener_never_breaks_zero_grad(capsys) -> None:
+    """A listener that raises is dropped and said once; zero_grad() still zeroes, and the
+    original methods are back when no listener is left."""
+    from tensorscope.hooks.diagnostics import zeroing
+
+    def broken(obj: object, set_to_none: bool) -> None:
+        raise RuntimeError("listener bug")
+
+    model = _model()
+    model(torch.randn(2, 4)).sum().backward()
+    zeroing.listen(broken)
+    try:
+        model.zero_grad()
+        assert all(p.grad is None for p in model.parameters())
+    finally:
+        zeroing.unlisten(broken)
+    assert "zero_grad() check failed" in capsys.readouterr().err
+    assert not getattr(nn.Module.zero_grad, "__tensorscope_wrapped__", False)
