@@ -57,6 +57,7 @@ _INPLACE = re.compile(r"modified by an inplace operation: \[([\w.]+) \[([\d, ]*)
 _FUNCTION = re.compile(r"Function (\w+) returned an invalid gradient")
 _SECOND = re.compile(r"Trying to backward through the graph a second time")
 _NO_GRAPH = re.compile(r"does not require grad and does not have a grad_fn")
+_NOT_SCALAR = re.compile(r"grad can be implicitly created only for (?:real )?scalar outputs")
 _VIEW_FNS = ("TBackward0", "AsStridedBackward0", "ViewBackward0", "TransposeBackward0",
              "PermuteBackward0", "ExpandBackward0", "SelectBackward0", "SliceBackward0",
              "UnsqueezeBackward0", "SqueezeBackward0", "AliasBackward0")
@@ -172,6 +173,13 @@ class BackwardErrorObserver(Diagnostic):
                     f"(module, grad_input, grad_output) and returns None or new grad_input.")
         if failure.no_graph:
             return self._place_no_graph(calls)
+        if _NOT_SCALAR.search(failure.text):
+            rid, path, _ = self._fallback(calls)
+            return rid, path, (
+                "Hint: backward() was called on a tensor with more than one element: a loss "
+                "built with reduction='none' (or a per-sample loss) was not reduced. Fix: "
+                "loss.mean() (or .sum()) before backward(), or pass the weights: "
+                "loss.backward(torch.ones_like(loss)).")
         if failure.second:
             old = _old_graph_input(calls)
             if old is not None:
@@ -261,7 +269,9 @@ class BackwardErrorObserver(Diagnostic):
 
     def _fallback(self, calls: list[CallRecord]) -> tuple[int, str, str]:
         roots = [c for c in calls if c.is_root and c.grad_enabled]
-        rid = roots[-1].root if roots else 0
+        model = next((c for c in reversed(roots) if not is_loss_module(c.module)),
+                     roots[-1] if roots else None)   # the model, not its criterion
+        rid = model.root if model is not None else 0
         return rid, "", ("Hint: the error is in the backward of the graph this loss was "
                          "computed by (a tensor hook, a custom backward, or an operation "
                          "whose gradient failed). Fix: the code the traceback names; "
