@@ -11,7 +11,7 @@ holds the optimizer step hooks. Observers are called through their
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import torch
 
@@ -214,7 +214,7 @@ class CaptureCallbacks:
         self.capture.end_step("train")   # the step end counts itself (hooks.meter)
 
 
-def _tensors(pairs: list[tuple[str, Any]]) -> dict[str, torch.Tensor]:
+def _tensors(pairs: Sequence[tuple[str, Any]]) -> dict[str, torch.Tensor]:
     return {p: v for p, v in pairs if isinstance(v, torch.Tensor)}
 
 

@@ -23,7 +23,7 @@ import torch
 
 from tensorscope.hooks.backward_calls import backward_loss, in_backward
 from tensorscope.hooks.compiled import COMPILING_CHECKS
-from tensorscope.hooks.flatten import flatten, flatten_args, meta
+from tensorscope.hooks.flatten import flatten, flatten_args, meta, shared_metas
 from tensorscope.hooks.meter import OverheadMeter
 from tensorscope.hooks.observer import CallRecord
 from tensorscope.hooks.registry import is_loss_module
@@ -255,6 +255,8 @@ class Capture:
                 self._track_input(call, v, step)
             except Exception as exc:   # a tensor the fast path cannot take
                 self._odd_input(call, path, v, step, exc, metas)
+        if metas is not None:
+            call.in_meta = shared_metas(metas)
 
     def _previous(self, call: CallRecord, n: int, inputs: bool) -> CallRecord | None:
         """The same call (same index, same module) of the last step, if it had
@@ -347,7 +349,7 @@ class Capture:
             if call.module is module:
                 del stack[i:]
                 call.finished = True
-                call.inputs = call.outputs = []
+                call.inputs = call.outputs = ()
                 break
         self.host.internal_error("forward hook", exc, "this module call's outputs are not "
                                   "captured", module=self._path_of(module))
@@ -373,7 +375,7 @@ class Capture:
                 pass
         if kwargs and self.global_mode:  # the global pre-hook cannot see keyword inputs
             late = flatten_args((), kwargs)
-            call.inputs = call.inputs + late
+            call.inputs = [*call.inputs, *late]
             call.in_meta = list(call.in_meta)   # never extend a list reused from last step
             self._track_inputs(call, late, self.step)
         call.outputs = outputs = flatten(result, "out")   # one tensor: no walk
@@ -401,7 +403,7 @@ class Capture:
             self._root_finished(call)
         # Nothing needs them after this point: holding activations until the step
         # ends would change when memory is freed (and, on CPU, cost fresh pages).
-        call.inputs = call.outputs = []
+        call.inputs = call.outputs = ()
 
     # ----------------------------------------------------- other tensor kinds
     def _odd_view(self, call: CallRecord, path: str, v: _Tensor,
@@ -530,6 +532,8 @@ class Capture:
                 entries.append(ent)
             except Exception as exc:   # a tensor the fast path cannot take
                 self._odd_output(call, path, v, step, exc, metas)
+        if metas is not None:
+            call.out_meta = shared_metas(metas)
 
     def _output_probe(self, call: CallRecord, v: _Tensor, step: StepBuffer) -> int | None:
         """The finite probe of a new output: its input's, for a single-input module
@@ -551,9 +555,10 @@ class Capture:
         g = ent.grad
         version = v._version
         if g is None or g.version != version:
-            g = ent.grad = GradEntry(self, step.index, version)
+            g = ent.grad = GradEntry(self, step.index, version, call, path)
             step.grad_handles.append(v.register_hook(g))
-        g.targets.append((call, path))
+        else:
+            g.add_target(call, path)
         if call.grads is None:
             call.grads = [g]
         else:
@@ -580,7 +585,7 @@ class Capture:
                         _set_grad_enabled(True)
             entry.arrived = step.saw_backward = True
             if self.observers.grad or self.gate.armed:
-                for call, path in entry.targets:
+                for call, path in entry.targets():
                     self.host.output_grad(call, path, grad)
         except Exception as exc:
             self.host.internal_error("gradient hook", exc, "that gradient is not captured")
@@ -607,9 +612,7 @@ class Capture:
                        exc: Exception) -> int | None:
         """The squared norm of a gradient of another kind (sparse, float8, ...), of its
         values (``tensor_kinds``); None when it has none."""
-        call, path = entry.targets[0] if entry.targets else (None, "grad")
-        if call is None:
-            return None
+        call, path = entry.call, entry.path
         with _no_torch_function():
             kind, sv = self._odd_view(call, "grad" + path[3:], grad, exc)
             if sv is None:
@@ -664,7 +667,7 @@ class Capture:
         self.host.module_raised(call, exc, first)
         if first:
             self.raised_open = True
-        call.inputs = call.outputs = []
+        call.inputs = call.outputs = ()
 
     # ------------------------------------------------------------------ steps
     def mark_explicit(self) -> None:

@@ -39,7 +39,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "step_end": ("tensorscope.hooks.watch_events", "StepEmitter.step_ended"),
     "stepend_finish": ("tensorscope.hooks.watch_events", "finish"),
     "flush": ("tensorscope.hooks.stats", "ScalarBuffer.flush"),
-    "digest": ("tensorscope.hooks.stepend", "digest"),
+    "digest": ("tensorscope.hooks.call_signatures", "SignatureRegistry.of"),   # per call, in the batch
     "params_finish": ("tensorscope.hooks.params", "ParamTracker.finish"),
     "graphs": ("tensorscope.hooks.watch_events", "StepEmitter._graphs"),
     "observer": ("tensorscope.hooks.diagnostics.modes", "ModeObserver.on_forward_pre"),

@@ -103,6 +103,25 @@ def meta(path: str, value: Any) -> dict[str, Any]:
     return hit
 
 
+_ONE_META: dict[int, list[dict[str, Any]]] = {}
+
+
+def shared_metas(metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``metas`` itself, or for a single TensorMeta the one list every call with
+    that metadata shares (a call's metadata lists live until its step ends: one
+    list fewer per call for the garbage collector to walk). Read-only, as the
+    dicts are."""
+    if len(metas) != 1:
+        return metas
+    key = id(metas[0])
+    hit = _ONE_META.get(key)
+    if hit is None:
+        if len(_ONE_META) >= _META_CACHE_MAX:
+            _ONE_META.clear()
+        hit = _ONE_META[key] = metas   # holds the dict: its id cannot be reused meanwhile
+    return hit
+
+
 class NotPlain(TypeError):
     """A tensor the hooks' fast path does not take (``tensor_kinds`` does)."""
 

@@ -12,7 +12,7 @@ ends. To read a device value without a host sync, hand it to
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -54,8 +54,9 @@ class CallRecord:
         self.path = path
         self.module = module
         self.type: str = type(module).__name__
-        self.inputs: list[tuple[str, Any]] = []
-        self.outputs: list[tuple[str, Any]] = []
+        # the flattened values while the hooks run; () otherwise (no list per call kept)
+        self.inputs: Sequence[tuple[str, Any]] = ()
+        self.outputs: Sequence[tuple[str, Any]] = ()
         self.grad_enabled = grad_enabled
         self.training: bool = module.training
         self.parent = parent
@@ -80,8 +81,8 @@ class CallRecord:
 
     def drop_tensors(self) -> None:
         """Forget the user's objects (called at step end); metadata stays."""
-        self.inputs = []
-        self.outputs = []
+        self.inputs = ()
+        self.outputs = ()
         self.in_entries = []
         self.out_entries = []
         self.grads = None

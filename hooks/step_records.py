@@ -60,18 +60,36 @@ class GradEntry:
     """The gradient of one output tensor: which calls it belongs to, its queued norm.
 
     The entry is itself the ``Tensor.register_hook`` callback (one object per
-    output, no closure).
+    output, no closure). Its first call and output path are kept in place
+    (``call``, ``path``), further ones (a container returning its child's
+    output) in ``more``: most outputs belong to one call, and every object
+    made per call is one more for the garbage collector to walk.
     """
 
-    __slots__ = ("capture", "step", "version", "targets", "norm", "arrived")
+    __slots__ = ("capture", "step", "version", "call", "path", "more", "norm", "arrived")
 
-    def __init__(self, capture: "Capture", step: int, version: int) -> None:
+    def __init__(self, capture: "Capture", step: int, version: int, call: CallRecord,
+                 path: str) -> None:
         self.capture = capture
         self.step = step
         self.version = version
-        self.targets: list[tuple[CallRecord, str]] = []
+        self.call = call
+        self.path = path
+        self.more: list[tuple[CallRecord, str]] | None = None
         self.norm: int | None = None   # handle of the squared norm (stats.grad_norm)
         self.arrived = False
+
+    def add_target(self, call: CallRecord, path: str) -> None:
+        """One more call whose output this is."""
+        if self.more is None:
+            self.more = [(call, path)]
+        else:
+            self.more.append((call, path))
+
+    def targets(self) -> list[tuple[CallRecord, str]]:
+        """Every ``(call, output path)`` this gradient belongs to, innermost first."""
+        first = [(self.call, self.path)]
+        return first if self.more is None else first + self.more
 
     def __call__(self, grad: _Tensor) -> None:
         return self.capture.on_grad(self, grad)

@@ -8,7 +8,7 @@ values). It returns ``""`` when it has nothing useful to add.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -175,7 +175,7 @@ _RULES: list[tuple[re.Pattern, Callable[..., str]]] = [
 ]
 
 
-def exception_hint(module: nn.Module | None, inputs: list[tuple[str, Any]],
+def exception_hint(module: nn.Module | None, inputs: Sequence[tuple[str, Any]],
                    exc: BaseException) -> str:
     """A one-sentence hint with the likely fix for ``exc`` raised in ``module``'s forward.
 

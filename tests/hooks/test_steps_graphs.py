@@ -103,7 +103,7 @@ class Recorder(Observer):
         self.deferred.append(record.deferred[self.handle]["max"])
         if record.step == 0:
             self.ctx.emit_finding("demo", "info", "forward", 0, "network.4", "seen")
-        assert all(c.outputs == [] and c.inputs == [] and c.step == record.step for c in record.calls)
+        assert all(not c.outputs and not c.inputs and c.step == record.step for c in record.calls)
 
 
 def test_observers_see_calls_grads_steps_and_can_defer_values():
