@@ -214,6 +214,8 @@ class ReplayWindow(MainWindow):
                     return
         steps = sorted({s for r in self.readers for s in r.steps})
         found = [w for r in self.readers for w in r.warnings[seen[id(r)]:]]
+        found += [f"in all, {summary}" if len(self.readers) == 1 else f"{r.path}: {summary}"
+                  for r in self.readers if (summary := r.skipped_summary())]
         self.bridge.post_response(lambda got: self._loaded(*got), (steps, found))
 
     def _replayed(self, conn_id: int, msgs: list) -> None:

@@ -197,14 +197,23 @@ def _field_types(cls: type[Message]) -> dict[str, tuple[type, ...] | None]:
     return cached
 
 
-def to_message(frame: Frame) -> Message | None:
+def to_message(frame: Frame, skipped: dict[str, int] | None = None) -> Message | None:
     """The message a frame carries; None (logged) for an unknown type.
 
-    Field values of the wrong wire type raise ``ProtocolError``.
+    With ``skipped``, unknown types are counted there per type name and only the
+    first of each type is logged (a stream from a newer TensorScope says so once,
+    not once per message). Field values of the wrong wire type raise ``ProtocolError``.
     """
     cls = message_type(frame.type)
     if cls is None:
-        log.warning("skipping a message of unknown type %r (seq %d)", frame.type, frame.seq)
+        if skipped is None:
+            log.warning("skipping a message of unknown type %r (seq %d)", frame.type, frame.seq)
+        else:
+            if frame.type not in skipped:
+                log.warning("skipping messages of unknown type %r (first at seq %d; from a "
+                            "newer TensorScope?); further ones are counted, not logged",
+                            frame.type, frame.seq)
+            skipped[frame.type] = skipped.get(frame.type, 0) + 1
         return None
     types = _field_types(cls)
     fields = {}
@@ -247,6 +256,8 @@ class FrameDecoder:
         self._buf = bytearray()
         self._pos = 0  # start of the first unread frame in _buf
         self.frames_seen = 0
+        #: messages of unknown types skipped so far, per type name (each logged once)
+        self.skipped: dict[str, int] = {}
 
     @property
     def pending(self) -> int:
@@ -289,7 +300,7 @@ class FrameDecoder:
         """Add ``data`` and return the messages it completes (unknown types skipped)."""
         out = []
         for frame in self.feed_frames(data):
-            msg = to_message(frame)
+            msg = to_message(frame, self.skipped)
             if msg is not None:
                 out.append(msg)
         return out

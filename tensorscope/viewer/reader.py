@@ -13,7 +13,8 @@ from typing import Iterable, Iterator
 
 import msgpack
 
-from tensorscope.common.events import PROTOCOL_VERSION, CallSignatures, Hello, Message
+from tensorscope.common.events import (PROTOCOL_VERSION, CallSignatures, Hello, Message,
+                                       message_type)
 from tensorscope.common.step_calls import SignatureTable, StepCallsError
 from tensorscope.common.protocol import (Frame, ProtocolError, to_message)
 from tensorscope.common.recording_format import (FORMAT, READABLE_VERSIONS, SQLITE_MAGIC,
@@ -55,6 +56,9 @@ class SessionReader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.warnings: list[str] = []
+        #: messages skipped per kind ("of unknown type 'x'", "corrupt 'y'"): the first
+        #: of each kind is in ``warnings``, the rest only counted here
+        self.skipped: dict[str, int] = {}
         self.hello: Hello | None = None
         self.rank = 0  # the rank that recorded the file
         self.steps: list[int] = []
@@ -155,11 +159,33 @@ class SessionReader:
         return msg if isinstance(msg, Hello) else None
 
     def _decode_or_warn(self, id_: int, type_: str, seq: int, body: bytes) -> Message | None:
+        if message_type(type_) is None:
+            self._skip(f"of unknown type {type_!r}",
+                       f"message {id_} has the unknown type {type_!r} (written by a newer "
+                       f"TensorScope?) and was skipped")
+            return None
         try:
             return _decode(type_, seq, body)
         except ProtocolError as exc:
-            self.warnings.append(f"message {id_} ({type_}) is corrupt and was skipped: {exc}")
+            self._skip(f"corrupt {type_!r}",
+                       f"message {id_} ({type_}) is corrupt and was skipped: {exc}")
             return None
+
+    def _skip(self, kind: str, first: str) -> None:
+        """Count a skipped message; the first of its kind goes to ``warnings``."""
+        count = self.skipped.get(kind, 0)
+        self.skipped[kind] = count + 1
+        if not count:
+            self.warnings.append(f"{first}; further ones of this kind are counted, not listed")
+
+    def skipped_summary(self) -> str | None:
+        """One line counting every message skipped so far, per kind (None: none was)."""
+        if not self.skipped:
+            return None
+        total = sum(self.skipped.values())
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(
+            self.skipped.items(), key=lambda kv: -kv[1]))
+        return f"{total} message{'s' if total != 1 else ''} skipped: {kinds}"
 
     def _rows(self, where: str, args: tuple) -> Iterator[Message]:
         sql = (f"SELECT id, type, seq, body FROM messages WHERE id <= ? AND {where} "

@@ -54,6 +54,16 @@ def test_unknown_type_is_logged_and_skipped(caplog):
     assert "from_the_future" in caplog.text
 
 
+def test_a_stream_of_unknown_types_is_logged_once_per_type_and_counted(caplog):
+    data = b"".join(encode_frame(t, i, {"x": 1}) for i, t in enumerate(
+        ["from_the_future"] * 50 + ["other_future"] * 3))
+    dec = FrameDecoder()
+    with caplog.at_level(logging.WARNING, logger="tensorscope.protocol"):
+        assert dec.feed(data) == []
+    assert len(caplog.records) == 2
+    assert dec.skipped == {"from_the_future": 50, "other_future": 3}
+
+
 def test_unknown_fields_are_ignored():
     msgs = FrameDecoder().feed(encode_frame("step_summary", 1, {"step": 4, "new_field": [1]}))
     assert msgs[0].step == 4

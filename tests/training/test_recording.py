@@ -117,6 +117,28 @@ def test_corrupt_body_is_skipped_with_a_warning(tmp_path):
         assert any("corrupt" in w for w in r.warnings)
 
 
+def test_many_bad_messages_are_said_once_per_kind_and_counted(tmp_path, caplog):
+    path = tmp_path / "run.tscope"
+    _record(path, steps=10)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE messages SET type = 'from_the_future' WHERE type = 'call_digest'")
+    db.execute("UPDATE messages SET body = x'c1c1' WHERE type = 'step_summary' AND step > 5")
+    db.commit()
+    db.close()
+    with caplog.at_level("WARNING"), SessionReader(str(path)) as r:
+        msgs = list(r.messages())
+        assert len(r.step_messages(8)) == 0        # read again: counted again, not listed
+    assert [m.TYPE for m in msgs if m.TYPE == "step_summary"] == ["step_summary"] * 6
+    unknown = [w for w in r.warnings if "unknown type 'from_the_future'" in w]
+    corrupt = [w for w in r.warnings if "(step_summary) is corrupt" in w]
+    assert len(unknown) == 1 and len(corrupt) == 1, r.warnings
+    assert len(r.warnings) == 2
+    assert r.skipped == {"of unknown type 'from_the_future'": 55, "corrupt 'step_summary'": 5}
+    assert r.skipped_summary() == ("60 messages skipped: 55 of unknown type 'from_the_future', "
+                                   "5 corrupt 'step_summary'")
+    assert "from_the_future" not in caplog.text   # the reader says it, not a log line each
+
+
 def test_backlog_makes_training_wait_and_says_so_once(tmp_path, capsys):
     rec = Recorder(str(tmp_path / "slow.tscope"), max_backlog=3)
     original = rec._commit
