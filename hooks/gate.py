@@ -26,6 +26,7 @@ from tensorscope.common.events import (CallDigest, Continue, Finding, GetTensor,
                                 Pause, PausedAt, PinModules, Request, Response, Resumed,
                                 RunToStep, SetBreakpoints, StepBatch, StepModule, StepSummary)
 from tensorscope.common.protocol import PROTOCOL_VERSION, Frame, to_message
+from tensorscope.common.tensors import param_ref
 from tensorscope.hooks.gate_state import (Breakpoints, BreakpointError, Job, nbytes,
                                           describe_tensors, tensor_ref)
 
@@ -38,6 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("tensorscope.gate")
 
 PIN_BUDGET = 256 * 1024 * 1024
+#: at most this many parameter tensors (and grads) are listed at a pause
+PARAMS_LISTED = 8192
 JOB_TIMEOUT = 60.0  # seconds a GetTensor waits for the paused training thread
 
 
@@ -80,6 +83,9 @@ class Gate:
         self.finding_sink: Callable[..., None] | None = None
         #: nanoseconds spent paused so far (the overhead meter leaves them out)
         self.paused_ns = 0
+        #: the watched root modules by root id (the Watch shares its index's list): a
+        #: pause serves every module's parameters, read on the training thread
+        self.roots: Sequence[Any] = ()
 
     # ------------------------------------------------------------ state ---
     def _update_armed(self) -> None:
@@ -268,8 +274,13 @@ class Gate:
         with self._cond:
             if self._closed or not self.interactive:
                 return
+        params = self._parameters()   # training thread: nothing else touches them now
+        info.params = describe_tensors(params)
+        with self._cond:
+            if self._closed or not self.interactive:
+                return
             self._paused = info
-            self._tensors = tensors
+            self._tensors = {**params, **tensors}
             self._pause_requested = False
             self._waiting = False
             self._pending = None
@@ -287,6 +298,23 @@ class Gate:
                 while self._jobs:
                     self._jobs.popleft().fail("training resumed")
             self.session.emit(Resumed(step=info.step, rank=self.rank))
+
+    def _parameters(self) -> dict[str, Any]:
+        """Every watched module's own parameters and their ``.grad``, by ``param_ref``
+        (training thread, at a pause; at most ``PARAMS_LISTED``)."""
+        out: dict[str, Any] = {}
+        try:
+            for rid, root in enumerate(list(self.roots)):
+                for path, mod in root.named_modules():
+                    for name, t in module_parameters(mod).items():
+                        if len(out) >= PARAMS_LISTED:
+                            log.info("a pause lists the first %d parameter tensors only",
+                                     PARAMS_LISTED)
+                            return out
+                        out[param_ref(self.rank, rid, path, name[len("param."):])] = t
+        except Exception:   # an odd model must not break the pause: its params go unlisted
+            log.warning("listing the model's parameters at a pause failed", exc_info=True)
+        return out
 
     def _serve_while_paused(self) -> None:
         while True:

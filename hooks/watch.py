@@ -138,6 +138,7 @@ class Watch(FrameworkSteps):
         self._rank_checks = 0
         self.session = Session(on_sink_failed=self._sink_failed)
         self.gate = Gate(self.session, self.rank)
+        self.gate.roots = self.index.roots   # the same list: roots added later are served
         self.gate.finding_sink = self.emit_finding
         self._hello_msg: Hello | None = None
         self.emitter = StepEmitter(self)

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, Q
                                QWidget)
 
 from tensorscope.common.events import Message, Response
-from tensorscope.common.tensors import parse_tensor_ref
+from tensorscope.common.tensors import PARAMS_CALL, parse_tensor_ref
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.controller import DebugController
 from tensorscope.ui.findings import FindingsPanel
@@ -510,12 +510,13 @@ def freeze_startup_heap() -> None:
 
 def paused_choices(model: SessionModel, root: int, path: str) -> list[dict]:
     """The tensors of a module's newest call kept at the current pause (its inputs,
-    outputs, gradients, parameters and their ``.grad``): TensorMeta dicts with ``ref``."""
+    outputs, gradients, parameters and their ``.grad``): TensorMeta dicts with ``ref``.
+    A module with no call kept offers its parameters (served at any pause)."""
     p = model.paused
     if p is None:
         return []
     calls: dict[int, list[dict]] = {}
-    for entry in p.tensors:
+    for entry in [*p.tensors, *(getattr(p, "params", None) or ())]:
         ref = str(entry.get("ref", ""))
         try:
             _rank, r_root, r_path, call, _name = parse_tensor_ref(ref)
@@ -523,7 +524,10 @@ def paused_choices(model: SessionModel, root: int, path: str) -> list[dict]:
             continue
         if (r_root, r_path) == (root, path):
             calls.setdefault(call, []).append({**entry.get("meta", entry), "ref": ref})
-    return calls[max(calls)] if calls else []
+    params = calls.pop(PARAMS_CALL, [])
+    newest = calls[max(calls)] if calls else []
+    have = {e["ref"].rsplit("/", 1)[-1] for e in newest}
+    return newest + [e for e in params if e["ref"].rsplit("/", 1)[-1] not in have]
 
 
 def paused_tensor(model: SessionModel, root: int, path: str) -> tuple[str | None, dict | None]:

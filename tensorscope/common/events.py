@@ -398,7 +398,10 @@ class PausedAt(Message):
     (``"pause"``, ``"step_batch"``, ``"step_module"``, ``"run_to_step"``,
     ``"breakpoint"``, ``"non_finite"``, ``"finding"``, ``"exception"``,
     ``"condition"``, ``"wait"``). ``tensors`` lists the refs a ``GetTensor``
-    may name now, with their TensorMeta.
+    may name now, with their TensorMeta. ``params`` lists, the same way, the
+    parameters (and their ``.grad``) of every module of the watched models, under
+    ``param_ref``s: served at any pause, whichever module it stopped in (absent
+    from older senders).
     """
 
     TYPE: ClassVar[str] = "paused_at"
@@ -415,6 +418,7 @@ class PausedAt(Message):
     call: int | None = None
     detail: str = ""
     tensors: list[dict[str, Any]] = field(default_factory=list)
+    params: list[dict[str, Any]] = field(default_factory=list)
 
     def slot(self) -> tuple[Any, ...]:
         return ("pause", self.rank)

@@ -20,6 +20,17 @@ def tensor_ref(rank: int, root: int, path: str, call: int, name: str) -> str:
     return f"r{rank}/{root}:{path}#{call}/{name}"
 
 
+#: the call number of a module parameter's ref: parameters belong to the module, not
+#: to one of its calls (``r0/0:network.0#-1/param.weight``, its ``.grad`` likewise)
+PARAMS_CALL = -1
+
+
+def param_ref(rank: int, root: int, path: str, name: str) -> str:
+    """The ref of a module's own parameter (or ``"<param>.grad"``) served at any pause:
+    ``"r0/0:network.0#-1/param.weight"``."""
+    return tensor_ref(rank, root, path, PARAMS_CALL, f"param.{name}")
+
+
 def parse_tensor_ref(ref: str) -> tuple[int, int, str, int, str]:
     """``(rank, root, path, call, name)`` of a ``tensor_ref``; ValueError if malformed."""
     head, sep, rest = ref.partition("/")

@@ -357,3 +357,25 @@ def test_a_pause_serves_the_module_parameters_and_their_grads(gate):
     assert np.allclose(decode_slice(r.body), lin.weight.grad.numpy())
     gate.handle_request(Continue())
     t.join(5)
+
+
+def test_a_pause_serves_every_watched_modules_parameters(gate):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1))
+    model(torch.ones(1, 3)).sum().backward()
+    model[2].weight.grad = None          # a parameter without a grad lists no .grad
+    gate.roots = [model]
+    gate.handle_request(Pause())
+    t = run(lambda: gate.at_step_boundary(1))
+    p = gate.sink.wait_paused(1)
+    assert p.tensors == []
+    assert sorted(e["ref"] for e in p.params) == [
+        "r0/0:0#-1/param.bias", "r0/0:0#-1/param.bias.grad", "r0/0:0#-1/param.weight",
+        "r0/0:0#-1/param.weight.grad", "r0/0:2#-1/param.bias", "r0/0:2#-1/param.bias.grad",
+        "r0/0:2#-1/param.weight"]
+    r = gate.handle_request(GetTensor(ref="r0/0:0#-1/param.weight.grad", slice=""))
+    assert r.ok, r.error
+    np.testing.assert_array_equal(decode_slice(r.body), model[0].weight.grad.numpy())
+    gate.handle_request(Continue())
+    t.join(5)
+    r = gate.handle_request(GetTensor(ref="r0/0:0#-1/param.weight", slice=""))
+    assert not r.ok and "not paused" in r.error

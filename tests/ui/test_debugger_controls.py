@@ -144,6 +144,34 @@ def test_inspector_picker_offers_every_tensor_of_the_paused_call(qtbot, live):
     assert "pin it (Ctrl+P)" in hint
 
 
+def test_a_module_without_a_kept_call_offers_its_parameters_at_a_pause(qtbot, live):
+    """Another module's activations are gone, but its weights are served: the picker
+    offers them and the slice is asked for by its parameter ref."""
+    from tensorscope.common.tensors import param_ref
+    w, peer = live
+    params = [{**tensor_meta(f"param.{n}", shape=[128, 784], dtype="float32", device="cpu"),
+               "ref": param_ref(0, 0, "network.0", n)} for n in ("weight", "weight.grad")]
+    params.append({**tensor_meta("param.weight", shape=[64, 64], dtype="float32", device="cpu"),
+                   "ref": param_ref(0, 0, "network.2", "weight")})
+    tensors = [_entry("network.2", n, [64, 64]) for n in ("out", "param.weight")]
+    peer.send(PausedAt(step=5, where="forward", reason="breakpoint", root=0, path="network.2",
+                       call=2, tensors=tensors, params=params))
+    qtbot.waitUntil(lambda: w.model.paused is not None, timeout=5000)
+    w.refresh()
+    w.select_module(0, "network.0")
+    picker = w.inspector.header.picker
+    assert [picker.itemText(i) for i in range(picker.count())] == ["param.weight",
+                                                                  "param.weight.grad"]
+    assert w.inspector.state.ref == "r0/0:network.0#-1/param.weight"
+    w.inspector.request_now()
+    _wait_request(qtbot, peer, "get_tensor")
+    assert [r.ref for r in peer.requests if r.TYPE == "get_tensor"][-1] == \
+        "r0/0:network.0#-1/param.weight"
+    w.select_module(0, "network.2")      # the paused call's own entries, not twice
+    assert [picker.itemText(i) for i in range(picker.count())] == ["out", "param.weight"]
+    assert w.inspector.state.ref.endswith("#2/out")
+
+
 def test_condition_breakpoints_from_the_dialog(qtbot, live):
     from tensorscope.common.events import SetBreakpoints
     from tensorscope.ui.conditions_dialog import ConditionDialog

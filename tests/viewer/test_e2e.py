@@ -269,3 +269,47 @@ def test_kill_9_during_recorded_run_then_reopen(tmp_path):
         assert r.hello is not None
         last = r.step_messages(r.steps[-1])
         assert any(isinstance(m, StepSummary) for m in last)
+
+
+def _trained_like_the_script(steps: int):
+    """The script's model after ``steps`` steps, trained here the same way."""
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(steps):
+        x = torch.arange(12, dtype=torch.float32).reshape(3, 4) + step
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model
+
+
+def test_any_modules_parameters_are_served_at_a_pause(tmp_path):
+    proc, info = launch(tmp_path, "--wait")
+    conn, inbox = connect(info)
+    try:
+        inbox.pause(1)
+        assert conn.call(RunToStep(step=2)).ok
+        p = inbox.pause(2)
+        assert (p.where, p.step) == ("step", 2) and p.tensors == []   # no call kept
+        refs = {t["ref"]: t for t in p.params}
+        weight, grad = "r0/0:0#-1/param.weight", "r0/0:2#-1/param.bias.grad"
+        assert refs[weight]["shape"] == [8, 4] and refs[grad]["shape"] == [2]
+        expected = _trained_like_the_script(2)
+        r = conn.call(GetTensor(ref=weight, slice=""))
+        assert r.ok, r.error
+        np.testing.assert_allclose(decode_slice(r.body), expected[0].weight.detach().numpy(),
+                                   rtol=1e-6)
+        r = conn.call(GetTensor(ref=grad, slice=""))
+        assert r.ok, r.error
+        np.testing.assert_allclose(decode_slice(r.body), expected[2].bias.grad.numpy(),
+                                   rtol=1e-6)
+        r = conn.call(GetTensor(ref="r0/0:0#-1/param.nothing", slice=""))
+        assert not r.ok and "no tensor" in r.error
+        assert conn.call(Continue()).ok
+    finally:
+        conn.close()
+    finish(proc)

@@ -2,8 +2,9 @@
 
 At a pause the training side serves only the tensors it still holds: the
 paused call's inputs, outputs, gradient and parameters, and those of pinned
-modules (kept from the moment the pin reached it, until the next step starts).
-Every other module's activations were freed by PyTorch as soon as its step no
+modules (kept from the moment the pin reached it, until the next step starts),
+plus every module's parameters and their ``.grad`` (``PausedAt.params``: the
+inspector offers them for any module). Every other module's activations were freed by PyTorch as soon as its step no
 longer needed them, so they can only be seen in a later step: pin the module,
 then run to the first step boundary after a step it ran in while pinned.
 
