@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import (QEvent, QItemSelectionModel, QModelIndex, QObject,
+                            QSortFilterProxyModel, Qt, Signal)
 from PySide6.QtGui import QBrush, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
@@ -17,6 +18,11 @@ from tensorscope.ui.theme import Theme, make_theme
 COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",
            "Findings")
 COLUMN_CAPS = (150, 110, 90, 62, 50, 60, 72, 40)   # px: keep every column in view
+#: px: the least a column is squeezed to when the dock is narrow (text elides, the
+#: full text is in its tooltip); Params, Grad norm and Findings are never squeezed
+COLUMN_MINS = (90, 56, 60, 44, 36, 60, 72, 40)
+#: the columns that give way first when the columns are wider than the dock
+SHRINK_ORDER = (1, 2, 0, 3, 4)
 KEY_ROLE = Qt.ItemDataRole.UserRole + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole + 2
 
@@ -26,6 +32,20 @@ def _human(n: int) -> str:
         if n >= div:
             return f"{n / div:.1f}{unit}"
     return str(n)
+
+
+def fit_widths(natural: list[int], available: int) -> list[int]:
+    """Column widths that fit ``available`` px where the columns' ``natural`` widths do
+    not: the ``SHRINK_ORDER`` columns give way in turn, down to ``COLUMN_MINS``."""
+    widths = list(natural)
+    excess = sum(widths) - available
+    for col in SHRINK_ORDER:
+        if excess <= 0:
+            break
+        give = min(excess, max(0, widths[col] - COLUMN_MINS[col]))
+        widths[col] -= give
+        excess -= give
+    return widths
 
 
 def natural_text(path: str) -> str:
@@ -62,6 +82,12 @@ class ModuleTreePanel(QWidget):
         self.view.setUniformRowHeights(True)
         self.view.header().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.header().setStretchLastSection(False)
+        self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)   # `GPT2…Model`, `4×…×128`
+        self._natural: list[int] = []     # the columns' widths for their contents (capped)
+        self._fitting = False
+        self._user_sized = False          # the user dragged a column: widths are theirs
+        self.view.header().sectionResized.connect(self._section_resized)
+        self.view.viewport().installEventFilter(self)
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 4, 4, 4)
@@ -119,9 +145,38 @@ class ModuleTreePanel(QWidget):
             added = True
         if added:
             self.view.expandToDepth(1)
-            for col, cap in enumerate(COLUMN_CAPS):
-                self.view.resizeColumnToContents(col)
-                self.view.setColumnWidth(col, min(self.view.columnWidth(col), cap))
+            self._fitting = True
+            try:
+                for col in range(len(COLUMNS)):
+                    self.view.resizeColumnToContents(col)
+            finally:
+                self._fitting = False
+            self._natural = [min(self.view.columnWidth(col), cap)
+                             for col, cap in enumerate(COLUMN_CAPS)]
+            self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """Squeeze the columns into the view's width, so that Params and Grad norm stay
+        in view in a narrow dock (unless the user sized the columns)."""
+        if not self._natural or self._user_sized:
+            return
+        self._fitting = True
+        try:
+            for col, width in enumerate(fit_widths(self._natural,
+                                                   self.view.viewport().width())):
+                self.view.setColumnWidth(col, width)
+        finally:
+            self._fitting = False
+
+    def _section_resized(self, _col: int, _old: int, _new: int) -> None:
+        if not self._fitting:
+            self._user_sized = True
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        """Refit the columns when the view's viewport (its dock) is resized."""
+        if watched is self.view.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_columns()
+        return super().eventFilter(watched, event)
 
     def _parent_item(self, model: SessionModel, key: LocalKey) -> QStandardItem:
         root, path = key
