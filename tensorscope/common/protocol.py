@@ -259,6 +259,15 @@ class FrameDecoder:
         #: messages of unknown types skipped so far, per type name (each logged once)
         self.skipped: dict[str, int] = {}
 
+    def skipped_summary(self) -> str | None:
+        """One line counting the messages of unknown types skipped (None: none was)."""
+        if not self.skipped:
+            return None
+        total = sum(self.skipped.values())
+        kinds = ", ".join(f"{n} {name!r}" for name, n in sorted(
+            self.skipped.items(), key=lambda kv: -kv[1]))
+        return f"{total} message{'s' if total != 1 else ''} of unknown types skipped: {kinds}"
+
     @property
     def pending(self) -> int:
         """Bytes received that do not yet form a whole frame."""

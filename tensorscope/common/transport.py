@@ -259,6 +259,9 @@ class Channel:
             return "connection closed" if self.closed else f"connection lost: {exc}"
         finally:
             self.close()
+            summary = self.decoder.skipped_summary()
+            if summary:   # each type was logged once, at its first message
+                log.warning("connection to %s: %s", self.peer, summary)
         return "connection closed"
 
     def close(self) -> None:

@@ -62,6 +62,9 @@ def test_a_stream_of_unknown_types_is_logged_once_per_type_and_counted(caplog):
         assert dec.feed(data) == []
     assert len(caplog.records) == 2
     assert dec.skipped == {"from_the_future": 50, "other_future": 3}
+    assert dec.skipped_summary() == ("53 messages of unknown types skipped: "
+                                     "50 'from_the_future', 3 'other_future'")
+    assert FrameDecoder().skipped_summary() is None
 
 
 def test_unknown_fields_are_ignored():

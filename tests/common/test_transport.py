@@ -50,6 +50,25 @@ def test_handshake_with_the_right_token(listener):
     ch.close()
 
 
+def test_a_peer_sending_unknown_types_is_said_once_per_type_and_counted_at_the_end(
+        listener, caplog):
+    from tensorscope.common.protocol import encode_frame
+    lst, got, ready = listener
+    ch = connect(*lst.address, lst.token)
+    assert ready.wait(5)
+    seen: list = []
+    with caplog.at_level("WARNING"):
+        ch.send_bytes(b"".join(encode_frame("from_the_future", i, {}) for i in range(40))
+                      + encode_frame("step_summary", 41, {"step": 3}))
+        ch.close()
+        why = got[0].read_loop(seen.append)
+    assert why == "the peer closed the connection"
+    assert [m.step for m in seen] == [3]
+    lines = [r.getMessage() for r in caplog.records if "from_the_future" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "40 messages of unknown types skipped: 40 'from_the_future'" in lines[-1]
+
+
 @pytest.mark.parametrize("token", ["00" * 32, "", "zz"])
 def test_wrong_or_missing_token_is_refused_and_logged(listener, token, capsys):
     lst, got, ready = listener
