@@ -18,11 +18,12 @@ from tensorscope.ui.theme import Theme, make_theme
 COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",
            "Findings")
 COLUMN_CAPS = (150, 110, 90, 62, 50, 60, 72, 40)   # px: keep every column in view
-#: px: the least a column is squeezed to when the dock is narrow (text elides, the
-#: full text is in its tooltip); Params, Grad norm and Findings are never squeezed
-COLUMN_MINS = (90, 56, 60, 44, 36, 60, 72, 40)
-#: the columns that give way first when the columns are wider than the dock
-SHRINK_ORDER = (1, 2, 0, 3, 4)
+#: px: the least a column is squeezed to when the dock is narrow (its text elides;
+#: a module's full path is in its tooltip)
+COLUMN_MINS = (70, 50, 56, 62, 50, 60, 72, 40)
+#: the columns that give way, in turn, for the columns up to Grad norm to fit the dock
+#: (Dtype and Device stay readable; Findings, last and mostly empty, may scroll)
+SHRINK_ORDER = (1, 2, 0)
 KEY_ROLE = Qt.ItemDataRole.UserRole + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole + 2
 
@@ -38,7 +39,7 @@ def fit_widths(natural: list[int], available: int) -> list[int]:
     """Column widths that fit ``available`` px where the columns' ``natural`` widths do
     not: the ``SHRINK_ORDER`` columns give way in turn, down to ``COLUMN_MINS``."""
     widths = list(natural)
-    excess = sum(widths) - available
+    excess = sum(widths[:COLUMNS.index("Grad norm") + 1]) - available
     for col in SHRINK_ORDER:
         if excess <= 0:
             break
@@ -82,7 +83,6 @@ class ModuleTreePanel(QWidget):
         self.view.setUniformRowHeights(True)
         self.view.header().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.view.header().setStretchLastSection(False)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)   # `GPT2…Model`, `4×…×128`
         self._natural: list[int] = []     # the columns' widths for their contents (capped)
         self._fitting = False
         self._user_sized = False          # the user dragged a column: widths are theirs

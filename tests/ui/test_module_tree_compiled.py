@@ -46,7 +46,7 @@ def _gpt2_like_tree() -> ModuleTree:
 
 
 def test_the_params_column_is_in_view_in_a_narrow_dock_and_user_widths_stay(qtbot):
-    from tensorscope.ui.module_tree import COLUMNS
+    from tensorscope.ui.module_tree import COLUMN_MINS, COLUMNS
     panel = ModuleTreePanel()
     qtbot.addWidget(panel)
     panel.resize(435, 500)              # the default dock width of the main window
@@ -62,12 +62,13 @@ def test_the_params_column_is_in_view_in_a_narrow_dock_and_user_widths_stay(qtbo
     model.ingest(StepSummary(step=0))
     panel.refresh(model)
     header = panel.view.header()
-    params = COLUMNS.index("Params")
-    right = header.sectionPosition(params) + header.sectionSize(params)
-    assert right <= panel.view.viewport().width(), (right, panel.view.viewport().width())
+    for name in ("Params", "Grad norm"):
+        col = COLUMNS.index(name)
+        right = header.sectionPosition(col) + header.sectionSize(col)
+        assert right <= panel.view.viewport().width(), (name, right)
     assert panel.items[(0, "")][5].text() == "2.5M"
     panel.resize(900, 500)              # wider: the columns get their full widths back
-    qtbot.waitUntil(lambda: header.sectionSize(1) > 56, timeout=5000)
+    qtbot.waitUntil(lambda: header.sectionSize(1) > COLUMN_MINS[1], timeout=5000)
     header.resizeSection(1, 30)         # the user's width is kept on the next resize
     panel.resize(435, 500)
     qtbot.waitUntil(lambda: panel.view.viewport().width() < 435, timeout=5000)
