@@ -148,7 +148,11 @@ def _batch(calls: list[CallRecord], values: list[float], rank: int, step: int,
     """The step's rows; with ``skip_failed``, a call whose row fails is left out.
 
     ``digest`` and ``CallBatch.add`` of each call, inlined for the common call
-    (one output gradient or none): this runs for every call of every step."""
+    (one output gradient or none): this runs for every call of every step. With
+    ``digest`` replaced (``TENSORSCOPE_FAULT=digest``), the rows go through it.
+    """
+    if digest is not _DIGEST:
+        return _batch_by_digest(calls, values, rank, step, signatures, skip_failed)
     batch = CallBatch(step, rank)
     sig_of = signatures.of
     index, sigs, flag_col = batch.index, batch.sigs, batch.flags
@@ -213,6 +217,25 @@ def _batch(calls: list[CallRecord], values: list[float], rank: int, step: int,
     batch.any_flags, batch.all_flags = any_flags, all_flags
     batch.any_stats, batch.dense = any_stats, dense
     return batch
+
+
+def _batch_by_digest(calls: list[CallRecord], values: list[float], rank: int, step: int,
+                     signatures: SignatureRegistry, skip_failed: bool) -> CallBatch:
+    """``_batch`` through ``digest`` and ``CallBatch.add``, call by call."""
+    batch = CallBatch(step, rank)
+    sig_of = signatures.of
+    for call in calls:
+        if skip_failed:
+            try:
+                batch.add(call, sig_of(call), *digest(call, values))
+            except Exception:
+                continue
+        else:
+            batch.add(call, sig_of(call), *digest(call, values))
+    return batch
+
+
+_DIGEST = digest   # the inlined one (``_batch``)
 
 
 def queue_loss(step: "StepBuffer") -> int | None:

@@ -42,3 +42,27 @@ def test_a_flag_that_changes_shows_in_the_next_rows_only():
     bias = [next(r for r in x.params if r["name"] == "0.bias")["requires_grad"] for x in s]
     assert bias == [True, True, True, True, False, False]
     assert s[4].params is not s[2].params and s[4].params is s[5].params
+
+
+def test_the_inlined_call_rows_are_those_of_digest(monkeypatch):
+    """``_batch`` inlines ``digest``; with ``digest`` replaced it goes through it: both
+    give the same columns, for statistics steps and others."""
+    from tensorscope.hooks import stepend
+
+    kept: list = []
+    real = stepend._batch
+
+    def both(calls, values, rank, step, signatures, skip_failed):
+        fast = real(calls, values, rank, step, signatures, skip_failed)
+        slow = stepend._batch_by_digest(calls, values, rank, step, signatures, skip_failed)
+        kept.append((fast, slow))
+        return fast
+
+    monkeypatch.setattr(stepend, "_batch", both)
+    _summaries(4)
+    assert len(kept) == 4
+    for fast, slow in kept:
+        assert fast.message().columns == slow.message().columns
+        assert (fast.any_flags, fast.all_flags, fast.any_stats, fast.dense) == (
+            slow.any_flags, slow.all_flags, slow.any_stats, slow.dense)
+    assert any(f.any_stats for f, _ in kept) and not all(f.any_stats for f, _ in kept)
