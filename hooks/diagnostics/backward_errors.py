@@ -17,23 +17,27 @@ What failed (the graph node), read from what the error leaves:
   names was changed by an optimizer step (or a manual update) after the
   forward: a GAN's ``step()`` of the discriminator before the generator's
   backward through it. Otherwise, at step end, the tensor is looked up among
-  the step's module inputs and outputs (by the node that made it, its shape
-  and version): the module that returned it changed (``nn.ReLU(inplace=True)``,
+  the step's module inputs and outputs (by the node that made it and the
+  versions recorded): the module that returned it changed (``nn.ReLU(inplace=True)``,
   ``x += ...; return x``) is named, else the forward enclosing the module
   that made it;
 * a custom ``autograd.Function`` whose ``backward`` raised: its ``ctx`` (the
   node) is in the traceback's frames; a node named by the error ("Function
   XBackward returned an invalid gradient"), found by a walk from the loss;
 * a module's full backward hook that raised: the module, from the frame of
-  PyTorch's ``BackwardHook``.
+  PyTorch's ``BackwardHook``;
+* a graph freed by an earlier backward ("Trying to backward through the graph
+  a second time"): the module given a tensor that carries an older step's
+  graph (an undetached LSTM state, a GAN's fake), else the module whose part
+  of the graph was freed;
+* a loss with no graph, or not a scalar: the model's root, with why.
 
-A backward error the script caught and went on from (a root forward or a
-backward started after it) is reported as ``info``, as a caught forward
-exception is. At step end the node is placed in the innermost module call whose subgraph
-(from its outputs' nodes back to its inputs' nodes) contains it. A tensor
-hook or an error not tied to a node names the loss's model, with the
-innermost frame of the user's code. Costs nothing until a backward raises;
-graph walks are bounded.
+The graph reading is ``failed_graph``. A backward error the script caught and
+went on from (a root forward or a backward started after it) is reported as
+``info``, as a caught forward exception is; one that ended the script is an
+``error``. A tensor hook or an error not tied to a node names the loss's
+model, with the innermost frame of the user's code. Costs nothing until a
+backward raises; graph walks are bounded.
 """
 from __future__ import annotations
 
