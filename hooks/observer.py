@@ -202,6 +202,10 @@ class Observer:
         """``backward()`` is about to run on ``tensor`` (the first tensor given to
         ``torch.autograd.backward``; not called for autograd's nested backwards)."""
 
+    def on_backward_error(self, tensors: Any, exc: Exception) -> None:
+        """An outermost ``backward()`` over ``tensors`` raised ``exc`` (seen while its
+        graph is still alive; the exception is re-raised unchanged afterwards)."""
+
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """An optimizer is about to step."""
 
