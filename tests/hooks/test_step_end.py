@@ -45,8 +45,8 @@ def test_a_flag_that_changes_shows_in_the_next_rows_only():
 
 
 def test_the_inlined_call_rows_are_those_of_digest(monkeypatch):
-    """``_batch`` inlines ``digest``; with ``digest`` replaced it goes through it: both
-    give the same columns, for statistics steps and others."""
+    """``_batch`` inlines ``digest``: it gives the columns of the call-by-call form,
+    for statistics steps and others."""
     from tensorscope.hooks import stepend
 
     kept: list = []
