@@ -9,7 +9,11 @@ None of these reads a device value.
   gradient of that root is accumulated) a gradient that is
   still the very same tensor at the very same version was neither set to
   None (``zero_grad()``) nor zeroed in place (``zero_grad(set_to_none=False)``
-  bumps the version): this backward adds into it. If the optimizer then
+  bumps the version): this backward adds into it. The mark holds through
+  later backwards that only add into that gradient (its version one higher
+  at the next backward's start: a GAN's generator backward through a
+  discriminator whose ``zero_grad()`` was forgotten) until a ``zero_grad()``
+  covering it or its optimizer's step. If the optimizer then
   steps with such a gradient, that is the finding. Deliberate accumulation
   (several backwards, then ``step()``, then ``zero_grad()``) never matches,
   because the check looks at the first backward after a step only.
@@ -68,7 +72,10 @@ class GradAccumulationObserver(Diagnostic):
         self._graphs = graphs   # its graph-node hooks tell when a backward starts
         self._checked = -1      # the graphs' forward generation last checked
         self._after_step: dict[int, list[tuple[weakref.ref, int, int]]] = {}
-        self._stale: dict[int, bool] = {}
+        # id(p) -> 1 + the version of p.grad found stale at a backward's start (0: not
+        # stale); a mark holds through later backwards that only add into it (a GAN's
+        # generator backward through the discriminator) until its optimizer steps
+        self._stale: dict[int, int] = {}
         self._closed = False
         self._backward_ran = False              # since the last optimizer step
         self._cleared: dict[int, int] = {}      # id(optimizer) -> steps in a row
@@ -119,6 +126,18 @@ class GradAccumulationObserver(Diagnostic):
             self._zeroed.append((weakref.ref(obj), set_to_none))
         if isinstance(obj, torch.optim.Optimizer) and _key(obj) not in self._stepped:
             self._never_stepped(obj)
+        if any(self._stale.values()):
+            self._unmark(obj)
+
+    def _unmark(self, obj: Any) -> None:
+        """``obj`` zeroed its gradients: they are stale no more (checked only while some
+        are marked: a GAN's discriminator, marked in the generator's backward)."""
+        if isinstance(obj, torch.nn.Module):
+            params: Any = obj.parameters()
+        else:
+            params = (p for g in getattr(obj, "param_groups", ()) for p in g["params"])
+        for p in params:
+            self._stale.pop(id(p), None)
 
     def _never_stepped(self, optimizer: Any) -> None:
         """``zero_grad()`` of an optimizer that has not stepped, with a backward since its
@@ -162,13 +181,21 @@ class GradAccumulationObserver(Diagnostic):
             return None   # this backward was checked already (at its first tagged node)
         self._checked = generation
         self._backwards += 1
+        stale = self._stale
         for entries in self._after_step.values():
             for ref, gid, version in entries:
                 p = ref()
                 if p is None:
                     continue
                 g = p.grad
-                self._stale[id(p)] = g is not None and id(g) == gid and g._version == version
+                if g is None or id(g) != gid:
+                    stale[id(p)] = 0
+                    continue
+                v = g._version
+                # untouched since the step (v == version), or since the last mark but for
+                # one backward's accumulation (v <= marked + 1: zeroing in place bumps it
+                # once more); marks are stored as version + 1, 0 for not stale
+                stale[id(p)] = v + 1 if v == version or v <= stale.get(id(p), 0) else 0
         return None
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:

@@ -24,8 +24,12 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   batch (an implicit ``dim`` picks 0 for 3-d inputs). Metadata only (the
   node's saved ``dim``). The module named, at step end, is the one whose
   output the log-softmax made (the step's recorded outputs), else the model.
-* ``double_activation``: a softmax right under the NLL node: probabilities
-  given to ``NLLLoss``/``F.nll_loss``, which expects log-probabilities.
+* ``double_activation``: a softmax right under the NLL node (through views):
+  probabilities given to ``NLLLoss``/``F.nll_loss``, which expects
+  log-probabilities; or a layer's own output there (a linear map, a
+  convolution): raw scores that no log-softmax normalised, whose loss falls
+  without bound. ``log(probs)``, ``x - logsumexp(x)`` and CrossEntropyLoss's
+  own log-softmax are log-probabilities and never match.
 """
 from __future__ import annotations
 
@@ -44,6 +48,10 @@ CONSTANT_TARGETS = 128
 _NLL = ("NllLossBackward0", "NllLoss2DBackward0")
 _SEARCH = 24           # graph nodes looked at under the loss
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+SOFTMAX, RAW_SCORES = -1, -2   # in place of a log-softmax's dim: what the NLL got instead
+# a layer's own output (a linear map, a convolution): scores that no log-softmax normalised
+_RAW_SCORE_FNS = frozenset({"AddmmBackward0", "MmBackward0", "ConvolutionBackward0",
+                            "LinearBackward0", "BmmBackward0"})
 _LAYER_FNS = frozenset({"AddmmBackward0", "MmBackward0", "ConvolutionBackward0",
                         "LinearBackward0", "AddBackward0", "BmmBackward0"})
 
@@ -88,12 +96,15 @@ class TargetObserver(Diagnostic):
                               _from_layer(node)))
 
     def _check_dim(self, node: Any, logp: torch.Tensor) -> None:
-        """A log-softmax over the wrong dimension, or a softmax (probabilities), right
-        under the NLL node."""
+        """A log-softmax over the wrong dimension right under the NLL node, or (through
+        views) a softmax (probabilities) or a layer (raw scores, no log-softmax)."""
         inner = node.next_functions[0][0] if node.next_functions else None
         name = fn_name(inner)
-        if name == "SoftmaxBackward0":
-            dim = -1     # probabilities where log-probabilities belong
+        made = _skip_views(inner)
+        if fn_name(made) == "SoftmaxBackward0":
+            inner, dim = made, SOFTMAX     # probabilities where log-probabilities belong
+        elif _layer_output(made):
+            inner, dim = made, RAW_SCORES  # a layer's scores, never normalised
         elif name != "LogSoftmaxBackward0" or logp.dim() < 2:
             return
         else:
@@ -119,6 +130,15 @@ class TargetObserver(Diagnostic):
                 continue
             self._dim_seen.add((kind, rid, path))
             where = module_label(self.ctx, rid, path)
+            if dim == RAW_SCORES:
+                self.emit(kind, "warning", "loss", rid, path,
+                          f"The NLL loss at step {step} received raw scores straight from a "
+                          f"layer (in {where}), where it expects log-probabilities: without a "
+                          f"log_softmax it minimises -score[target], which falls without bound "
+                          f"as the scores grow, and the classes never compete. Fix: "
+                          f"F.log_softmax(x, dim=1) (nn.LogSoftmax) before NLLLoss, or the raw "
+                          f"logits into nn.CrossEntropyLoss.", step=step)
+                continue
             if dim < 0:
                 self.emit(kind, "warning", "loss", rid, path,
                           f"The NLL loss at step {step} received the output of a softmax (in "
@@ -190,11 +210,26 @@ def _from_layer(node: Any) -> bool:
     fn = _first_input(node)
     if fn_name(fn) == "LogSoftmaxBackward0":
         fn = _first_input(fn)
+    return fn_name(_skip_views(fn)) in _LAYER_FNS
+
+
+def _layer_output(fn: Any) -> bool:
+    """Whether ``fn`` made a layer's own output: a linear map or a convolution, or the
+    bias added to a matrix product (``nn.Linear`` on a non-contiguous 3-d input)."""
+    name = fn_name(fn)
+    if name in _RAW_SCORE_FNS:
+        return True
+    return name == "AddBackward0" and any(
+        fn_name(_skip_views(f)) in _RAW_SCORE_FNS for f, _ in fn.next_functions)
+
+
+def _skip_views(fn: Any) -> Any:
+    """The first node at or under ``fn`` that is not a view, reshape or cast."""
     for _ in range(6):
         if fn_name(fn) not in PASS_THROUGH_FNS:
             break
         fn = _first_input(fn)
-    return fn_name(fn) in _LAYER_FNS
+    return fn
 
 
 def _first_input(node: Any) -> Any:

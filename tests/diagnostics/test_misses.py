@@ -1,0 +1,98 @@
+"""Mistakes once missed on realistic scripts, checked in process through ``watch``."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensorscope
+
+
+class FindingSink:
+    """Collects Finding events from a watch's session."""
+
+    def __init__(self) -> None:
+        self.findings: dict[tuple[str, str], object] = {}
+
+    def handle(self, msg: object) -> None:
+        if type(msg).__name__ == "Finding":
+            self.findings[(msg.kind, msg.module)] = msg  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        pass
+
+
+def _watch(models, opts):
+    w = tensorscope.watch(models, opts, connect=False)
+    sink = FindingSink()
+    w.session.add_sink(sink)
+    return w, sink
+
+
+def _gan(zero_d: str) -> FindingSink:
+    """Four GAN steps; the generator's backward runs through D. ``zero_d``: how D's
+    gradients are cleared each step ("none": forgotten)."""
+    torch.manual_seed(0)
+    g = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    d = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt_g, opt_d = torch.optim.SGD(g.parameters(), lr=0.01), torch.optim.SGD(d.parameters(), lr=0.01)
+    w, sink = _watch([g, d], [opt_g, opt_d])
+    for _ in range(4):
+        if zero_d == "optimizer":
+            opt_d.zero_grad()
+        elif zero_d == "in_place":
+            d.zero_grad(set_to_none=False)
+        fake = g(torch.randn(8, 4))
+        (d(torch.randn(8, 2)).mean() - d(fake.detach()).mean()).backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        d(fake).mean().backward()
+        opt_g.step()
+    w.close()
+    return sink
+
+
+def test_gan_discriminator_zero_grad_forgotten() -> None:
+    """D's gradients, stale after its step, are added to by G's backward (their version
+    moves) and then by D's own: still left over from before the step."""
+    found = [k for k in _gan("none").findings if k[0] == "grad_accumulation"]
+    assert found == [("grad_accumulation", "")]
+
+
+def test_gan_discriminator_zeroed_is_not_accumulation() -> None:
+    for how in ("optimizer", "in_place"):
+        assert not [k for k in _gan(how).findings if k[0] == "grad_accumulation"], how
+
+
+def _nll(model: nn.Module, make) -> FindingSink:
+    torch.manual_seed(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, sink = _watch(model, opt)
+    for _ in range(2):
+        opt.zero_grad()
+        F.nll_loss(make(model), torch.randint(0, 5, (8,))).backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+def test_nll_on_raw_scores_is_named_at_the_layer() -> None:
+    net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 5))
+    sink = _nll(net, lambda m: m(torch.randn(8, 6)))
+    assert ("double_activation", "2") in sink.findings
+    assert "raw scores" in sink.findings[("double_activation", "2")].message  # type: ignore
+
+
+def test_nll_on_raw_scores_of_a_strided_sequence() -> None:
+    """nn.Linear on a non-contiguous [T, B, H] input ends in a bias add over a matmul."""
+    net = nn.Linear(6, 5)
+    sink = _nll(net, lambda m: m(torch.randn(8, 2, 6).transpose(0, 1))[0])
+    assert ("double_activation", "") in sink.findings
+
+
+def test_nll_on_log_probabilities_is_silent() -> None:
+    net = nn.Sequential(nn.Linear(6, 5))
+    for make in (lambda m: F.log_softmax(m(torch.randn(8, 6)), 1),
+                 lambda m: torch.log(F.softmax(m(torch.randn(8, 6)), 1)),
+                 lambda m: (lambda s: s - s.logsumexp(1, keepdim=True))(m(torch.randn(8, 6)))):
+        assert not _nll(net, make).findings
