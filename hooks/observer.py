@@ -166,7 +166,8 @@ class WatchContext(Protocol):
 
     def defer(self, tensors: "dict[str, torch.Tensor]") -> int:
         """Add device scalars to this step's single host transfer; returns a
-        handle whose values appear in ``StepRecord.deferred[handle]``."""
+        handle whose values appear in ``StepRecord.deferred[handle]`` (an empty dict
+        when one of the tensors has no values: a meta-device tensor)."""
 
 
 class Observer:

@@ -47,6 +47,11 @@ def track(watch: "Watch") -> None:
     watch_spawns()
 
 
+def live_watches() -> list["Watch"]:
+    """This process's watches that are not closed."""
+    return [w for w in list(_watches) if not w.closed]
+
+
 def _in_dataloader_worker() -> bool:
     """Whether this fork was made by a ``torch.utils.data.DataLoader`` (from the frames
     of the forking call, which the child still has)."""
@@ -61,7 +66,7 @@ def _in_dataloader_worker() -> bool:
 
 def _after_fork_in_child() -> None:
     """``os.register_at_fork(after_in_child=...)``: make every inherited watch inert."""
-    live = [w for w in list(_watches) if not w.closed]
+    live = live_watches()
     if not live:
         return
     for watch in live:

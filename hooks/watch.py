@@ -24,7 +24,7 @@ from torch import nn
 
 from tensorscope.common.distributed import RankInfo, current_rank, rank_probe, job_id
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree, SetBreakpoints
-from tensorscope.hooks import faults, processes
+from tensorscope.hooks import faults, processes, tracing
 from tensorscope.hooks.backward_calls import BackwardWrapper
 from tensorscope.hooks.budget import Budget, parse_max_overhead
 from tensorscope.hooks.callbacks import CaptureCallbacks
@@ -37,6 +37,7 @@ from tensorscope.hooks.observers import ObserverSet
 from tensorscope.hooks.params import ParamTracker
 from tensorscope.hooks.registry import ModelIndex, is_loss_module
 from tensorscope.hooks.signals import SignalClose
+from tensorscope.hooks.stats import NoValues
 from tensorscope.hooks.watch_events import StepEmitter
 from tensorscope.training.session import Session
 
@@ -186,6 +187,7 @@ class Watch(FrameworkSteps):
             if global_hooks:
                 Watch.process_watch = self
             processes.track(self)
+            tracing.install()
             self.signals.install(needed=self.sinks.report is not None
                                  or self.sinks.recorder is not None)
         except BaseException:
@@ -387,7 +389,11 @@ class Watch(FrameworkSteps):
         """Queue device scalars for this step's one host transfer; returns a handle."""
         step = self.capture.step
         handle = len(step.deferred)
-        step.deferred.append((handle, {k: step.buf.add(v.detach()) for k, v in tensors.items()}))
+        try:
+            names = {k: step.buf.add(v.detach()) for k, v in tensors.items()}
+        except NoValues:   # a meta-device tensor: nothing comes over, the handle's dict is empty
+            names = {}
+        step.deferred.append((handle, names))
         return handle
 
     def emit_finding(self, kind: str, severity: str, phase: str, root: int, module: str,

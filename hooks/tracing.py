@@ -1,0 +1,86 @@
+"""TorchScript tracing runs with capture suspended.
+
+``torch.jit.trace`` (and ``trace_module``, and the legacy ONNX export through
+``torch.jit._get_trace_graph``) records every tensor operation that runs
+while it calls the module. A capture hook's own operations (an output's sum,
+a parameter's ``numel``) would land in the traced graph, or make the tracer
+refuse a tensor it cannot turn into a constant and leave its state broken
+(the process then dies in the tracer). So the entry points of tracing are
+wrapped, once per process, to switch every live watch's capture off while
+they run and back on after: nothing of TensorScope runs inside a trace, and
+the module hooks pay nothing for it (no per-call check of the tracing
+state). The traced module's own calls afterwards are captured as one module.
+
+Tracing runs on the thread that calls it; while it runs, captures are off for
+every thread (tracing is a one-off step of a script, not part of its loop).
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable
+
+from tensorscope.hooks import processes
+
+_lock = threading.Lock()
+_state = {"installed": False, "depth": 0}
+#: the watches whose capture the outermost trace switched off, to switch back on
+_paused: list[Any] = []
+#: (module, attribute) pairs that are tracing's entry points
+_ENTRIES = (("torch.jit._trace", "_trace_impl"), ("torch.jit._trace", "trace_module"),
+            ("torch.jit", "trace_module"), ("torch.jit._trace", "_get_trace_graph"),
+            ("torch.jit", "_get_trace_graph"))
+
+
+def install() -> None:
+    """Wrap tracing's entry points (once per process; each missing one is skipped)."""
+    with _lock:
+        if _state["installed"]:
+            return
+        _state["installed"] = True
+    import importlib
+
+    for module_name, attr in _ENTRIES:
+        try:
+            owner = importlib.import_module(module_name)
+        except ImportError:  # pragma: no cover - a torch without TorchScript
+            continue
+        original = getattr(owner, attr, None)
+        if callable(original) and not getattr(original, "_tensorscope", False):
+            setattr(owner, attr, _suspending(original))
+
+
+def _suspending(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        _enter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _leave()
+
+    traced._tensorscope = True  # type: ignore[attr-defined]
+    return traced
+
+
+def _enter() -> None:
+    with _lock:
+        _state["depth"] += 1
+        if _state["depth"] > 1:
+            return
+        for watch in processes.live_watches():
+            if watch.capture.active:
+                watch.capture.active = False
+                _paused.append(watch)
+
+
+def _leave() -> None:
+    with _lock:
+        _state["depth"] -= 1
+        if _state["depth"] > 0:
+            return
+        paused = list(_paused)
+        _paused.clear()
+    for watch in paused:
+        if not watch.closed:   # closed meanwhile (or forked): it stays off
+            watch.capture.active = True
