@@ -161,9 +161,18 @@ def _resolve(spec: str) -> Callable[[argparse.Namespace], int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``tensorscope`` console script."""
+    """Entry point of the ``tensorscope`` console script; returns the exit code.
+
+    As the command line itself (``argv`` None), a script that ended in an uncaught
+    Ctrl-C, or a GUI's child killed by a signal, ends this process as plain
+    ``python script.py`` would have ended: killed by that signal."""
     args = build_parser().parse_args(argv)
-    return int(_resolve(COMMANDS[args.command])(args) or 0)
+    code = int(_resolve(COMMANDS[args.command])(args) or 0)
+    if argv is None and args.command == "run":
+        from tensorscope.training.runner import exit_as_python_would
+
+        return exit_as_python_would(code)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,6 +21,8 @@ import traceback
 from typing import Any
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+#: the script's uncaught KeyboardInterrupt, raised again as the command ends
+_interrupt: list[KeyboardInterrupt] = []
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -134,6 +136,7 @@ def _execute(script: str, argv: list[str], watch: Any) -> int:
         return _exit_code(exc.code)
     except KeyboardInterrupt as exc:
         _report_exception(watch, exc, _print_traceback(exc, path))
+        _interrupt.append(exc)
         return 130
     except BaseException as exc:  # the script's own error: report it, print it, exit 1
         _report_exception(watch, exc, _print_traceback(exc, path))
@@ -142,6 +145,36 @@ def _execute(script: str, argv: list[str], watch: Any) -> int:
         sys.argv = saved_argv
         if saved_path0 is not None:
             sys.path[0] = saved_path0
+
+
+def exit_as_python_would(code: int) -> int:
+    """End the command as ``python script.py`` would have ended: after an uncaught
+    Ctrl-C, raise the KeyboardInterrupt again (its traceback was printed), so
+    the interpreter exits as Python does, killed by SIGINT after its atexit
+    handlers; for a child killed by a signal (a negative code), die of it too.
+    Otherwise returns ``code``."""
+    if _interrupt and code == 130:
+        exc = _interrupt.pop()
+        previous = sys.excepthook
+
+        def quiet(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+            if value is not exc:
+                previous(kind, value, tb)
+
+        sys.excepthook = quiet
+        raise exc.with_traceback(None)
+    if code < 0:
+        import signal
+
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        except (OSError, ValueError):
+            pass
+        return 128 - code
+    return code
 
 
 def _report_exception(watch: Any, exc: BaseException, text: str) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -107,12 +108,18 @@ def test_headless_run_of_a_script_that_raises(tmp_path):
     assert data["exception"]["type"] == "RuntimeError" and data["exception"]["module"] == "network.0"
 
 
-@pytest.mark.parametrize("flag,code", [("--exit", 3), ("--interrupt", 130)])
-def test_headless_run_keeps_the_scripts_exit_code(tmp_path, flag, code):
+@pytest.mark.parametrize("flag,status,code", [("--exit", 3, 3),
+                                              ("--interrupt", -signal.SIGINT, 130)])
+def test_headless_run_keeps_the_scripts_exit_code(tmp_path, flag, status, code):
+    """An uncaught Ctrl-C ends the process as Python's does: killed by SIGINT (a
+    shell shows 130, the report's exit code)."""
     script = _write(tmp_path)
     report = tmp_path / "out.json"
     proc = _run(["--headless", "--report", str(report), str(script), flag], tmp_path)
-    assert proc.returncode == code, proc.stderr
+    plain = subprocess.run([sys.executable, str(script), flag], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert proc.returncode == plain.returncode == status, proc.stderr
+    assert proc.stderr.count("KeyboardInterrupt") == plain.stderr.count("KeyboardInterrupt")
     data = json.loads(report.read_text())
     assert data["exit_code"] == code and data["steps"] == 4
 
