@@ -127,9 +127,15 @@ class SessionReader:
         steps: set[int] = set()
         last_step = None
         extents = self._extents
+        lost = 0
         try:
             for id_, step, type_ in self._db.execute(
                     "SELECT id, step, type FROM messages ORDER BY id"):
+                if not id_ or id_ <= self._last_id or step is None or type_ is None:
+                    # a page cut off by a truncation reads as rows of NULLs before SQLite
+                    # notices: skipped, the rows of the pages still there are read on
+                    lost += 1
+                    continue
                 self._last_id, last_step = id_, step
                 extent = extents.get(step)
                 if extent is None:
@@ -151,6 +157,9 @@ class SessionReader:
                      else "from its start")
             self.warnings.append(f"the recording is truncated or corrupt {where}: {exc}; "
                                  "later messages are not available")
+        if lost:
+            self.warnings.append(f"{lost} message{'s' if lost != 1 else ''} of the recording "
+                                 "lie on pages that are cut off or damaged and were skipped")
         self.steps = sorted(steps)
 
     def _first_hello(self, id_: int) -> Hello | None:

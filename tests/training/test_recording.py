@@ -104,6 +104,23 @@ def test_truncated_file_opens_up_to_last_good_step(tmp_path):
         assert r.step_messages(r.steps[-1])[-1].TYPE == "step_summary"
 
 
+def test_truncation_that_leaves_null_rows_keeps_the_rows_before(tmp_path):
+    """A cut-off page reads as rows of NULLs before SQLite reports the damage: the
+    scan skips them instead of taking their id 0 as the last message."""
+    path = tmp_path / "run.tscope"
+    _record(path, steps=30, calls=1, pad=200)
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.truncate(int(size * 0.95))
+    with SessionReader(str(path)) as r:
+        assert 0 < len(r.steps) < 30
+        assert any("cut off or damaged" in w for w in r.warnings)
+        got = list(r.messages())
+        assert isinstance(got[0], Hello)
+        assert {m.step for m in got if isinstance(m, StepSummary)} == set(r.steps)
+        assert r.step_messages(r.steps[-1])[-1].TYPE == "step_summary"
+
+
 def test_corrupt_body_is_skipped_with_a_warning(tmp_path):
     path = tmp_path / "run.tscope"
     _record(path, steps=3)
