@@ -347,11 +347,7 @@ class MainWindow(QMainWindow):
         if entries:   # every input, output, gradient, parameter and .grad kept at this pause
             self.inspector.show_choices(entries, stats)
             return
-        meta = None
-        if state is not None and state.shape is not None:
-            from tensorscope.common.tensors import tensor_meta
-            meta = tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
-                               device=state.device)
+        meta = stats_tensor_meta(state, path, stats is not None)
         if meta is not None:
             pinned = (root, path) in self.view_state.pins
             live = self.connection is not None
@@ -506,6 +502,24 @@ def freeze_startup_heap() -> None:
         _heap_frozen = True
         gc.collect()
         gc.freeze()
+
+
+def stats_tensor_meta(state: Any, path: str, with_stats: bool) -> dict | None:
+    """The TensorMeta the inspector names for a module shown without values: with
+    statistics, the output they describe (``out["values"]`` of a module returning a
+    mask first), else its first output."""
+    from tensorscope.common.tensors import tensor_meta
+    if state is None:
+        return None
+    shown = state.stats_meta if with_stats else None
+    if shown is not None:
+        return tensor_meta(f"{path}/{shown.get('path') or 'out'}", shape=list(shown["shape"]),
+                           dtype=str(shown.get("dtype", "")),
+                           device=str(shown.get("device", "")))
+    if state.shape is None:
+        return None
+    return tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
+                       device=state.device)
 
 
 def paused_choices(model: SessionModel, root: int, path: str) -> list[dict]:

@@ -361,6 +361,14 @@ class PlotsPanel(QWidget):
                     plot.getViewBox().prepareForPaint()
                 return
 
+    def settled(self, model: SessionModel) -> bool:
+        """Whether every plot shows all of ``model`` (no change left to draw, no curve
+        still waiting for its turn): what a screenshot waits for."""
+        names = ALL_PLOTS if model.scalars else PLOTS
+        return not any(model.changes.changed(self._seen[name],
+                                             *PLOT_TOPICS.get(name, MODULE_PLOT_TOPICS))
+                       for name in names)
+
     def _update_loss(self, model: SessionModel) -> None:
         steps, values = model.loss.arrays()
         self.steps.include(steps)

@@ -20,11 +20,24 @@ class _WindowScreenshot(QObject):
     saved = Signal(str)
     failed = Signal(str)
 
+    #: seconds a screenshot waits at most for the plots to draw everything
+    PLOTS_WAIT = 10.0
+
     def __init__(self, window: MainWindow, path: str, timeout: float) -> None:
         super().__init__(window)
         self.window, self.path = window, path
         self.deadline = time.monotonic() + timeout
         self._settle = 0
+        self._plots_since: float | None = None
+
+    def _plots_drawn(self) -> bool:
+        """The plots drew every curve (they add a few per refresh), or waited long
+        enough: a run still streaming may never let them settle."""
+        now = time.monotonic()
+        if self._plots_since is None:
+            self._plots_since = now
+        return (self.window.plots.settled(self.window.model)
+                or now - self._plots_since > self.PLOTS_WAIT)
 
     def _grab(self) -> None:
         if self.window.grab().save(self.path, "PNG"):
@@ -61,7 +74,7 @@ class StepScreenshot(_WindowScreenshot):
         if self._settle == 0 and self.select and self.window.model.module(*self.select):
             self.window.select_module(*self.select)
         self._settle += 1
-        if self._settle >= 4:  # a few refresh ticks: plots and colours settle
+        if self._settle >= 4 and self._plots_drawn():   # colours and plots settled
             self._done = True
             QTimer.singleShot(0, self._grab)
 
@@ -137,6 +150,6 @@ class ReplayScreenshot(_WindowScreenshot):
             self._settle = 0
             return
         self._settle += 1
-        if self._settle >= 4:   # a few refresh ticks: colours, plots, inspector settle
+        if self._settle >= 4 and self._plots_drawn():   # colours, plots, inspector settle
             self._stage = "done"
             QTimer.singleShot(0, self._grab)

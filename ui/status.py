@@ -31,6 +31,8 @@ class StatusPanel:
             else:
                 bar.addPermanentWidget(label)
         self.connection = "not connected"
+        #: a recording's window: the rate is the recorded training's, events/s is empty
+        self.recorded = False
         self.set_state("idle")
 
     def text(self, name: str) -> str:
@@ -60,9 +62,15 @@ class StatusPanel:
         job = f" · rank {model.rank} of {model.world_size}" if model.world_size > 1 else ""
         self.labels["script"].setText(f"script: {script}{job}")
         self.labels["step"].setText(f"step {max(model.step, 0)}")
-        self.labels["rate"].setText(f"{steps_s:.1f} steps/s")
+        if self.recorded:   # a replay: the pace of the training, not of the file's reading
+            rate = model.current.recorded_steps_per_s()
+            self.labels["rate"].setText("— steps/s" if rate is None else f"{rate:.1f} steps/s")
+            self.labels["rate"].setToolTip("as the recorded training ran (its steps' durations)")
+            self.labels["events"].setText("")
+        else:
+            self.labels["rate"].setText(f"{steps_s:.1f} steps/s")
+            self.labels["events"].setText(f"{events_s:,.0f} events/s")
         self._overhead(model)
-        self.labels["events"].setText(f"{events_s:,.0f} events/s")
         bad = len(model.errors)
         self.labels["dropped"].setText(f"dropped {model.dropped}"
                                        + (f" · {bad} malformed skipped" if bad else ""))

@@ -257,3 +257,20 @@ def test_finite_only_statistics_show_only_for_a_tensor_with_nan_or_inf(inspector
     inspector.show_tensor(None, meta, {"min": 1.0, "nan": 0, "inf": 0, "finite_min": 1.0})
     assert not header.stat_names["finite_min"].isVisible()
     assert not header.stat_values["finite_min"].isVisible()
+
+
+def test_a_calls_statistics_go_to_the_output_they_describe(inspector):
+    """A call returning (mask, values): its captured statistics are of ``values``;
+    the mask is shown with its own slice's statistics, not the values'."""
+    mask, values = np.ones((2, 3), dtype=bool), np.full((2, 3), 4.0, dtype=np.float32)
+    refs = {"0:fc#1/out[0]": mask, "0:fc#1/out[1]": values}
+    inspector.test_host = ArrayHost(inspector, refs)
+    entries = [dict(tensor_meta(r.rsplit("/", 1)[-1], shape=[2, 3], dtype=a.dtype.name), ref=r)
+               for r, a in refs.items()]
+    captured = {"mean": 4.0, "min": 4.0}
+    inspector.show_choices(entries, captured)
+    assert inspector.state.ref == "0:fc#1/out[0]" and inspector.state.stats != captured
+    picker = inspector.header.picker
+    picker.setCurrentIndex(picker.findText("out[1]"))
+    picker.activated.emit(picker.currentIndex())
+    assert inspector.state.ref == "0:fc#1/out[1]" and inspector.state.stats == captured

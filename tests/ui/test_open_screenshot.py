@@ -7,6 +7,8 @@ import sys
 
 from PySide6.QtGui import QImage
 
+from tensorscope.ui.plots import NEW_CURVES_PER_REFRESH as NEW_CURVES
+
 
 
 def _open(*args: str) -> subprocess.CompletedProcess:
@@ -54,3 +56,23 @@ def test_a_missing_file_is_named_before_any_display_check(tmp_path):
     assert proc.returncode == 1
     assert f"{missing}: no such file" in proc.stderr
     assert "display" not in proc.stderr
+
+
+def test_a_screenshot_waits_for_every_curve_of_the_plots(qtbot, tmp_path, recording):
+    """The plots add a curve or two per refresh: the grab waits until all are on."""
+    from tensorscope.ui.plots import MAX_CURVES
+    from tensorscope.ui.replay import ReplayWindow
+    from tensorscope.ui.screenshot import ReplayScreenshot
+    w = ReplayWindow(recording, settings_key=None)
+    qtbot.addWidget(w)
+    w.resize(1600, 1000)
+    shot = ReplayScreenshot(w, str(tmp_path / "shot.png"))
+    with qtbot.waitSignal(shot.saved, timeout=60_000):
+        w.show()
+    leaves = [k for k in w.model.module_series if w.model.modules[k].children == [] and k[2]]
+    want = min(MAX_CURVES, len(leaves))
+    assert want > NEW_CURVES
+    assert len(w.plots.legend_entries("grad")) == want
+    assert len(w.plots.legend_entries("stat")) == want
+    assert "steps/s" in w.status.text("rate") and w.status.text("events") == ""
+    w.close()

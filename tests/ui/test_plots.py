@@ -228,3 +228,18 @@ def test_a_substring_or_regex_filter_chooses_the_modules(qtbot):
     assert _legend(panel, "stat") == ["layers.3"]
     panel.module_filter.setText("/[/")   # not a regex: nothing matches, said in red
     assert panel.module_filter.toolTip() == "not a valid regex"
+
+
+def test_settled_once_every_curve_is_on_and_again_after_new_data(qtbot):
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    _steps(model, 0, 30)
+    refreshes = 0
+    while not panel.settled(model):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+        refreshes += 1
+        assert refreshes < 10 * MAX_CURVES
+    assert _counts(panel) == (30, MAX_CURVES, MAX_CURVES)
+    _steps(model, 30, 1)
+    assert not panel.settled(model)

@@ -238,3 +238,38 @@ def test_what_reading_finds_is_shown_and_a_recording_without_a_graph_says_so(qtb
         w.show()
     assert "This recording holds no module graph" in w.graph.views["module"]._empty_text
     w.close()
+
+
+@pytest.mark.parametrize("form", ["batched", "digests"])
+def test_statistics_shown_without_values_name_their_output(qtbot, tmp_path, form):
+    """network.2 returns a bool mask first: the inspector names the float output
+    its recorded statistics are of, not the mask."""
+    from sample_events import batched, mlp_session
+    from tensorscope.common.events import CallDigest
+    from tensorscope.common.tensors import tensor_meta
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+
+    msgs = mlp_session(3)
+    for m in msgs:
+        if isinstance(m, CallDigest) and m.path == "network.2":
+            m.outputs = [tensor_meta("out[0]", shape=[64, 3], dtype="bool", device="cpu"),
+                         {**m.outputs[0], "path": "out[1]"}]
+    path = str(tmp_path / "mask.tscope")
+    session = Session()
+    session.add_sink(Recorder(path))
+    for m in (batched(msgs) if form == "batched" else msgs):
+        session.emit(m)
+    session.close()
+    w = ReplayWindow(path)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    w.replay.slider.setValue(2)
+    qtbot.waitUntil(lambda: w.shown_step == 2, timeout=5000)
+    w.select_module(0, "network.2")
+    assert w.model.module(0, "network.2").dtype == "bool"
+    meta = w.inspector.state.meta
+    assert meta["path"] == "network.2/out[1]" and meta["dtype"] == "float32"
+    assert w.inspector.state.stats is not None
+    w.close()

@@ -38,13 +38,13 @@ class ArrayTableModel(QAbstractTableModel):
         self.col_labels = np.arange(table.shape[1]) if col_labels is None else col_labels
         self.endResetModel()
 
-    def rowCount(self, parent: AnyIndex = QModelIndex()) -> int:  # noqa: N802 (Qt API)
+    def rowCount(self, parent: AnyIndex | None = None) -> int:  # noqa: N802 (Qt API)
         """Rows of the shown array."""
-        return 0 if parent.isValid() else self.array.shape[0]
+        return 0 if parent is not None and parent.isValid() else self.array.shape[0]
 
-    def columnCount(self, parent: AnyIndex = QModelIndex()) -> int:  # noqa: N802 (Qt API)
+    def columnCount(self, parent: AnyIndex | None = None) -> int:  # noqa: N802 (Qt API)
         """Columns of the shown array."""
-        return 0 if parent.isValid() else self.array.shape[1]
+        return 0 if parent is not None and parent.isValid() else self.array.shape[1]
 
     def value(self, row: int, col: int) -> Any:
         """The element at (row, col), as a numpy scalar."""

@@ -25,6 +25,7 @@ from tensorscope.ui.inspector.plots import HeatmapView, LineView
 from tensorscope.ui.model.received import (ReceivedSlice, display_values, nonfinite_counts)
 from tensorscope.ui.inspector.slicer import SlicerPanel
 from tensorscope.ui.model.inspector_state import InspectorState
+from tensorscope.ui.model.session_model import stats_output
 from tensorscope.ui.inspector.table import ArrayTableView
 from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, css,
                                             error_color, mute)
@@ -56,6 +57,7 @@ class TensorInspector(QWidget):
         self.state = state if state is not None else InspectorState()
         self._choices: dict[str, dict[str, Any]] = {}
         self._choice_stats: dict[str, Any] | None = None
+        self._stats_ref: str | None = None   # the choice ``_choice_stats`` describe
         self.header = InspectorHeader(self)
         self.slicer = SlicerPanel(self.state, self)
         self._build_views()
@@ -157,6 +159,9 @@ class TensorInspector(QWidget):
         """
         self._choices = {str(e["ref"]): dict(e) for e in entries if e.get("ref")}
         self._choice_stats = stats
+        outputs = [e for r, e in self._choices.items() if r.rsplit("/", 1)[-1].startswith("out")]
+        described = stats_output(outputs)
+        self._stats_ref = str(described["ref"]) if described is not None else None
         refs = list(self._choices)
         if not refs:
             self.header.set_choices([], None)
@@ -167,8 +172,7 @@ class TensorInspector(QWidget):
 
     def _show_choice(self, ref: str) -> None:
         meta = self._choices[ref]
-        primary = ref.rsplit("/", 1)[-1].startswith("out")
-        self.show_tensor(ref, meta, self._choice_stats if primary else None)
+        self.show_tensor(ref, meta, self._choice_stats if ref == self._stats_ref else None)
 
     def _picked(self, index: int) -> None:
         ref = self.header.picker.itemData(index)

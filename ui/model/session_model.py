@@ -113,6 +113,8 @@ class ModuleState:
     dtype: str = ""
     device: str = ""
     stats: dict[str, float] | None = None
+    #: the TensorMeta of the output ``stats`` describe (``stats_output``)
+    stats_meta: dict[str, Any] | None = None
     grad_norm: float | None = None
     update_ratio: float | None = None
     finite: bool = True
@@ -142,9 +144,24 @@ class ModuleState:
 
 
 def primary_output(outputs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first tensor output's TensorMeta (the one stats describe)."""
+    """The first tensor output's TensorMeta (the shape and dtype a card and the tree show)."""
     for meta in outputs:
         if meta.get("kind", "tensor") == "tensor" and meta.get("shape") is not None:
+            return meta
+    return None
+
+
+#: dtype names of the tensors the capture takes statistics of (floating or complex)
+STATS_DTYPE_PREFIXES = ("float", "bfloat", "complex")
+
+
+def stats_output(outputs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The TensorMeta of the output a call's ``stats`` describe: as the capture
+    picks it, the first floating or complex tensor (a module returning a mask or
+    indices first, ``(mask, values)``, has the statistics of ``values``)."""
+    for meta in outputs:
+        if (meta.get("kind", "tensor") == "tensor" and meta.get("shape") is not None
+                and str(meta.get("dtype", "")).startswith(STATS_DTYPE_PREFIXES)):
             return meta
     return None
 
@@ -170,6 +187,8 @@ class RankState:
         self.overheads: deque[tuple[float, float]] = deque(maxlen=32)  # (share, duration)
         #: what ``--max-overhead`` chose last (``StepSummary.rates``), or None
         self.capture_rates: dict[str, Any] | None = None
+        #: the wall time of its last training steps as measured while training
+        self.durations: deque[float] = deque(maxlen=32)
 
     def overhead(self) -> float | None:
         """TensorScope's share of this rank's step time over its last steps (their
@@ -180,6 +199,14 @@ class RankState:
         if total <= 0:
             return sum(o for o, _ in self.overheads) / len(self.overheads)
         return sum(o * d for o, d in self.overheads) / total
+
+    def recorded_steps_per_s(self) -> float | None:
+        """Steps a second as training ran them (its steps' own durations, not when
+        they reached the GUI: a replay reads them at once), or None if unknown."""
+        if not self.durations:
+            return None
+        total = sum(self.durations)
+        return len(self.durations) / total if total > 0 else None
 
     def note_rate(self, now: float) -> None:
         """Add a (time, steps seen) sample."""
@@ -447,6 +474,7 @@ class SessionModel:
                 self.devices.add(state.device)
         if msg.stats is not None:
             state.stats = msg.stats
+            state.stats_meta = stats_output(msg.outputs)
         state.finite = msg.finite
         if msg.grad_enabled:  # an eval pass under no_grad keeps the last training gradients
             state.grad_finite = msg.grad_finite
@@ -479,6 +507,8 @@ class SessionModel:
             series = rank.eval_loss if msg.kind == "inference" else rank.loss
             series.append(msg.step, _finite_or_nan(msg.loss))
         rank.dropped += int(msg.dropped or 0)
+        if msg.kind != "inference" and msg.duration and msg.duration > 0:
+            rank.durations.append(float(msg.duration))
         if msg.overhead is not None:
             rank.overheads.append((float(msg.overhead), max(0.0, float(msg.duration or 0.0))))
         if msg.rates is not None:

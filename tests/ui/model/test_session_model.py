@@ -82,3 +82,31 @@ def test_malformed_events_are_skipped_not_fatal():
                   + mlp_session(2))
     assert len(m.errors) >= 2
     assert m.module(0, "network.0").type == "Linear" and m.steps_seen >= 2
+
+
+def test_statistics_name_the_output_they_describe():
+    """A module returning a mask first: the tree shows its first output, the
+    statistics belong to its first floating one (as the capture takes them)."""
+    from tensorscope.common.events import CallDigest
+    from tensorscope.common.tensors import tensor_meta
+    m = SessionModel()
+    outputs = [tensor_meta('out["mask"]', shape=[8, 4], dtype="bool"),
+               tensor_meta('out["idx"]', shape=[8], dtype="int64"),
+               tensor_meta('out["values"]', shape=[8, 2], dtype="bfloat16")]
+    m.ingest(CallDigest(step=0, path="topk", type="TopK", outputs=outputs,
+                        stats={"min": 0.5, "max": 2.0}))
+    state = m.module(0, "topk")
+    assert (state.shape, state.dtype) == ([8, 4], "bool")
+    assert state.stats_meta["path"] == 'out["values"]'
+    assert state.stats_meta["shape"] == [8, 2]
+
+
+def test_the_recorded_rate_is_the_steps_own_durations():
+    """A replay reads every step at once: its rate is the training's, from the
+    steps' durations (evaluation steps left out)."""
+    from tensorscope.common.events import StepSummary
+    m = SessionModel()
+    assert m.current.recorded_steps_per_s() is None
+    m.ingest_many([StepSummary(step=s, loss=1.0, duration=0.25) for s in range(4)]
+                  + [StepSummary(step=4, loss=1.0, duration=9.0, kind="inference")])
+    assert m.current.recorded_steps_per_s() == 4.0
