@@ -16,6 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.nn.parameter import is_lazy
 
 from tensorscope.hooks.stats import VectorRef, sq_norm
 from tensorscope.hooks.tensor_kinds import kind_of, values_view
@@ -120,11 +121,15 @@ class ParamTracker:
         # the rows of a step that queues no number: (layout, requires_grad flags, rows),
         # the same list for every such step while neither changes (read-only)
         self._plain: tuple[Any, tuple[bool, ...], list[dict[str, Any]]] | None = None
+        # lazy modules' parameters not yet materialised, left out of the rows until
+        # their first forward gives them a shape (the same objects, then Parameters)
+        self._lazy: list[torch.Tensor] = []
 
     def clear(self) -> None:
         """Forget every parameter (on detach)."""
         self._layout_key, self._layout = None, ([], [])
         self._plain = None
+        self._lazy = []
 
     def _work(self, step: "StepBuffer") -> ParamWork:
         if step.param_work is None:
@@ -206,7 +211,7 @@ class ParamTracker:
         """Row templates and tensors, rebuilt only when roots or optimizers change."""
         key = (self.index.version, [(id(o), [len(g["params"]) for g in o.param_groups])
                                     for o in self.optimizers])
-        if key != self._layout_key:
+        if key != self._layout_key or (self._lazy and not all(map(is_lazy, self._lazy))):
             self._layout_key, self._layout = key, self._build_rows()
         return self._layout
 
@@ -217,8 +222,12 @@ class ParamTracker:
                 for i, p in enumerate(group["params"]):
                     in_opt.setdefault(id(p), f"optimizer{k}.group{g}.param{i}")
         rows, tensors, seen = [], [], set()
+        self._lazy = []
         for rid, mpath, name, p in self.index.parameters():
             seen.add(id(p))
+            if is_lazy(p):
+                self._lazy.append(p)
+                continue
             rows.append(_row(name, rid, mpath, p, id(p) in in_opt))
             tensors.append(p)
         for opt in self.optimizers:
@@ -226,6 +235,9 @@ class ParamTracker:
                 for p in group["params"]:
                     if id(p) not in seen:
                         seen.add(id(p))
+                        if is_lazy(p):
+                            self._lazy.append(p)
+                            continue
                         rows.append(_row(in_opt[id(p)], None, "", p, True))
                         tensors.append(p)
         return rows, tensors

@@ -12,6 +12,7 @@ import weakref
 from typing import Any, Iterable
 
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 _LOSS_MODULE = "torch.nn.modules.loss"
 _LOSS_TYPES: dict[type, bool] = {}
@@ -66,6 +67,8 @@ def _config(module: nn.Module, arrow: str) -> str:
 def _count(params: Iterable[nn.Parameter]) -> tuple[int, int]:
     total = trainable = 0
     for p in params:
+        if is_lazy(p):   # a lazy module's parameter before its first forward: no size yet
+            continue
         n = p.numel()
         total += n
         if p.requires_grad:

@@ -50,6 +50,7 @@ import math
 from typing import Any, Iterable
 
 import torch
+from torch.nn.parameter import is_lazy
 
 from tensorscope.common.step_calls import FINITE, GRAD_FINITE, AnyCall
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
@@ -121,7 +122,7 @@ class NonFiniteObserver(Diagnostic):
         with torch.no_grad():
             for mpath, mod in root.named_modules():
                 for pname, p in mod.named_parameters(recurse=False):
-                    if p.is_meta or p.is_sparse or not (p.is_floating_point() or p.is_complex()):
+                    if is_lazy(p) or p.is_meta or p.is_sparse or not (p.is_floating_point() or p.is_complex()):
                         continue
                     t = p.detach()
                     sums[str(len(names))] = torch.view_as_real(t).sum() if t.is_complex() \
