@@ -1,4 +1,13 @@
-"""SIGTERM and SIGHUP: write the report and close the recording, then die as Python would.
+"""SIGTERM, SIGHUP and interpreter exit: write the report and close the recording.
+
+**Exit.** A watch with a report or a recording that the script never closes
+(``tensorscope.watch(model, opt, report=...)`` at the top of a script, no
+``with``, no ``close()``) is closed by an ``atexit`` handler, so its report
+is written and its recording ends with ``Bye``; the exit code it records is
+1 after an uncaught exception (130 after Ctrl-C), else 0 (``sys.exit``'s code
+is not known by then). ``close`` removes the handler.
+
+**Signals.**
 
 Python's default for both signals is to end the process at once, with no
 cleanup: no report, an open recording. ``install`` (main thread only, only
@@ -37,6 +46,7 @@ installed after replaces ours, as ``signal.signal`` always does.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -57,11 +67,17 @@ class SignalClose:
     def __init__(self, watch: "Watch") -> None:
         self.watch = watch
         self.installed: dict[int, Any] = {}
+        self.at_exit = False
 
     def install(self, needed: bool = True) -> None:
         """Install ``_terminate`` for each signal still at its default (main thread
-        only); ``needed``: the watch has a report or a recording to close."""
-        if not needed or threading.current_thread() is not threading.main_thread():
+        only), and the exit handler; ``needed``: the watch has a report or a
+        recording to close."""
+        if not needed:
+            return
+        atexit.register(self._at_exit)
+        self.at_exit = True
+        if threading.current_thread() is not threading.main_thread():
             return
         for signum in SIGNALS:
             try:
@@ -73,6 +89,9 @@ class SignalClose:
 
     def uninstall(self) -> None:
         """Restore the previous handlers where ours is still the one installed."""
+        if self.at_exit:
+            self.at_exit = False
+            atexit.unregister(self._at_exit)
         if threading.current_thread() is not threading.main_thread():
             return
         for signum, previous in self.installed.items():
@@ -82,6 +101,21 @@ class SignalClose:
             except (ValueError, OSError):
                 continue
         self.installed.clear()
+
+    def _at_exit(self) -> None:
+        """``atexit``: close a watch the script left open (never raises)."""
+        watch = self.watch
+        if watch.closed:
+            return
+        last = getattr(sys, "last_value", None)   # set when an uncaught exception was printed
+        code = 0 if last is None else 130 if isinstance(last, KeyboardInterrupt) else 1
+        try:
+            watch.close(exit_code=code)
+        except BaseException as exc:
+            try:
+                print(f"tensorscope: closing at exit failed: {exc}", file=sys.stderr)
+            except Exception:
+                pass
 
     def _terminate(self, signum: int, frame: Any) -> None:
         watch = self.watch
