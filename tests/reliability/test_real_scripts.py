@@ -2,9 +2,12 @@
 output, the exit code and the absence of any TensorScope traceback must match."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import reliability_runs as runs
+from tensorscope.viewer.reader import SessionReader
 
 pytestmark = pytest.mark.slow
 
@@ -69,3 +72,84 @@ def test_a_meta_forward_is_no_diagnostic_failure(tmp_path):
     assert base.rc == 0 and base.out.count("loss") == 2, base.err
     assert (res.rc, res.out) == (base.rc, base.out), res.err
     assert "internal error" not in res.err and "internal_error" not in res.err
+
+
+LAZY = """
+    import sys
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.LazyConv2d(4, 3)
+            self.fc = nn.LazyLinear(3)
+            self.spare = nn.LazyLinear(5)   # never called: stays uninitialised
+
+        def forward(self, x):
+            return self.fc(self.conv(x).relu().flatten(1))
+
+    model = Net()
+    if "--watch" in sys.argv:
+        import tensorscope
+        tensorscope.watch(model, report=sys.argv[-1])
+    model(torch.randn(2, 3, 6, 6))   # the dummy batch that sizes the lazy layers
+    opt = torch.optim.SGD(list(model.conv.parameters()) + list(model.fc.parameters()), lr=0.1)
+    for step in range(3):
+        loss = model(torch.randn(2, 3, 6, 6)).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        print("loss", repr(loss.item()))
+"""
+
+
+def test_lazy_modules_before_their_first_forward(tmp_path):
+    """Uninitialised parameters have no size: counting them failed the root's first
+    call under ``run``, and made ``watch()`` itself raise into the script."""
+    script = runs.write(tmp_path, "lazy.py", LAZY)
+    base = runs.plain(script)
+    assert base.rc == 0 and base.out.count("loss") == 3, base.err
+    res = runs.under(script, options=("--headless", "--report", str(tmp_path / "r.json")))
+    assert (res.rc, res.out) == (base.rc, base.out), res.err
+    assert "internal error" not in res.err
+    rows = {p["name"]: p for p in json.loads((tmp_path / "r.json").read_text())["parameters"]}
+    assert rows["fc.weight"]["shape"] == [3, 64] and "spare.weight" not in rows
+    watched = runs.plain(script, "--watch", str(tmp_path / "w.json"))
+    assert (watched.rc, watched.out) == (base.rc, base.out), watched.err
+    assert "internal error" not in watched.err
+
+
+UNCLOSED = """
+    import sys
+    import torch
+    from torch import nn
+    import tensorscope
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    tensorscope.watch(model, opt, report=sys.argv[1], record=sys.argv[2])  # never closed
+    for step in range(3):
+        loss = model(torch.randn(2, 4)).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        print("loss", repr(loss.item()))
+    if "--raise" in sys.argv:
+        raise ValueError("the script's own error")
+"""
+
+
+@pytest.mark.parametrize("flag,code", [("", 0), ("--raise", 1)])
+def test_a_watch_never_closed_still_writes_its_report(tmp_path, flag, code):
+    """``tensorscope.watch(...)`` at the top of a script, no ``with``: the report was
+    never written and the recording never ended."""
+    script = runs.write(tmp_path, "unclosed.py", UNCLOSED)
+    report, record = tmp_path / "r.json", tmp_path / "r.tscope"
+    res = runs.plain(script, str(report), str(record), *([flag] if flag else []))
+    assert res.rc == code and res.out.count("loss") == 3, res.err
+    data = json.loads(report.read_text())
+    assert data["steps"] == 3 and data["exit_code"] == code
+    with SessionReader(str(record)) as reader:
+        byes = [m for m in reader.messages() if m.TYPE == "bye"]
+        assert reader.steps
+    assert [b.exit_code for b in byes] == [code]
