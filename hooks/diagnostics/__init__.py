@@ -24,7 +24,8 @@ KINDS = (
     "loss_broadcast", "graph_retained", "unused_parameter", "param_not_in_optimizer",
     "dead_activation", "vanishing_gradient", "exploding_gradient", "fp16_overflow",
     "host_sync_in_forward", "compiled", "tiny_updates", "huge_updates",
-    "zero_grad_before_step", "single_class_batches", "softmax_dim",
+    "zero_grad_before_step", "single_class_batches", "softmax_dim", "ineffective_freeze",
+    "batchnorm_batch_of_one",
 )
 
 
@@ -40,6 +41,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.backward_errors import BackwardErrorObserver
     from tensorscope.hooks.diagnostics.cuda import HostSyncObserver
     from tensorscope.hooks.diagnostics.device import DeviceObserver
+    from tensorscope.hooks.diagnostics.freezing import FreezeObserver
     from tensorscope.hooks.diagnostics.gradnorms import GradScaleObserver
     from tensorscope.hooks.diagnostics.grads import GradAccumulationObserver, \
         ParamCoverageObserver
@@ -54,7 +56,7 @@ def default_observers(mode: str) -> "list[Observer]":
     observers: list[Observer] = [
         ModeObserver(), LossInputObserver(), graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(), NonFiniteObserver(),   # the loss is checked in every mode
-        BackwardErrorObserver(),
+        BackwardErrorObserver(), FreezeObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())

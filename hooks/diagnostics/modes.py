@@ -1,4 +1,5 @@
-"""``train_mode_in_eval`` and ``eval_mode_in_training``: ``train()``/``eval()`` slips.
+"""``train_mode_in_eval``, ``eval_mode_in_training``: ``train()``/``eval()`` slips; and
+``batchnorm_batch_of_one``.
 
 Both read only the module's ``training`` flag and ``torch.is_grad_enabled()``
 as the hooks recorded them (``CallRecord.training``/``grad_enabled``): no
@@ -39,6 +40,11 @@ device work at all.
   (``training=self.training``, or ``True`` for Monte Carlo dropout) is left alone.
   The functions are wrapped while attached and restored on detach; the check
   reads the arguments and the calling module's flag, no tensor.
+* ``batchnorm_batch_of_one``: a BatchNorm in training mode, with gradients, whose
+  input has one sample and several values per channel (``[1, C, H, W]``, ``[1, C,
+  L]``; ``[1, C]`` raises in PyTorch) at ``ONE_SAMPLE_STEPS`` optimizer steps in a
+  row: its statistics are one example's. A last short batch of an epoch is not it;
+  ``SyncBatchNorm`` (statistics over every rank) is left alone. Input shape only.
 """
 from __future__ import annotations
 
@@ -53,6 +59,7 @@ from tensorscope.hooks.diagnostics.base import Diagnostic, FunctionalPatches, \
 from tensorscope.hooks.observer import CallRecord
 
 _MODE_TYPES = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
+ONE_SAMPLE_STEPS = 2   # optimizer steps in a row whose BatchNorm saw batches of one
 #: functional dropouts whose ``training`` argument (third, default True) ``eval()`` can't reach
 _FUNCTIONAL_DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d")
 
@@ -93,6 +100,11 @@ class ModeObserver(Diagnostic):
         self._nograd_runs: dict[int, int] = {}     # root: no_grad forwards since trained
         self._suspects: dict[int, list[tuple[str, int, str]]] = {}   # root: (path, step, text)
         self._sampled: set[int] = set()            # roots whose one-off was followed by training
+        # batchnorm_batch_of_one: (root, path) -> (type, input shape) this step; the
+        # optimizer steps of the current run of such steps
+        self._one_now: dict[tuple[int, str], tuple[str, list[int]]] = {}
+        self._one_runs: dict[tuple[int, str], list[int]] = {}
+        self._one_reported: set[tuple[int, str]] = set()
 
     def on_attach(self, ctx: Any) -> None:
         """Wrap the functional dropouts (restored on detach)."""
@@ -159,6 +171,8 @@ class ModeObserver(Diagnostic):
                 if runs >= 2:   # a loop of evaluation forwards
                     self._report_suspects(call.root)
         if call.training == call.grad_enabled:   # training with gradients, or eval without
+            if call.training and isinstance(call.module, nn.modules.batchnorm._BatchNorm):
+                self._batch_of_one(call)
             if call.root not in self._train_mode_roots and isinstance(
                     call.module, _MODE_TYPES) and mode_sensitive(call.module):
                 if call.training:
@@ -175,6 +189,38 @@ class ModeObserver(Diagnostic):
             key = (call.root, call.path)
             if key not in self._pending:
                 self._pending[key] = (call, module, call.step)
+
+    def _batch_of_one(self, call: CallRecord) -> None:
+        """A training BatchNorm call normalising one sample (several values per channel,
+        or PyTorch raises): noted for this step."""
+        inputs: Any = call.inputs
+        shape: Any = getattr(inputs[0][1], "shape", ()) if inputs else ()
+        if len(shape) >= 3 and shape[0] == 1 and not isinstance(call.module, nn.SyncBatchNorm):
+            self._one_now.setdefault((call.root, call.path), (call.type, list(shape)))
+
+    def _judge_batch_of_one(self) -> None:
+        """At an optimizer step: BatchNorm that trained on batches of one at
+        ``ONE_SAMPLE_STEPS`` steps in a row (a last short batch is not it)."""
+        now, self._one_now = self._one_now, {}
+        runs = self._one_runs
+        self._one_runs = {key: runs.get(key, [])[-ONE_SAMPLE_STEPS:] + [self.ctx.step_index]
+                          for key in now}
+        for (rid, path), steps in self._one_runs.items():
+            if len(steps) < ONE_SAMPLE_STEPS or (rid, path) in self._one_reported:
+                continue
+            self._one_reported.add((rid, path))
+            type_name, shape = now[(rid, path)]
+            self.emit("batchnorm_batch_of_one", "warning", "forward", rid, path,
+                      f"{path or 'The model'} ({type_name}) normalised batches of one "
+                      f"sample in training mode (input {shape}) at steps "
+                      f"{', '.join(map(str, steps[-ONE_SAMPLE_STEPS:]))}: its batch "
+                      f"statistics are a single sample's, so each channel is normalised "
+                      f"within one example (training sees different activations than "
+                      f"evaluation with the running statistics) and the running statistics "
+                      f"are noisy. Fix: a batch size of 8 or more, GroupNorm/LayerNorm "
+                      f"instead of BatchNorm, or keep the BatchNorm in eval mode (frozen "
+                      f"statistics) when fine-tuning one sample at a time.",
+                      step=steps[-ONE_SAMPLE_STEPS])
 
     def on_forward(self, call: CallRecord) -> None:
         """A root forward returned: judge its train-mode Dropout/BatchNorm calls."""
@@ -251,6 +297,8 @@ class ModeObserver(Diagnostic):
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """Report eval-mode Dropout/BatchNorm that took part in this training step."""
         self._note_trained(optimizer)
+        if self._one_now or self._one_runs:
+            self._judge_batch_of_one()
         pending, self._pending = self._pending, {}
         mixed, self._train_mode_roots = self._train_mode_roots, set()
         self._frozen_roots.clear()

@@ -65,7 +65,8 @@ class TargetObserver(Diagnostic):
         self._handles: list[tuple[int, int, bool]] = []
         self._run: list[tuple[int, int, int, bool]] = []  # (class, n, classes, from a layer)
         self._done = False
-        self._dims: list[tuple[Any, int, list[int], int]] = []   # (node, dim, shape, step)
+        # (node, dim, shape, class dim, step) of each wrong (log-)softmax this step
+        self._dims: list[tuple[Any, int, list[int], int, int]] = []
         self._dim_seen: set[tuple[str, int, str]] = set()
 
     def on_backward(self, loss: torch.Tensor) -> None:
@@ -101,25 +102,36 @@ class TargetObserver(Diagnostic):
         inner = node.next_functions[0][0] if node.next_functions else None
         name = fn_name(inner)
         made = _skip_views(inner)
+        shape, classes = list(logp.shape), 1
         if fn_name(made) == "SoftmaxBackward0":
             inner, dim = made, SOFTMAX     # probabilities where log-probabilities belong
         elif _layer_output(made):
             inner, dim = made, RAW_SCORES  # a layer's scores, never normalised
-        elif name != "LogSoftmaxBackward0" or logp.dim() < 2:
-            return
-        else:
-            dim = _signed(getattr(inner, "_saved_dim", 1))
-            if dim < 0:
-                dim += logp.dim()
+        elif name == "LogSoftmaxBackward0" and logp.dim() >= 2:
+            dim = _dim_of(inner, logp.dim())
             if dim == 1:
                 return
+            shape, classes = list(logp.shape), 1
+        elif fn_name(made) == "LogSoftmaxBackward0" and logp.dim() == 2 \
+                and _reshapes_only(inner, made):
+            # [B, T, C] log-probabilities flattened to [B*T, C]: the classes are the last dim
+            result = getattr(made, "_saved_result", None)
+            if not isinstance(result, torch.Tensor) or result.dim() < 2 \
+                    or result.shape[-1] != logp.shape[1] or result.numel() != logp.numel():
+                return
+            dim = _dim_of(made, result.dim())
+            if dim == result.dim() - 1:
+                return
+            inner, shape, classes = made, list(result.shape), result.dim() - 1
+        else:
+            return
         if len(self._dims) < 4:
-            self._dims.append((inner, dim, list(logp.shape), self.ctx.step_index))
+            self._dims.append((inner, dim, shape, classes, self.ctx.step_index))
 
     def _report_dims(self, calls: list[CallRecord]) -> None:
         """Name the module whose forward applied each wrong (log-)softmax."""
         dims, self._dims = self._dims, []
-        for inner, dim, shape, step in dims:
+        for inner, dim, shape, classes, step in dims:
             made = [c for c in calls for e in c.out_entries
                     if e.made_fn is inner and e.producer is c]
             call = made[0] if made else next((c for c in reversed(calls)
@@ -150,10 +162,11 @@ class TargetObserver(Diagnostic):
             self.emit(kind, "warning", "loss", rid, path,
                       f"The log-probabilities given to the NLL loss at step {step} come from "
                       f"a log_softmax over dimension {dim} of a {shape} input (in {where}), "
-                      f"but the classes are dimension 1: each column is normalised over the "
-                      f"batch (or positions) instead of each sample over its classes, so the "
-                      f"loss trains the wrong thing. Fix: log_softmax(x, dim=1) (dim=-1 for "
-                      f"[N, C]), or give the raw logits to nn.CrossEntropyLoss.", step=step)
+                      f"but the classes are dimension {classes}: each column is normalised "
+                      f"over the batch (or positions) instead of each sample over its "
+                      f"classes, so the loss trains the wrong thing. Fix: "
+                      f"{'log_softmax(x, dim=1) (dim=-1 for [N, C])' if classes == 1 else 'log_softmax(x, dim=-1)'}"
+                      f", or give the raw logits to nn.CrossEntropyLoss.", step=step)
 
     def on_step_end(self, record: StepRecord) -> None:
         """Fold this step's target ranges into the run of single-class steps."""
@@ -221,6 +234,26 @@ def _layer_output(fn: Any) -> bool:
         return True
     return name == "AddBackward0" and any(
         fn_name(_skip_views(f)) in _RAW_SCORE_FNS for f, _ in fn.next_functions)
+
+
+def _dim_of(node: Any, ndim: int) -> int:
+    """A (log-)softmax node's saved ``dim``, counted from 0 for an ``ndim``-d input."""
+    dim = _signed(getattr(node, "_saved_dim", 1))
+    return dim + ndim if dim < 0 else dim
+
+
+_RESHAPES = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0"})
+
+
+def _reshapes_only(fn: Any, until: Any) -> bool:
+    """Whether the nodes from ``fn`` down to ``until`` only reshape (no transpose)."""
+    for _ in range(6):
+        if fn is until:
+            return True
+        if fn_name(fn) not in _RESHAPES:
+            return False
+        fn = _first_input(fn)
+    return False
 
 
 def _skip_views(fn: Any) -> Any:

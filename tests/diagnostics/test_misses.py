@@ -96,3 +96,49 @@ def test_nll_on_log_probabilities_is_silent() -> None:
                  lambda m: torch.log(F.softmax(m(torch.randn(8, 6)), 1)),
                  lambda m: (lambda s: s - s.logsumexp(1, keepdim=True))(m(torch.randn(8, 6)))):
         assert not _nll(net, make).findings
+
+
+def test_log_softmax_over_the_batch_then_flattened() -> None:
+    """[B, T, C] log-probabilities over dim 0, reshaped to [B*T, C] for the NLL loss."""
+    net = nn.Linear(6, 5)
+    sink = _nll(net, lambda m: F.log_softmax(m(torch.randn(2, 4, 6)), dim=0).reshape(-1, 5))
+    assert ("softmax_dim", "") in sink.findings
+    assert "dimension 2" in sink.findings[("softmax_dim", "")].message  # type: ignore
+    quiet = _nll(net, lambda m: F.log_softmax(m(torch.randn(2, 4, 6)), dim=-1).reshape(-1, 5))
+    assert not quiet.findings
+
+
+def _classify(model: nn.Module, opt: torch.optim.Optimizer, batch: int, steps: int = 3):
+    w, sink = _watch(model, opt)
+    for _ in range(steps):
+        opt.zero_grad()
+        F.cross_entropy(model(torch.randn(batch, 3, 6, 6)), torch.randint(0, 2, (batch,))).backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+def _cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+
+
+def test_batchnorm_trained_on_batches_of_one() -> None:
+    net = _cnn()
+    sink = _classify(net, torch.optim.SGD(net.parameters(), lr=0.01), batch=1)
+    assert ("batchnorm_batch_of_one", "1") in sink.findings
+    net = _cnn()
+    assert not _classify(net, torch.optim.SGD(net.parameters(), lr=0.01), batch=4).findings
+
+
+def test_module_requires_grad_attribute_freezes_nothing() -> None:
+    net = _cnn()
+    net[0].requires_grad = False            # an attribute, not requires_grad_(False)
+    sink = _classify(net, torch.optim.SGD(net.parameters(), lr=0.01), batch=4, steps=1)
+    assert ("ineffective_freeze", "0") in sink.findings
+    net = _cnn()
+    net[0].requires_grad_(False)
+    net[0].requires_grad = False            # harmless beside the real freeze
+    assert not _classify(net, torch.optim.SGD(net.parameters(), lr=0.01), batch=4,
+                         steps=1).findings

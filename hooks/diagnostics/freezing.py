@@ -1,0 +1,65 @@
+"""``ineffective_freeze``: ``module.requires_grad = False`` freezes nothing.
+
+``nn.Module`` has no ``requires_grad`` attribute: assigning one sets a plain
+Python attribute on the module object, and its parameters keep their own
+``requires_grad`` flags, so a backbone "frozen" that way is trained (and an
+optimizer built from ``filter(lambda p: p.requires_grad, ...)`` takes it too).
+The reverse, ``module.requires_grad = True`` to unfreeze parameters frozen
+before, leaves them frozen. ``requires_grad_(flag)`` is the method meant.
+
+Detection: when an optimizer steps, each root not yet looked at (every root
+at a new optimizer's first step) is walked (``named_modules()``, metadata
+only) for a boolean ``requires_grad`` in a module's ``__dict__`` that disagrees
+with its parameters: ``False`` while some of them are trainable, ``True``
+while none is. Otherwise a set lookup and a length comparison per step.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+
+
+class FreezeObserver(Diagnostic):
+    """Finds ``module.requires_grad = flag`` assignments that change no parameter."""
+
+    def __init__(self) -> None:
+        self._checked = 0   # roots walked so far (ctx.roots only grows)
+        self._optimizers: set[int] = set()   # id of each optimizer seen stepping
+
+    def on_optimizer_step_pre(self, optimizer: Any) -> None:
+        """Walk the roots not walked yet, or all of them at a new optimizer's first step
+        (a second phase of fine-tuning unfreezes with a new optimizer)."""
+        roots = self.ctx.roots
+        if id(optimizer) in self._optimizers and self._checked >= len(roots):
+            return
+        start = self._checked
+        if id(optimizer) not in self._optimizers:
+            self._optimizers.add(id(optimizer))
+            start = 0
+        self._checked = len(roots)
+        for rid in range(start, len(roots)):
+            for path, module in roots[rid].named_modules():
+                flag = module.__dict__.get("requires_grad")
+                if isinstance(flag, bool):
+                    self._judge(rid, path, module, flag)
+
+    def _judge(self, rid: int, path: str, module: Any, flag: bool) -> None:
+        params = list(module.parameters())
+        trainable = sum(p.requires_grad for p in params)
+        if not params or (trainable == 0) == (not flag):
+            return
+        where = module_label(self.ctx, rid, path)
+        name = path or "model"
+        if not flag:
+            effect = (f"{trainable} of its {len(params)} parameters still require grad, so "
+                      f"the optimizer trains what was meant to be frozen")
+        else:
+            effect = (f"all {len(params)} of its parameters are still frozen, so it is not "
+                      f"trained")
+        self.emit("ineffective_freeze", "warning", "optimizer", rid, path,
+                  f"`{name}.requires_grad = {flag}` set a plain Python attribute on "
+                  f"{where}, not the flag of its parameters (nn.Module has no requires_grad "
+                  f"attribute): {effect}. Fix: {name}.requires_grad_({flag}) (or set "
+                  f"p.requires_grad on each of its parameters) before building the "
+                  f"optimizer.", step=self.ctx.step_index)
