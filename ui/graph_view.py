@@ -346,6 +346,8 @@ class GraphView(QGraphicsView):
                 and self.fit_size() != self._fitted_for:
             self.fit_default()
         self.legend.reposition()
+        if self.minimap.isVisible() != (self.minimap.fits() and bool(self.nodes.cards)):
+            self.minimap.refresh(force=False)   # shown or hidden for the view's new size
         self.minimap.reposition()
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt API)

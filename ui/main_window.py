@@ -291,7 +291,7 @@ class MainWindow(QMainWindow):
         self.view_state.set_paused_at(PausedMarker.of(p))
         state = self.model.module(p.root or 0, p.path) if p is not None and p.path is not None \
             else None
-        self.graph.set_banner(paused_banner(p, state.type if state else "") if p else "",
+        self.graph.set_banner(paused_banner(p, state.type if state else "", self.model.root_names) if p else "",
                               alarm=p is not None and p.reason in ("non_finite", "exception"))
         if p is not None:
             self.plots.mark_step(p.step)
@@ -347,7 +347,8 @@ class MainWindow(QMainWindow):
         if entries:   # every input, output, gradient, parameter and .grad kept at this pause
             self.inspector.show_choices(entries, stats)
             return
-        meta = stats_tensor_meta(state, path, stats is not None)
+        meta = stats_tensor_meta(state, path or self.model.root_names.get(root, "<root>"),
+                                 stats is not None)
         if meta is not None:
             pinned = (root, path) in self.view_state.pins
             live = self.connection is not None
@@ -371,7 +372,7 @@ class MainWindow(QMainWindow):
         name = path or self.model.root_names.get(root, "<root>")
         call = first_call(self.model.graphs.get("module"), root, path)
         return availability(name, p, (root, path) in self.view_state.pins, call, path,
-                            stats_shown)
+                            stats_shown, self.model.root_names)
 
     def _unavailable(self, root: int, path: str) -> str:
         """Why module ``(root, path)``'s values cannot be fetched now (what to do instead)."""
@@ -504,21 +505,21 @@ def freeze_startup_heap() -> None:
         gc.freeze()
 
 
-def stats_tensor_meta(state: Any, path: str, with_stats: bool) -> dict | None:
-    """The TensorMeta the inspector names for a module shown without values: with
-    statistics, the output they describe (``out["values"]`` of a module returning a
-    mask first), else its first output."""
+def stats_tensor_meta(state: Any, name: str, with_stats: bool) -> dict | None:
+    """The TensorMeta the inspector names for module ``name`` shown without values:
+    with statistics, the output they describe (``out["values"]`` of a module
+    returning a mask first), else its first output."""
     from tensorscope.common.tensors import tensor_meta
     if state is None:
         return None
     shown = state.stats_meta if with_stats else None
     if shown is not None:
-        return tensor_meta(f"{path}/{shown.get('path') or 'out'}", shape=list(shown["shape"]),
+        return tensor_meta(f"{name}/{shown.get('path') or 'out'}", shape=list(shown["shape"]),
                            dtype=str(shown.get("dtype", "")),
                            device=str(shown.get("device", "")))
     if state.shape is None:
         return None
-    return tensor_meta(f"{path}/out", shape=list(state.shape), dtype=state.dtype,
+    return tensor_meta(f"{name}/out", shape=list(state.shape), dtype=state.dtype,
                        device=state.device)
 
 

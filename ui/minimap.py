@@ -15,6 +15,8 @@ from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 from tensorscope.ui.theme import Theme
 
 RERENDER_S = 2.0
+#: the least size of the main view, in overview sizes each way, that shows the overview
+ROOM = 3
 
 
 class Minimap(QWidget):
@@ -37,13 +39,21 @@ class Minimap(QWidget):
             self.hide()
             return
         visible = self._visible()
-        # only when much of the graph is off screen (it would hide nodes otherwise)
-        wanted = rect.width() > 1.5 * visible.width() or rect.height() > 1.5 * visible.height()
+        # only when much of the graph is off screen (it would hide nodes otherwise), and
+        # in a view large enough to keep most of itself clear of the overview
+        wanted = ((rect.width() > 1.5 * visible.width() or rect.height() > 1.5 * visible.height())
+                  and self.fits())
         self.setVisible(wanted)
         self.reposition()
         if wanted and (force or self._pixmap is None or time.monotonic() - self._rendered_at > RERENDER_S):
             self._render(rect.adjusted(-20, -20, 20, 20))
         self.update()
+
+    def fits(self) -> bool:
+        """Whether the main view is at least ``ROOM`` times the overview's size
+        each way (a small window keeps its few square inches for the graph)."""
+        vp = self.main.viewport()
+        return vp.width() >= ROOM * self.width() and vp.height() >= ROOM * self.height()
 
     def _render(self, source: QRectF) -> None:
         ratio = min(self.width() / source.width(), self.height() / source.height())

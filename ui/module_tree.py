@@ -24,6 +24,9 @@ COLUMN_MINS = (70, 50, 56, 62, 50, 60, 72, 40)
 #: the columns that give way, in turn, for the columns up to Grad norm to fit the dock
 #: (Dtype and Device stay readable; Findings, last and mostly empty, may scroll)
 SHRINK_ORDER = (1, 2, 0)
+#: px a child row is indented (Qt's 20 leaves no room for names six levels down,
+#: ``resnet.encoder.stages.0.layers.0.shortcut``)
+INDENT = 12
 KEY_ROLE = Qt.ItemDataRole.UserRole + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole + 2
 
@@ -87,6 +90,9 @@ class ModuleTreePanel(QWidget):
         self._fitting = False
         self._user_sized = False          # the user dragged a column: widths are theirs
         self.view.header().sectionResized.connect(self._section_resized)
+        self.view.setIndentation(INDENT)
+        # an opened row shows deeper names: the Module column grows to show them too
+        self.view.expanded.connect(lambda _index: self._measure(only_names=True))
         self.view.viewport().installEventFilter(self)
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         box = QVBoxLayout(self)
@@ -145,15 +151,24 @@ class ModuleTreePanel(QWidget):
             added = True
         if added:
             self.view.expandToDepth(1)
-            self._fitting = True
-            try:
-                for col in range(len(COLUMNS)):
-                    self.view.resizeColumnToContents(col)
-            finally:
-                self._fitting = False
-            self._natural = [min(self.view.columnWidth(col), cap)
-                             for col, cap in enumerate(COLUMN_CAPS)]
-            self._fit_columns()
+            self._measure()
+
+    def _measure(self, only_names: bool = False) -> None:
+        """The columns' natural widths for the rows in view (capped), then fit them.
+        ``only_names``: a row was opened, only the Module column's can have grown."""
+        if self._user_sized:
+            return
+        self._fitting = True
+        try:
+            for col in (0,) if only_names and self._natural else range(len(COLUMNS)):
+                self.view.resizeColumnToContents(col)
+        finally:
+            self._fitting = False
+        natural = [min(self.view.columnWidth(col), cap) for col, cap in enumerate(COLUMN_CAPS)]
+        if only_names and self._natural:
+            natural = [max(natural[0], self._natural[0]), *self._natural[1:]]
+        self._natural = natural
+        self._fit_columns()
 
     def _fit_columns(self) -> None:
         """Squeeze the columns into the view's width, so that Params and Grad norm stay

@@ -81,7 +81,7 @@ class StatusPanel:
         if model.ended is not None:
             self.set_state("ended")
         elif model.paused is not None:
-            self.set_state("paused at", paused_where(model.paused))
+            self.set_state("paused at", paused_where(model.paused, model.root_names))
         elif hello is not None:
             self.set_state("running")
 
@@ -108,7 +108,7 @@ class StatusPanel:
         label.setToolTip(tip)
 
 
-def paused_banner(p: Any, type_name: str = "") -> str:
+def paused_banner(p: Any, type_name: str = "", root_names: dict[int, str] | None = None) -> str:
     """Why training stopped, in one line (empty for a plain pause or step)."""
     if p.reason == "non_finite" and p.detail:
         return f"Paused: {p.detail}"
@@ -117,5 +117,5 @@ def paused_banner(p: Any, type_name: str = "") -> str:
                f"{p.detail}"
     if p.reason == "breakpoint":
         cls = f" ({type_name})" if type_name else ""
-        return f"Paused at a breakpoint: {paused_where(p)}{cls}"
+        return f"Paused at a breakpoint: {paused_where(p, root_names)}{cls}"
     return ""

@@ -274,3 +274,20 @@ def test_a_calls_statistics_go_to_the_output_they_describe(inspector):
     picker.setCurrentIndex(picker.findText("out[1]"))
     picker.activated.emit(picker.currentIndex())
     assert inspector.state.ref == "0:fc#1/out[1]" and inspector.state.stats == captured
+
+
+def test_a_long_module_path_does_not_widen_the_inspector(inspector):
+    """The title elides in the middle and the hint wraps inside the path: the dock
+    keeps the width the user gave it."""
+    path = ".".join(["a_really_long_container_name_for_a_block"] * 4) + ".1234"
+    before = inspector.minimumSizeHint().width()
+    inspector.show_tensor(None, tensor_meta(f"{path}/out", shape=[2, 4], dtype="float32"),
+                          {"mean": 0.5}, unavailable=f"No values for {path}: none kept")
+    assert inspector.minimumSizeHint().width() <= max(before, 420)
+    assert inspector.header.title.minimumSizeHint().width() < 100
+    assert inspector.empty.minimumSizeHint().width() < 360
+    assert inspector.header.title.text().startswith(path)
+    assert inspector.empty.text() == f"No values for {path}: none kept"
+    inspector.resize(360, 800)
+    title = inspector.header.title
+    assert title.width() <= 360 and path in title.toolTip()

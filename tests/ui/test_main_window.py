@@ -316,3 +316,38 @@ def test_the_default_fit_keeps_cards_clear_of_the_metric_legend(qtbot, width):
     shown = view.mapToScene(view.viewport().rect()).boundingRect()
     assert all(shown.contains(c.rect) for c in view.nodes.cards   # the top row still in view
                if c.id.startswith("p"))
+
+
+def test_the_minimap_leaves_a_small_graph_view_to_the_graph(qtbot):
+    """Zoomed in, the overview shows in a large view; a view shrunk to under three
+    overviews each way hides it (it covered half the graph), and growing it back
+    shows it again."""
+    w = laid_out_window(qtbot, mlp_session(10), (1600, 1000))   # no saved dock layout
+    view = w.graph.views["module"]
+    qtbot.waitUntil(view.minimap.fits, timeout=5000)
+    view.zoom(4.0)
+    view.minimap.refresh()
+    assert view.minimap.isVisible()
+    w.resize(520, 420)
+    qtbot.waitUntil(lambda: not view.minimap.fits(), timeout=5000)
+    assert not view.minimap.isVisible()
+    w.resize(1600, 1000)
+    qtbot.waitUntil(view.minimap.fits, timeout=5000)
+    view.zoom(4.0)   # a view refits the graph when resized
+    view.minimap.refresh()
+    assert view.minimap.isVisible()
+
+
+def test_the_module_column_widens_for_names_shown_by_opening_a_row(qtbot):
+    """Rows opened below the first levels show deeper names: the Module column
+    grows to show them, where it had been sized for the first two levels."""
+    w = laid_out_window(qtbot, transformer_session(2), (1600, 1000))
+    tree = w.tree
+    deepest = max(tree.items, key=lambda k: k[1].count("."))
+    before = tree.view.columnWidth(0)
+    tree.select_module(*deepest)   # opens its parents, as a click in the graph does
+    qtbot.waitUntil(lambda: tree.view.columnWidth(0) > before, timeout=5000)
+    index = tree.proxy.mapFromSource(tree.items[deepest][0].index())
+    text_right = tree.view.visualRect(index).left() + tree.view.fontMetrics().horizontalAdvance(
+        deepest[1].rsplit(".", 1)[-1])
+    assert text_right <= tree.view.columnWidth(0)

@@ -9,6 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from tensorscope.ui.elided import ElidedLabel, WrappedLabel
 from tensorscope.common.tensors import parse_tensor_ref
 from tensorscope.common.statistics import BY_KEY, STAT_KEYS
 from tensorscope.ui.inspector.theme import (accent_color, error_color, mute, plot_colors,
@@ -85,14 +86,13 @@ class InspectorHeader(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.title = QLabel("No tensor selected", self)
+        self.title = ElidedLabel("No tensor selected", self)
         font = self.title.font()
         font.setBold(True)
         font.setPointSizeF(font.pointSizeF() + 1)
         self.title.setFont(font)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.meta_line = QLabel("", self)
-        self.meta_line.setWordWrap(True)
+        self.meta_line = WrappedLabel("", self)
         self.stat_values: dict[str, QLabel] = {}
         self.stat_names: dict[str, QLabel] = {}
         stats = self._build_stats()

@@ -17,6 +17,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QStackedWidget,
                                QVBoxLayout, QWidget)
 
+from tensorscope.ui.elided import WrappedLabel
 from tensorscope.ui.inspector import export, theme
 from tensorscope.ui.inspector.grid import GridView
 from tensorscope.ui.inspector.header import InspectorHeader
@@ -79,8 +80,7 @@ class TensorInspector(QWidget):
 
     def _build_views(self) -> None:
         self.stack = QStackedWidget(self)
-        self.empty = QLabel(self)
-        self.empty.setWordWrap(True)
+        self.empty = WrappedLabel("", self)
         self.empty.setMargin(24)
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         font = self.empty.font()
@@ -98,8 +98,7 @@ class TensorInspector(QWidget):
 
     def _build_footer(self) -> None:
         self.legend = QLabel("", self)
-        self.status = QLabel("", self)
-        self.status.setWordWrap(True)
+        self.status = WrappedLabel("", self)
         self.npy_button = QPushButton("Save .npy…", self)
         self.csv_button = QPushButton("Save .csv…", self)
         self.pin_button = QPushButton("Pin this module", self)

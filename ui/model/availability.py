@@ -77,9 +77,10 @@ def ran_in_paused_step(paused: Any, call: int | None, path: str) -> bool | None:
 
 
 def availability(name: str, paused: Any, pinned: bool, call: int | None,
-                 path: str, stats_shown: bool) -> Availability:
+                 path: str, stats_shown: bool,
+                 root_names: dict[int, str] | None = None) -> Availability:
     """The inspector's hint for module ``name`` (``path``) not served at ``paused``."""
-    where = f"paused at {paused_where(paused)}"
+    where = f"paused at {paused_where(paused, root_names)}"
     ran = ran_in_paused_step(paused, call, path)
     # the first step boundary that serves tensors of a step it ran in while pinned
     # (a boundary serves the pinned tensors of the step before it)
@@ -121,8 +122,10 @@ WHERE_WORDS = {"forward_pre": "before forward", "forward": "forward", "backward"
                "exception": "exception"}
 
 
-def paused_where(p: Any) -> str:
-    """```norm` (forward, step 1)`` or ``the start of step 3`` for a ``PausedAt``."""
+def paused_where(p: Any, root_names: dict[int, str] | None = None) -> str:
+    """```norm` (forward, step 1)`` or ``the start of step 3`` for a ``PausedAt``;
+    a root module by its name in ``root_names`` (``GPT2LMHeadModel``)."""
     if p.where == "step" or p.path is None:
         return f"the start of step {p.step}"
-    return f"`{p.path or '<root>'}` ({WHERE_WORDS.get(p.where, p.where)}, step {p.step})"
+    name = p.path or (root_names or {}).get(getattr(p, "root", 0) or 0) or "<root>"
+    return f"`{name}` ({WHERE_WORDS.get(p.where, p.where)}, step {p.step})"

@@ -62,3 +62,11 @@ def test_kept_modules_and_first_call_read_the_session():
         {"id": "d", "kind": "call", "root": 1, "path": "enc.0", "call": 0}])
     assert first_call(gs, 0, "enc.0") == 1 and first_call(gs, 1, "enc.0") == 0
     assert first_call(gs, 0, "head") is None and first_call(None, 0, "enc.0") is None
+
+
+def test_a_pause_in_a_root_module_names_it():
+    from tensorscope.common.events import PausedAt
+    from tensorscope.ui.model.availability import paused_where
+    p = PausedAt(step=4, where="forward_pre", root=0, path="", call=0)
+    assert paused_where(p, {0: "GPT2LMHeadModel"}) == "`GPT2LMHeadModel` (before forward, step 4)"
+    assert paused_where(p) == "`<root>` (before forward, step 4)"
