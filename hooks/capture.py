@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from tensorscope.hooks import copies
 from tensorscope.hooks.backward_calls import backward_loss, in_backward
 from tensorscope.hooks.compiled import COMPILING_CHECKS
 from tensorscope.hooks.flatten import flatten, flatten_args, meta, shared_metas
@@ -70,8 +71,15 @@ class Capture:
     """The hooks and the step state of one watch.
 
     It calls out only to its ``host`` (``callbacks.CaptureHost``) and to its
-    ``observers`` (``observers.ObserverSet``).
+    ``observers`` (``observers.ObserverSet``). A copy or pickle of it (made
+    with a deep copy or ``torch.save`` of a watched model) is ``copies.INERT``.
     """
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return copies.INERT
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        return copies.inert, ()
 
     def __init__(self, host: "CaptureHost", observers: "ObserverSet", index: "ModelIndex",
                  gate: "Gate", *, mode: str, stats_every: int, global_hooks: bool,
