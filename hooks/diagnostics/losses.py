@@ -72,6 +72,7 @@ _NOT_ACTIVATION_OUTPUT = (
 _ELEMENTWISE = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.KLDivLoss,
                 nn.PoissonNLLLoss)
 _GRAPH_SEARCH = 24          # nodes looked at under the loss in the functional check
+MANUAL_CHECKS = 16          # backwards whose hand-written loss is checked for a broadcast
 # The functional losses wrapped while attached, and what their inputs are checked for.
 _FUNCTIONAL = {"mse_loss": "broadcast", "l1_loss": "broadcast", "smooth_l1_loss": "broadcast",
                "huber_loss": "broadcast", "binary_cross_entropy": "broadcast",
@@ -94,6 +95,9 @@ class LossInputObserver(Diagnostic):
         self._module_loss_called = False
         self._in_loss_module = 0        # inside a hooked loss module's forward
         self._functional_step = -1      # the last step a wrapped functional loss ran in
+        self._manual_checks = 0         # backwards checked for a hand-written broadcast
+        # (node that made the prediction, its shape, the difference's shape, step)
+        self._manual: list[tuple[Any, list[int], list[int], int]] = []
 
     # ---------------------------------------------------------------- attach
     def on_attach(self, ctx: Any) -> None:
@@ -179,9 +183,14 @@ class LossInputObserver(Diagnostic):
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Read the top of the loss's graph: a functional loss imported before the
-        watch attached (so not wrapped) is still seen there."""
+        watch attached (so not wrapped) is still seen there; so is a hand-written one
+        whose difference broadcasts (the first backwards only)."""
         if not self._active:
             return
+        if self._manual_checks < MANUAL_CHECKS and isinstance(loss, torch.Tensor) \
+                and loss.grad_fn is not None:
+            self._manual_checks += 1
+            self._manual_broadcast(loss)
         if self._functional_step == self.ctx.step_index:
             return   # the wrapped functional losses checked this step's losses already
         self._functional_loss(loss)
@@ -203,6 +212,32 @@ class LossInputObserver(Diagnostic):
                                        ("sigmoid", "softmax"), root, path, step)
             elif name in _BROADCAST_LOSSES:
                 self._expanded(node, _BROADCAST_LOSSES[name], root, path, step)
+
+    def _manual_broadcast(self, loss: torch.Tensor) -> None:
+        """``pred - target`` with pred ``[N, 1]`` and target ``[N]``, under the loss: the
+        difference node's one graph input (the prediction) is ``[N, 1]`` and its result
+        ``[N, N]`` (shapes from the nodes' input metadata). Named at step end."""
+        for node in top_nodes(loss.grad_fn):
+            if fn_name(node) not in ("SubBackward0", "RsubBackward0"):
+                continue
+            edges = [e for e in node.next_functions if e[0] is not None]
+            if len(edges) != 1 or len(node.next_functions) != 2:
+                continue   # both sides in the graph (pairwise differences), or a constant
+            pred = _output_shape(*edges[0])
+            out = _output_shape(node, 0)
+            if pred is not None and out is not None and len(pred) == 2 and pred[1] == 1 \
+                    and pred[0] > 1 and out == [pred[0], pred[0]]:
+                self._manual.append((edges[0][0], pred, out, self.ctx.step_index))
+
+    def _report_manual(self, calls: list[CallRecord]) -> None:
+        manual, self._manual = self._manual, []
+        for made, pred, out, step in manual:
+            call = next((c for c in calls for e in c.out_entries
+                         if e.made_fn is made and e.producer is c), None)
+            root, path = (call.root, call.path) if call is not None else \
+                (self._last_root or (0, "", step))[:2]
+            self._report_broadcast("the hand-written loss (pred - target)", pred, None, out,
+                                   root, path, step)
 
     def _activation_under(self, node: Any, loss: str, expects: tuple[str, ...], root: int,
                           path: str, step: int) -> None:
@@ -263,6 +298,8 @@ class LossInputObserver(Diagnostic):
 
     def on_step_end(self, record: StepRecord) -> None:
         """Forget this step's activation outputs (and their graph nodes)."""
+        if self._manual:
+            self._report_manual(record.calls)
         self._acts.clear()
         self._module_loss_called = False
         self._in_loss_module = 0
@@ -316,6 +353,15 @@ class LossInputObserver(Diagnostic):
                   f"averages every pair, so the loss is not what you meant (the model barely "
                   f"learns). Fix: make the shapes equal, e.g. pred.squeeze(-1) or "
                   f"target.unsqueeze(-1) / target.view_as(pred).", step=step)
+
+
+def _output_shape(node: Any, index: int) -> list[int] | None:
+    """The shape of output ``index`` of a graph node (its gradient's metadata), or None
+    where this PyTorch does not expose it."""
+    try:
+        return list(node._input_metadata[index].shape)
+    except (AttributeError, IndexError, TypeError, RuntimeError):
+        return None
 
 
 def producing_fn_of(node: Any) -> Any:

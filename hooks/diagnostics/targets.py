@@ -1,5 +1,5 @@
-"""``single_class_batches``, ``softmax_dim`` (and ``double_activation`` for softmax
-probabilities into an NLL loss): what a classification loss is given.
+"""``single_class_batches``, ``softmax_dim``, ``target_out_of_range`` (and
+``double_activation`` for what an NLL loss is given): what a classification loss is given.
 
 All read the negative log-likelihood node at the top of the graph that
 ``backward()`` is called on (``Observer.on_backward``; ``CrossEntropyLoss``,
@@ -24,6 +24,10 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   batch (an implicit ``dim`` picks 0 for 3-d inputs). Metadata only (the
   node's saved ``dim``). The module named, at step end, is the one whose
   output the log-softmax made (the step's recorded outputs), else the model.
+* ``target_out_of_range``: the target of a ``BinaryCrossEntropyWithLogitsBackward0``
+  node (``BCEWithLogitsLoss``, ``F.binary_cross_entropy_with_logits``) leaves [0, 1]
+  (its minimum and maximum deferred into the step's transfer): masks of 0/255,
+  labels of -1/+1. ``BCELoss`` raises on such targets itself.
 * ``double_activation``: a softmax right under the NLL node (through views):
   probabilities given to ``NLLLoss``/``F.nll_loss``, which expects
   log-probabilities; or a layer's own output there (a linear map, a
@@ -68,14 +72,53 @@ class TargetObserver(Diagnostic):
         # (node, dim, shape, class dim, step) of each wrong (log-)softmax this step
         self._dims: list[tuple[Any, int, list[int], int, int]] = []
         self._dim_seen: set[tuple[str, int, str]] = set()
+        # (defer handle, node that made the logits, step) per BCE-with-logits loss
+        self._binary_handles: list[tuple[int, Any, int]] = []
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Look at the NLL nodes under the loss (first checked steps only)."""
         if self._done or not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
             return
         for node in top_nodes(loss.grad_fn, _SEARCH):
-            if fn_name(node) in _NLL:
+            name = fn_name(node)
+            if name in _NLL:
                 self._nll(node)
+            elif name == "BinaryCrossEntropyWithLogitsBackward0":
+                self._binary(node)
+
+    def _binary(self, node: Any) -> None:
+        """Defer the range of a BCE-with-logits target (it must lie in [0, 1])."""
+        target = getattr(node, "_saved_target", None)
+        if not isinstance(target, torch.Tensor) or not target.is_floating_point() \
+                or target.numel() == 0 or target.is_meta or len(self._binary_handles) >= 4:
+            return
+        with torch.no_grad():
+            lo, hi = target.amin(), target.amax()
+        self._binary_handles.append((self.ctx.defer({"lo": lo, "hi": hi}),
+                                     _skip_views(_first_input(node)), self.ctx.step_index))
+
+    def _report_binary(self, record: StepRecord) -> None:
+        """A BCE-with-logits target outside [0, 1] (masks of 0/255, labels of -1/1)."""
+        handles, self._binary_handles = self._binary_handles, []
+        for handle, made, step in handles:
+            vals = record.deferred.get(handle)
+            if not vals:
+                continue
+            lo, hi = float(vals["lo"]), float(vals["hi"])
+            if 0.0 <= lo and hi <= 1.0 or lo != lo or hi != hi:
+                continue
+            call = next((c for c in record.calls for e in c.out_entries
+                         if e.made_fn is made and e.producer is c), None) or next(
+                (c for c in reversed(record.calls) if c.is_root and c.grad_enabled), None)
+            rid, path = (call.root, call.path) if call is not None else (0, "")
+            self.emit("target_out_of_range", "warning", "loss", rid, path,
+                      f"The targets of the binary cross-entropy at step {step} (on the "
+                      f"logits of {module_label(self.ctx, rid, path)}) range from {lo:g} to "
+                      f"{hi:g}, but they must be probabilities in [0, 1]: BCEWithLogitsLoss "
+                      f"does not check, and the loss has no minimum (it falls without bound "
+                      f"as the logits grow). Usually masks loaded as 0/255 or labels coded "
+                      f"-1/+1. Fix: scale the targets (mask / 255, (y + 1) / 2) into [0, 1].",
+                      step=step)
 
     def _nll(self, node: Any) -> None:
         logp = getattr(node, "_saved_self", None)
@@ -173,6 +216,8 @@ class TargetObserver(Diagnostic):
         handles, self._handles = self._handles, []
         if self._dims:
             self._report_dims(record.calls)
+        if self._binary_handles:
+            self._report_binary(record)
         if self._done or record.kind != "train":
             return
         self._train_steps += 1

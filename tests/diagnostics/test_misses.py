@@ -142,3 +142,33 @@ def test_module_requires_grad_attribute_freezes_nothing() -> None:
     net[0].requires_grad = False            # harmless beside the real freeze
     assert not _classify(net, torch.optim.SGD(net.parameters(), lr=0.01), batch=4,
                          steps=1).findings
+
+
+def _regress(loss_of, steps: int = 2) -> FindingSink:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for _ in range(steps):
+        opt.zero_grad()
+        x = torch.randn(6, 3)
+        loss_of(net(x), x.sum(1)).backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+def test_hand_written_mse_on_n_by_1_against_n() -> None:
+    sink = _regress(lambda pred, y: ((pred - y) ** 2).mean())
+    assert ("loss_broadcast", "2") in sink.findings
+    assert "[6, 6]" in sink.findings[("loss_broadcast", "2")].message  # type: ignore
+    assert not _regress(lambda pred, y: (y - pred.squeeze(1)).abs().mean()).findings
+    assert not _regress(lambda pred, y: ((pred - y.unsqueeze(1)) ** 2).mean()).findings
+
+
+def test_binary_targets_outside_zero_one() -> None:
+    sink = _regress(lambda pred, y: F.binary_cross_entropy_with_logits(
+        pred.squeeze(1), torch.where(y > 0, 1.0, -1.0)))
+    assert ("target_out_of_range", "2") in sink.findings
+    assert not _regress(lambda pred, y: F.binary_cross_entropy_with_logits(
+        pred.squeeze(1), (y > 0).float() * 0.9 + 0.05)).findings
