@@ -187,10 +187,7 @@ class MainWindow(QMainWindow):
     def _closed(self, conn_id: int, reason: str) -> None:
         rank = self.job.closed(conn_id)
         if rank is not None:
-            state = self.model.ranks.get(rank)
-            if state is not None:
-                state.paused = None
-                self.model.changes.mark("pause")
+            self.model.rank_disconnected(rank, reason)
         if self.connection is not None and not self.job.connected and not self.job.pending:
             self.connection = None
             self.controller.set_connection(None)

@@ -44,7 +44,7 @@ class StatusPanel:
         ``where`` follows as written (``PAUSED AT `norm` (forward, step 1)``)."""
         colours = {"running": self.theme.device_change, "paused": self.theme.executing,
                    "ended": self.theme.subtle, "idle": self.theme.subtle,
-                   "replay": self.theme.accent}
+                   "replay": self.theme.accent, "disconnected": self.theme.non_finite}
         colour = colours.get(state.split()[0], self.theme.subtle).name()
         text = html.escape(state.upper() + (f" {where}" if where else ""))
         self.labels["state"].setText(
@@ -80,6 +80,10 @@ class StatusPanel:
         self.labels["devices"].setText("devices: " + (", ".join(sorted(model.devices)) or "—"))
         if model.ended is not None:
             self.set_state("ended")
+        elif model.current.disconnected is not None:
+            self.set_state("disconnected")
+            self.labels["state"].setToolTip(f"the script's connection closed before it ended "
+                                            f"({model.current.disconnected})")
         elif model.paused is not None:
             self.set_state("paused at", paused_where(model.paused, model.root_names))
         elif hello is not None:

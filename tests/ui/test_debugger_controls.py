@@ -348,3 +348,19 @@ def test_a_module_not_kept_at_a_pause_says_why_and_one_click_pins_and_runs_to_it
     w.refresh()
     assert w.inspector.state.ref == _entry("network.0", "out", [64, 128], call=0)["ref"]
     assert w.inspector.slicer.isEnabled()
+
+
+def test_a_peer_that_disconnects_during_a_pause_reads_disconnected(qtbot, live):
+    """The script dies while paused (no Bye): the pause is over, the debugger's
+    actions are off and the state says disconnected, not running."""
+    w, peer = live
+    w.actions.pause.trigger()
+    qtbot.waitUntil(lambda: w.model.paused is not None, timeout=5000)
+    with qtbot.waitSignal(w.bridge.connection_closed, timeout=5000):
+        peer.close()
+    w.refresh()
+    assert w.model.paused is None and w.connection is None
+    assert "DISCONNECTED" in w.status.text("state")
+    assert not any(a.isEnabled() for a in w.actions.debugger())
+    assert w.model.rank_states() == {0: "disconnected"}
+    w.actions.cont.trigger()   # a shortcut still bound: nothing to send, nothing raised

@@ -189,6 +189,8 @@ class RankState:
         self.capture_rates: dict[str, Any] | None = None
         #: the wall time of its last training steps as measured while training
         self.durations: deque[float] = deque(maxlen=32)
+        #: why its connection closed before it said Bye (None: connected, or ended)
+        self.disconnected: str | None = None
 
     def overhead(self) -> float | None:
         """TensorScope's share of this rank's step time over its last steps (their
@@ -223,6 +225,8 @@ class RankState:
         another rank steps: a straggler, or hung) or ``waiting`` (no step yet)."""
         if self.ended is not None:
             return "ended"
+        if self.disconnected is not None:
+            return "disconnected"
         if self.paused is not None:
             return "paused"
         if self.last_step_at is None:
@@ -421,6 +425,7 @@ class SessionModel:
     # ----------------------------------------------------------- handlers ---
     def _hello(self, msg: Hello) -> None:
         self.rank_state(msg.rank).hello = msg
+        self.rank_state(msg.rank).disconnected = None
         self.devices.update(msg.devices)
         self.changes.mark("ranks")
 
@@ -581,6 +586,17 @@ class SessionModel:
     def _dropped(self, msg: Dropped) -> None:
         self.rank_state(msg.rank).dropped += msg.count
         self.changes.mark("steps")
+
+    def rank_disconnected(self, rank: int, reason: str) -> None:
+        """Rank ``rank``'s connection closed (GUI thread): a pause there is over, and
+        unless it said Bye, it reads "disconnected", not "running"."""
+        state = self.ranks.get(rank)
+        if state is None:
+            return
+        state.paused = None
+        if state.ended is None:
+            state.disconnected = reason or "the connection closed"
+        self.changes.mark("pause", "ranks")
 
     def _bye(self, msg: Bye) -> None:
         rank = self.rank_state(msg.rank)
