@@ -210,6 +210,13 @@ class PlotsPanel(QWidget):
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(self.theme.accent, width=2))
         self.loss_curve.curve.setClickable(True, width=8)
         self.loss_curve.sigClicked.connect(lambda item, ev: self._loss_clicked(ev))
+        # Steps whose loss was NaN/Inf: red crosses along the top (the curve has a gap
+        # there, and a loss that went NaN for good read as a run that stopped).
+        self.nonfinite_loss = self.loss_plot.plot(pen=None, symbol="x", symbolSize=9,
+                                                  symbolPen=pg.mkPen(self.theme.non_finite,
+                                                                     width=2),
+                                                  symbolBrush=None)
+        self.nonfinite_loss.setToolTip("loss NaN/Inf at these steps")
         # Evaluation losses (inference steps) as points, apart from the training curve.
         self.eval_curve = self.loss_plot.plot(pen=None, symbol="d", symbolSize=7,
                                               symbolPen=None, symbolBrush="#e08a1e")
@@ -313,6 +320,7 @@ class PlotsPanel(QWidget):
         for w in (self.logged_plot, self.logged_label, self.logged_choice):
             w.hide()
         self.loss_curve.setData([], [])
+        self.nonfinite_loss.setData([], [])
         self.eval_curve.setData([], [])
         for item in self._rank_loss.values():
             self.loss_plot.removeItem(item)
@@ -372,6 +380,7 @@ class PlotsPanel(QWidget):
     def _update_loss(self, model: SessionModel) -> None:
         steps, values = model.loss.arrays()
         self.steps.include(steps)
+        self._mark_nonfinite_loss(steps, values)
         steps, values = peak_decimate(steps, values, self._max_points(self.loss_plot))
         self.loss_curve.setData(steps, values, symbol="o" if len(steps) < 24 else None,
                                 symbolSize=5, symbolPen=None, symbolBrush=self.theme.accent)
@@ -392,6 +401,21 @@ class PlotsPanel(QWidget):
                 r_steps, r_values = peak_decimate(r_steps, r_values,
                                                   self._max_points(self.loss_plot))
             item.setData(r_steps, r_values)
+
+    def _mark_nonfinite_loss(self, steps: np.ndarray, values: np.ndarray) -> None:
+        """A red cross at the top of the finite losses for every NaN/Inf loss."""
+        bad = ~np.isfinite(values)
+        if not bad.any():
+            self.nonfinite_loss.setData([], [])
+            return
+        finite = values[~bad]
+        top = float(finite.max()) if finite.size else 0.0
+        self.nonfinite_loss.setData(steps[bad], np.full(int(bad.sum()), top))
+
+    def nonfinite_loss_steps(self) -> list[int]:
+        """The steps marked as having a NaN/Inf loss."""
+        xs = self.nonfinite_loss.getData()[0]
+        return [] if xs is None else [int(x) for x in xs]
 
     def _update_logged(self, model: SessionModel) -> None:
         """The chosen logged name's curve (one per rank); new names join the choice."""

@@ -243,3 +243,17 @@ def test_settled_once_every_curve_is_on_and_again_after_new_data(qtbot):
     assert _counts(panel) == (30, MAX_CURVES, MAX_CURVES)
     _steps(model, 30, 1)
     assert not panel.settled(model)
+
+
+def test_a_nan_loss_is_marked_not_left_out(qtbot):
+    """From the step the loss went NaN the curve has nothing to draw: red marks say
+    why, instead of a run that seems to stop."""
+    panel, _clock = _panel(qtbot)
+    model = SessionModel()
+    model.ingest_many([StepSummary(step=s, loss=1.0 / (1 + s) if s < 5 else float("nan"))
+                       for s in range(8)])
+    panel.refresh(model)
+    assert panel.nonfinite_loss_steps() == [5, 6, 7]
+    assert list(panel.loss_curve.getData()[0]) == list(range(8))
+    panel.clear()
+    assert panel.nonfinite_loss_steps() == []
