@@ -183,7 +183,10 @@ def open_command(args: argparse.Namespace) -> int:
     from tensorscope.common.recording_format import RecordingError
     screenshot = getattr(args, "screenshot", None)
     # The file is checked before the display: a missing file is the error to name.
-    if not os.path.exists(args.file):
+    from tensorscope.viewer.reader import recording_files
+    if not os.path.exists(args.file) and recording_files(args.file) == [args.file]:
+        # (``run.tscope`` names a job's ``run.rank<r>.tscope`` files even where the
+        # launcher wrote none of its own)
         print(f"tensorscope open: {args.file}: no such file", file=sys.stderr)
         return 1
     if os.path.isdir(args.file):

@@ -34,6 +34,8 @@ class RankPanel(QTableWidget):
         self.horizontalHeader().setStretchLastSection(True)
         self.cellClicked.connect(lambda row, _col: self._clicked(row))
         self._ranks: list[int] = []
+        #: a recording's window: steps/s is the recorded training's (``StatusPanel.recorded``)
+        self.recorded = False
 
     def refresh(self, model: SessionModel) -> None:
         """Show every rank's status (GUI thread, on the repaint timer)."""
@@ -48,8 +50,9 @@ class RankPanel(QTableWidget):
             text = states[rank]
             if rank == straggler and text == "running":
                 text = "running (straggler)"
+            rate = state.recorded_steps_per_s() if self.recorded else state.steps_per_s()
             cells = (f"{rank}{' ◀' if rank == model.rank else ''}", str(max(state.step, 0)),
-                     f"{state.steps_per_s():.1f}", text)
+                     "—" if rate is None else f"{rate:.1f}", text)
             flag = text.startswith(("stalled", "waiting in")) or rank == straggler
             for col, value in enumerate(cells):
                 item = self.item(row, col)

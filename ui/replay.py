@@ -168,7 +168,7 @@ class ReplayWindow(MainWindow):
         self._lock = threading.Lock()    # the readers: one thread at a time
         self._closing = threading.Event()   # the window closed: workers stop
         self._connection_text = f"replay of {path}"
-        self.status.recorded = True
+        self.status.recorded = self.ranks.recorded = True
         self.plots.steps.LOOKAHEAD_S = 0.0   # every step is there: no room for new ones
         self.replay = ReplayPanel(self)
         dock = QDockWidget("Replay", self)

@@ -75,4 +75,15 @@ def test_a_screenshot_waits_for_every_curve_of_the_plots(qtbot, tmp_path, record
     assert len(w.plots.legend_entries("grad")) == want
     assert len(w.plots.legend_entries("stat")) == want
     assert "steps/s" in w.status.text("rate") and w.status.text("events") == ""
+    assert w.status.text("rate") != "0.0 steps/s"   # the recorded pace, not the reading's
     w.close()
+
+
+def test_a_jobs_name_opens_its_rank_files_where_the_launcher_wrote_none(tmp_path, recording):
+    """``open run.tscope`` opens ``run.rank0.tscope``… even without a ``run.tscope``."""
+    import shutil
+    shutil.copy(recording, tmp_path / "run.rank0.tscope")
+    out = tmp_path / "job.png"
+    proc = _open(str(tmp_path / "run.tscope"), "--screenshot", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _not_blank(out)
