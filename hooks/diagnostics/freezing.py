@@ -1,4 +1,6 @@
-"""``ineffective_freeze``: ``module.requires_grad = False`` freezes nothing.
+"""Module attributes that do not do what they look like: ``ineffective_freeze``
+(``module.requires_grad = False`` freezes nothing) and ``param_not_in_optimizer``
+for a trainable tensor kept as a plain attribute (not an ``nn.Parameter``).
 
 ``nn.Module`` has no ``requires_grad`` attribute: assigning one sets a plain
 Python attribute on the module object, and its parameters keep their own
@@ -11,11 +13,16 @@ Detection: when an optimizer steps, each root not yet looked at (every root
 at a new optimizer's first step) is walked (``named_modules()``, metadata
 only) for a boolean ``requires_grad`` in a module's ``__dict__`` that disagrees
 with its parameters: ``False`` while some of them are trainable, ``True``
-while none is. Otherwise a set lookup and a length comparison per step.
+while none is; and for a plain ``torch.Tensor`` attribute (not a Parameter)
+that is a leaf requiring grad, holds a gradient, and is in no optimizer
+(``self.log_temp = torch.zeros(1, requires_grad=True)``). Otherwise a set
+lookup and a length comparison per step.
 """
 from __future__ import annotations
 
 from typing import Any
+
+import torch
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
 
@@ -38,11 +45,32 @@ class FreezeObserver(Diagnostic):
             self._optimizers.add(id(optimizer))
             start = 0
         self._checked = len(roots)
+        optimized: set[int] | None = None
         for rid in range(start, len(roots)):
             for path, module in roots[rid].named_modules():
                 flag = module.__dict__.get("requires_grad")
                 if isinstance(flag, bool):
                     self._judge(rid, path, module, flag)
+                for name, value in module.__dict__.items():
+                    if type(value) is torch.Tensor and value.requires_grad and value.is_leaf \
+                            and value.grad is not None:
+                        if optimized is None:
+                            optimized = {id(p) for opt in self.ctx.optimizers
+                                         for g in opt.param_groups for p in g["params"]}
+                        if id(value) not in optimized:
+                            self._plain_tensor(rid, path, name, value)
+
+    def _plain_tensor(self, rid: int, path: str, name: str, value: torch.Tensor) -> None:
+        """A trainable tensor kept as a plain attribute: it got a gradient, but it is
+        not a parameter, so no optimizer built from ``parameters()`` holds it."""
+        full = f"{path}.{name}" if path else name
+        self.emit("param_not_in_optimizer", "warning", "optimizer", rid, path,
+                  f"`{full}` (a tensor {list(value.shape)} with requires_grad=True) is a "
+                  f"plain attribute of {module_label(self.ctx, rid, path)}, not an "
+                  f"nn.Parameter: it gets gradients, but it is not in model.parameters(), "
+                  f"so the optimizer never updates it (nor moves it with .to(), nor saves it "
+                  f"in state_dict()). Fix: self.{name} = nn.Parameter(...) in __init__.",
+                  step=self.ctx.step_index)
 
     def _judge(self, rid: int, path: str, module: Any, flag: bool) -> None:
         params = list(module.parameters())

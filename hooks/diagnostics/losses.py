@@ -8,7 +8,8 @@ Both run in the loss module's forward pre-hook and read metadata only.
   the tensor's ``grad_fn`` (``SoftmaxBackward0``, ``LogSoftmaxBackward0``,
   ``SigmoidBackward0``), skipping views, reshapes and dtype casts, so
   ``nn.Softmax`` modules and ``torch.sigmoid`` calls inside ``forward`` are
-  both seen. The finding names the module whose forward applied the
+  both seen (a ReLU's output there too: logits clipped at zero). The finding
+  names the module whose forward applied the
   activation (remembered in ``on_forward`` for outputs whose ``grad_fn`` is an
   activation), or the loss when the activation ran outside any module. Only
   visible when the prediction requires grad (a training forward).
@@ -96,6 +97,8 @@ class LossInputObserver(Diagnostic):
         self._in_loss_module = 0        # inside a hooked loss module's forward
         self._functional_step = -1      # the last step a wrapped functional loss ran in
         self._manual_checks = 0         # backwards checked for a hand-written broadcast
+        # logits made by a ReLU this step: (its node, loss, root, path, step)
+        self._relus: list[tuple[Any, str, int, str, int]] = []
         # (node that made the prediction, its shape, the difference's shape, step)
         self._manual: list[tuple[Any, list[int], list[int], int]] = []
 
@@ -146,8 +149,9 @@ class LossInputObserver(Diagnostic):
             if check in ("logits", "binary_logits") and pred.grad_fn is not None:
                 expects = ("softmax", "log-softmax", "sigmoid") if check == "logits" else \
                     ("sigmoid", "softmax")
-                act = ACTIVATION_FNS.get(fn_name(producing_fn(pred)))
-                if act is not None and act in expects:
+                fn = fn_name(producing_fn(pred))
+                act = ACTIVATION_FNS.get(fn)
+                if act is not None and act in expects or fn == "ReluBackward0":
                     self._double_activation(loss, pred, expects, *self._where())
         except Exception as exc:  # never break the user's loss
             self._active = False
@@ -245,6 +249,8 @@ class LossInputObserver(Diagnostic):
         act = ACTIVATION_FNS.get(fn_name(act_fn))
         if act is not None and act in expects:
             self._report_double(loss, act, act_fn, root, path, step)
+        elif fn_name(act_fn) == "ReluBackward0":
+            self._relu_logits(act_fn, loss, root, path, step)
 
     def _expanded(self, node: Any, loss: str, root: int, path: str, step: int) -> None:
         first = node.next_functions[0][0] if node.next_functions else None
@@ -300,6 +306,8 @@ class LossInputObserver(Diagnostic):
         """Forget this step's activation outputs (and their graph nodes)."""
         if self._manual:
             self._report_manual(record.calls)
+        if self._relus:
+            self._report_relus(record.calls)
         self._acts.clear()
         self._module_loss_called = False
         self._in_loss_module = 0
@@ -313,6 +321,28 @@ class LossInputObserver(Diagnostic):
         act = ACTIVATION_FNS.get(fn_name(fn))
         if act is not None and act in expects:
             self._report_double(loss, act, fn, root, path, step)
+        elif fn_name(fn) == "ReluBackward0":
+            self._relu_logits(fn, loss, root, path, step)
+
+    def _relu_logits(self, fn: Any, loss: str, root: int, path: str, step: int) -> None:
+        """Logits out of a ReLU: named at step end (the module whose output it made)."""
+        if len(self._relus) < 4:
+            self._relus.append((fn, loss, root, path, step))
+
+    def _report_relus(self, calls: list[CallRecord]) -> None:
+        relus, self._relus = self._relus, []
+        for fn, loss, root, path, step in relus:
+            call = next((c for c in calls for e in c.out_entries
+                         if e.made_fn is fn and e.producer is c), None)
+            if call is not None:
+                root, path = call.root, call.path
+            self.emit("double_activation", "warning", "loss", root, path,
+                      f"{loss} received the output of a ReLU (in "
+                      f"{module_label(self.ctx, root, path)}) as its logits: every negative "
+                      f"score is clipped to 0 and gets no gradient, so a class's score can "
+                      f"be raised but never pushed below zero, and training stalls. Fix: "
+                      f"remove the final ReLU and give {loss} the raw output of the last "
+                      f"layer.", step=step)
 
     def _report_double(self, loss: str, act: str, fn: Any, root: int, path: str,
                        step: int) -> None:

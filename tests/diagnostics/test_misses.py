@@ -172,3 +172,43 @@ def test_binary_targets_outside_zero_one() -> None:
     assert ("target_out_of_range", "2") in sink.findings
     assert not _regress(lambda pred, y: F.binary_cross_entropy_with_logits(
         pred.squeeze(1), (y > 0).float() * 0.9 + 0.05)).findings
+
+
+def test_relu_output_as_logits() -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3), nn.ReLU())
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for loss in (nn.CrossEntropyLoss(), F.cross_entropy):
+        opt.zero_grad()
+        loss(net(torch.randn(5, 4)), torch.randint(0, 3, (5,))).backward()
+        opt.step()
+    w.close()
+    assert ("double_activation", "3") in sink.findings
+    assert "ReLU" in sink.findings[("double_activation", "3")].message  # type: ignore
+
+
+def test_trainable_tensor_attribute_is_not_a_parameter() -> None:
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+            self.temp = torch.ones(1, requires_grad=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) / self.temp
+
+    for by_hand in (False, True):
+        torch.manual_seed(0)
+        net = Scaled()
+        params = list(net.parameters()) + ([net.temp] if by_hand else [])
+        opt = torch.optim.SGD(params, lr=0.01)
+        w, sink = _watch(net, opt)
+        opt.zero_grad()
+        F.cross_entropy(net(torch.randn(5, 4)), torch.randint(0, 3, (5,))).backward()
+        opt.step()
+        w.close()
+        found = ("param_not_in_optimizer", "") in sink.findings
+        assert found != by_hand
+        if found:
+            assert "temp" in sink.findings[("param_not_in_optimizer", "")].message  # type: ignore
