@@ -31,7 +31,7 @@ from tensorscope.ui.model.view_state import BREAK_KINDS, PausedMarker, ViewState
 from tensorscope.ui.status import StatusPanel, paused_banner
 from tensorscope.ui.rank_panel import RankPanel
 from tensorscope.ui.theme import Theme, make_theme
-from tensorscope.ui.window_actions import build_actions
+from tensorscope.ui.window_actions import PanelsMenu, build_actions
 
 log = logging.getLogger("tensorscope.ui")
 REFRESH_MS = 33
@@ -77,6 +77,10 @@ class MainWindow(QMainWindow):
         self.timer.timeout.connect(self.refresh)
         self.timer.start()
         self.resize(1500, 950)
+        self.panels = PanelsMenu(self, self.view_menu)
+        for dock in (self.tree_dock, self.inspector_dock, self.plots_dock, self.findings_dock):
+            self.panels.add(dock)
+        self.panels.add(self.ranks_dock, shown_by_default=lambda: len(self.model.ranks) > 1)
         self._restore_settings()
         self.refresh()
         freeze_startup_heap()

@@ -177,6 +177,7 @@ class ReplayWindow(MainWindow):
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
         self.tabifyDockWidget(self.findings_dock, dock)
         dock.raise_()
+        self.panels.add(dock)
         self.replay.step_chosen.connect(self.show_step)
         self.replay.compare_requested.connect(self.compare_steps)
         self.replay.compare_cleared.connect(lambda: self.graph.set_comparison(None))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -145,3 +146,37 @@ def _menus(win: QMainWindow, a: WindowActions) -> None:
     for act in (a.fit, a.zoom_in, a.zoom_out, a.expand_all, a.collapse_default, a.fold_runs):
         view.addAction(act)
     win.view_menu = view
+
+
+class PanelsMenu:
+    """View → Panels: a toggle per dock (a closed dock stays closed across runs, as
+    the window's layout is kept), and *Reset layout*, back to the first layout."""
+
+    def __init__(self, win: QMainWindow, view_menu: QMenu) -> None:
+        self.win = win
+        self.menu = view_menu.addMenu("Panels")
+        self.reset = QAction("Reset layout", win)
+        self.reset.setToolTip("Show every panel where it was at first")
+        self.reset.triggered.connect(self.reset_layout)
+        self.menu.addAction(self.reset)
+        self.menu.addSeparator()
+        self.docks: list = []
+        self.default_state = win.saveState()
+
+    def add(self, dock, shown_by_default: "bool | Callable[[], bool]" = True) -> None:
+        """Offer ``dock``'s toggle; *Reset layout* shows it if ``shown_by_default``
+        (or what that callable answers then)."""
+        self.docks.append((dock, shown_by_default))
+        self.menu.addAction(dock.toggleViewAction())
+
+    def remember_default(self) -> None:
+        """The window's layout now is the one *Reset layout* restores."""
+        self.default_state = self.win.saveState()
+
+    def reset_layout(self) -> None:
+        """Every panel back where it was at first, each default one shown, docked."""
+        self.win.restoreState(self.default_state)
+        for dock, shown in self.docks:
+            dock.setFloating(False)
+            if shown() if callable(shown) else shown:
+                dock.show()

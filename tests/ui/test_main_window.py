@@ -351,3 +351,21 @@ def test_the_module_column_widens_for_names_shown_by_opening_a_row(qtbot):
     text_right = tree.view.visualRect(index).left() + tree.view.fontMetrics().horizontalAdvance(
         deepest[1].rsplit(".", 1)[-1])
     assert text_right <= tree.view.columnWidth(0)
+
+
+def test_a_closed_panel_comes_back_from_the_view_menu(qtbot):
+    """A dock closed with its × stays closed in the kept layout: View → Panels
+    shows it again, and Reset layout brings every panel back, docked."""
+    w = laid_out_window(qtbot, mlp_session(3), (1400, 900))
+    titles = [a.text() for a in w.panels.menu.actions()]
+    assert {"Reset layout", "Modules", "Tensor inspector", "Plots", "Findings"} <= set(titles)
+    w.inspector_dock.close()
+    w.plots_dock.setFloating(True)
+    assert not w.inspector_dock.isVisible()
+    toggle = next(a for a in w.panels.menu.actions() if a.text() == "Tensor inspector")
+    toggle.trigger()
+    assert w.inspector_dock.isVisible()
+    w.inspector_dock.close()
+    w.panels.reset.trigger()
+    assert w.inspector_dock.isVisible() and not w.plots_dock.isFloating()
+    assert not w.ranks_dock.isVisible()   # one rank: the ranks panel stays hidden
