@@ -160,13 +160,32 @@ def _resolve(spec: str) -> Callable[[argparse.Namespace], int]:
     return getattr(importlib.import_module(module), name)
 
 
+def _script_args(raw: list[str], script: str, parsed: list[str]) -> list[str]:
+    """The script's arguments exactly as typed after its name: argparse drops the
+    first ``--`` there (``run train.py -- --x``), which ``python train.py`` keeps."""
+    for i, token in enumerate(raw):
+        if token != script:
+            continue
+        rest = raw[i + 1:]
+        if rest == parsed:
+            return parsed
+        if "--" in rest:
+            k = rest.index("--")
+            if rest[:k] + rest[k + 1:] == parsed:
+                return rest
+    return parsed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tensorscope`` console script; returns the exit code.
 
     As the command line itself (``argv`` None), a script that ended in an uncaught
     Ctrl-C, or a GUI's child killed by a signal, ends this process as plain
     ``python script.py`` would have ended: killed by that signal."""
-    args = build_parser().parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(raw)
+    if args.command == "run":
+        args.args = _script_args(raw, args.script, list(args.args))
     code = int(_resolve(COMMANDS[args.command])(args) or 0)
     if argv is None and args.command == "run":
         from tensorscope.training.runner import exit_as_python_would

@@ -130,7 +130,7 @@ def _execute(script: str, argv: list[str], watch: Any) -> int:
     else:
         sys.path.append(os.path.dirname(path))
     try:
-        runpy.run_path(path, run_name="__main__")
+        _run_main(path)
         return 0
     except SystemExit as exc:
         return _exit_code(exc.code)
@@ -145,6 +145,34 @@ def _execute(script: str, argv: list[str], watch: Any) -> int:
         sys.argv = saved_argv
         if saved_path0 is not None:
             sys.path[0] = saved_path0
+
+
+def _run_main(path: str) -> None:
+    """Run the source file ``path`` as ``__main__``, as ``python path`` does: a fresh
+    ``__main__`` module in ``sys.modules`` while it runs, ``__file__`` absolute,
+    a ``SourceFileLoader``, ``__builtins__`` the module, no ``.pyc`` written, and
+    ``sys.argv[0]`` left as the user typed it (``runpy.run_path`` would set it to
+    the absolute path). A zip archive still goes through ``runpy``."""
+    import builtins
+    import importlib.machinery
+    import types
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        runpy.run_path(path, run_name="__main__")
+        return
+    loader = importlib.machinery.SourceFileLoader("__main__", path)
+    code = loader.source_to_code(loader.get_data(path), path)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __loader__=loader, __package__=None,
+                         __spec__=None, __builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def exit_as_python_would(code: int) -> int:
