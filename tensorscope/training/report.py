@@ -18,6 +18,7 @@ import collections
 import json
 import math
 import os
+import stat
 import tempfile
 from collections import deque
 from typing import Any
@@ -129,6 +130,9 @@ class ReportBuilder:
         self.path = path
         self.job = job_id()
         info = current_rank()
+        if path:
+            check_report_path(path)
+            check_report_path(rank_path(path, info.rank, info.world_size))
         if path and info.world_size > 1:  # a stale file of an earlier run is never merged
             _remove(rank_path(path, info.rank, info.world_size))
             if info.rank == 0 and RANK_FIELD not in path:
@@ -452,6 +456,33 @@ def _quantile(ordered: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def check_report_path(path: str) -> None:
+    """Refuse (``ValueError``, before the script runs) a report path that names a
+    file which is not a TensorScope report: a typo such as ``--report train.py``
+    must not replace the user's file. A missing or empty file, or an earlier
+    report, may be written over."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ValueError(f"cannot write the report to {path}: {exc.strerror or exc}") from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"cannot write the report to {path}: it is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"cannot write the report to {path}: it is not a regular file")
+    if st.st_size == 0:
+        return
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError as exc:
+        raise ValueError(f"cannot write the report to {path}: {exc.strerror or exc}") from exc
+    if b'"tensorscope_report"' not in head:
+        raise ValueError(f"refusing to write the report over {path}: the file exists and is "
+                         f"not a TensorScope report; choose another report path")
 
 
 def write_json(path: str, report: dict[str, Any]) -> None:
