@@ -127,3 +127,34 @@ def test_headless_run_keeps_the_scripts_exit_code(tmp_path, flag, status, code):
 def test_missing_script_is_a_clear_error(tmp_path):
     proc = _run(["--headless", str(tmp_path / "nope.py")], tmp_path)
     assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+ARGV = """
+import sys
+print(sys.argv, __file__, sys.path[0], type(__loader__).__name__, __package__)
+"""
+
+
+@pytest.mark.parametrize("args", [["--", "--lr", "1"], ["a", "--", "b"], ["--"], []])
+def test_the_script_gets_argv_exactly_as_python_gives_it(tmp_path, args):
+    """``sys.argv[0]`` as typed (relative), and a ``--`` right after the script kept."""
+    (tmp_path / "show_argv.py").write_text(ARGV)
+    plain = subprocess.run([sys.executable, "show_argv.py", *args], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    proc = _run(["--headless", "show_argv.py", *args], tmp_path)
+    assert plain.returncode == proc.returncode == 0, proc.stderr
+    assert proc.stdout == plain.stdout
+
+
+def test_a_report_path_naming_another_file_is_refused_before_the_script_runs(tmp_path):
+    script = _write(tmp_path)
+    victim = tmp_path / "notes.txt"
+    victim.write_text("the user's own file\n")
+    proc = _run(["--headless", "--report", str(victim), str(script)], tmp_path)
+    assert proc.returncode == 2 and "not a TensorScope report" in proc.stderr
+    assert victim.read_text() == "the user's own file\n" and "loss" not in proc.stdout
+    report = tmp_path / "ok.json"
+    report.write_text("")   # an empty file (mktemp) is fine, and so is an earlier report
+    for _ in range(2):
+        proc = _run(["--headless", "--report", str(report), str(script)], tmp_path)
+        assert proc.returncode == 0 and json.loads(report.read_text())["steps"] == 4
