@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import torch
 
-from tensorscope.hooks.watch_events import exception_message
+from tensorscope.hooks.watch_events import exception_message, function_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -158,6 +158,18 @@ class CaptureCallbacks:
             self.gate.at_exception(step=call.step, root=call.root, path=call.path,
                                    call=call.index, type=call.type,
                                    tensors=_tensors(call.inputs), exc=exc)
+
+    def function_raised(self, name: str, where: str, inputs: list[tuple[str, Any]],
+                        exc: BaseException, root: int, path: str) -> None:
+        """A function the diagnostics wrap (a functional loss) raised ``exc``: the
+        finding a module's exception gets, at the module given. A module whose
+        forward called the function sees the same exception next and adds none."""
+        if type(exc).__name__ in CONTROL_FLOW_EXCEPTIONS or not self.capture.raised_first(
+                exc, root, path):
+            return
+        self.emitter.finding("exception", "error", "loss", root, path,
+                             function_message(name, where, inputs, exc))
+        self.emitter.exception_open(root, path)
 
     def exception_caught(self) -> None:
         """The script went on after module exceptions: they were caught (``info``)."""

@@ -677,6 +677,17 @@ class Capture:
             self.raised_open = True
         call.inputs = call.outputs = ()
 
+    def raised_first(self, exc: BaseException, root: int, path: str) -> bool:
+        """Whether ``exc``, raised by a function the diagnostics wrap, is new: then
+        it is the step's error at ``root``/``path`` from now on (the modules it
+        passes through next report no finding of their own)."""
+        if id(exc) == self._last_exc_id:
+            return False
+        self._last_exc_id = id(exc)
+        self.last_module_error = (root, path, type(exc).__name__)
+        self.raised_open = True
+        return True
+
     # ------------------------------------------------------------------ steps
     def mark_explicit(self) -> None:
         """``Watch.step()`` was called: boundaries come from the user from now on."""

@@ -158,6 +158,14 @@ class WatchContext(Protocol):
         """A loss computed with gradients off outside the models: the current
         (inference) step's loss."""
 
+    def function_raised(self, name: str, where: str, inputs: list[tuple[str, Any]],
+                        exc: BaseException, root: int, module: str) -> None:
+        """A function the diagnostics wrap (a functional loss) raised ``exc``: an
+        ``exception`` finding at ``root``/``module`` (the module whose forward
+        called it, else the last root forward), caught or escaped like a
+        module's exception. ``where`` says where it was called, ``inputs`` are
+        its ``(name, value)`` arguments."""
+
     def module_path(self, module: "nn.Module") -> tuple[int, str] | None:
         """``(root, path)`` of a module, or None if it is not under a root."""
 

@@ -365,6 +365,11 @@ class Watch(FrameworkSteps):
         """The index of the current (unfinished) step."""
         return self.capture.step.index
 
+    def function_raised(self, name: str, where: str, inputs: list[tuple[str, Any]],
+                        exc: BaseException, root: int, module: str) -> None:
+        """A wrapped function (a functional loss) raised: see ``WatchContext``."""
+        self.callbacks.function_raised(name, where, inputs, exc, root, module)
+
     def note_eval_loss(self, value: torch.Tensor) -> None:
         """A loss computed with gradients off outside the models (a validation step's
         functional loss): the inference step's loss unless a forward returned one."""

@@ -34,27 +34,42 @@ ESCAPED_NOTE = ". The last one ended the script"
 
 def exception_message(call: "CallRecord", exc: BaseException, name: str) -> str:
     """``RuntimeError in classifier.0 (Linear 1568->64): <message>; input in[0] was [8, 2048] float32 cpu``."""
+    config = describe_plain(call.module) if call.module is not None else call.type
+    return _raised_message(f"{name} ({config})", call.in_meta, call.module, call.inputs, exc)
+
+
+def function_message(name: str, where: str, inputs: list[tuple[str, Any]],
+                     exc: BaseException) -> str:
+    """``IndexError in F.cross_entropy (called after the forward of Net): <message>;
+    inputs input was [4, 3] float32 cpu, target was [4] int64 cpu. Hint: ...``"""
+    from tensorscope.hooks.flatten import meta
+
+    metas = [meta(path, v) for path, v in inputs]
+    return _raised_message(f"{name} ({where})", metas, None, inputs, exc)
+
+
+def _raised_message(what: str, metas: list[dict[str, Any]], module: Any,
+                    inputs: list[tuple[str, Any]], exc: BaseException) -> str:
     parts = []
-    for m in call.in_meta[:MAX_LISTED_INPUTS]:
+    for m in metas[:MAX_LISTED_INPUTS]:
         if m["kind"] == "tensor":
             parts.append(f"{m['path']} was {m['shape']} {m['dtype']} {m['device']}")
         else:
             parts.append(f"{m['path']} was {m['dtype']}")
-    if len(call.in_meta) > MAX_LISTED_INPUTS:
-        parts.append(f"... ({len(call.in_meta)} inputs)")
-    inputs = ("; input " if len(parts) == 1 else "; inputs ") + ", ".join(parts) if parts else ""
-    config = describe_plain(call.module) if call.module is not None else call.type
-    hint = _hint(call, exc)
-    return f"{type(exc).__name__} in {name} ({config}): {exc}{inputs}" + (f". {hint}" if hint else "")
+    if len(metas) > MAX_LISTED_INPUTS:
+        parts.append(f"... ({len(metas)} inputs)")
+    listed = ("; input " if len(parts) == 1 else "; inputs ") + ", ".join(parts) if parts else ""
+    hint = _hint(module, inputs, exc)
+    return f"{type(exc).__name__} in {what}: {exc}{listed}" + (f". {hint}" if hint else "")
 
 
-def _hint(call: "CallRecord", exc: BaseException) -> str:
+def _hint(module: Any, inputs: list[tuple[str, Any]], exc: BaseException) -> str:
     """The diagnostics' plain-words hint for a common error (``""`` if none)."""
     try:
         from tensorscope.hooks.diagnostics import exception_hint
     except ImportError:  # diagnostics not installed
         return ""
-    return exception_hint(call.module, call.inputs, exc)
+    return exception_hint(module, inputs, exc)
 
 
 def _memory() -> int | None:
@@ -164,7 +179,7 @@ class StepEmitter:
             f = self.findings.get(key)
             if f is not None and f.severity == "error":
                 f.severity = "info"
-                f.message += CAUGHT_NOTE
+                f.message = f.message.removesuffix(".") + CAUGHT_NOTE
                 self.dirty.add(key)
         self.open_exceptions.clear()
 
@@ -175,7 +190,7 @@ class StepEmitter:
         f = self.findings.get(("exception", root, module))
         if f is not None and f.severity != "error":
             f.severity = "error"
-            f.message = f.message.replace(CAUGHT_NOTE, "") + ESCAPED_NOTE
+            f.message = f.message.replace(CAUGHT_NOTE, "").removesuffix(".") + ESCAPED_NOTE
             self.watch.session.emit(dataclasses.replace(f))
 
     def flush_findings(self) -> None:

@@ -165,13 +165,28 @@ def _class_dim_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
             f"target.reshape(-1)).")
 
 
+_BROADCAST = re.compile(r"The size of tensor a \((\d+)\) must match the size of tensor b "
+                        r"\((\d+)\) at non-singleton dimension (\d+)")
+
+
+def _broadcast_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    ts = _tensors(inputs)
+    a, b, dim = m.group(1), m.group(2), m.group(3)
+    shapes = (f"the shapes {list(ts[0][1].shape)} and {list(ts[1][1].shape)}"
+              if len(ts) >= 2 else "two shapes")
+    return (f"{shapes} differ at dimension {dim} ({a} against {b}) and neither is 1, so they "
+            f"cannot be broadcast together. Fix: make them agree (the size of the layer "
+            f"that produces the prediction, the target's encoding, e.g. one-hot against "
+            f"class indices, or a missing .view/.unsqueeze).")
+
+
 _RULES: list[tuple[re.Pattern, Callable[..., str]]] = [
     (_MAT, _mat_hint), (_CHANNELS, _channel_hint), (_DEVICES, _device_hint),
     (_BATCH, _batch_hint), (_TARGET_BOUNDS, _target_hint), (_MULTI_TARGET, _multi_target_hint),
     (_INDEX, _index_hint), (_CONV_DIM, _conv_dim_hint), (_LONG_TARGET, _long_target_hint),
     (_RNN_SIZE, _rnn_hint), (_DTYPE, _dtype_hint), (_ONE_VALUE, _one_value_hint),
     (_PROBABILITY, _probability_hint), (_TARGET_SIZE, _target_size_hint),
-    (_CLASS_DIM, _class_dim_hint),
+    (_CLASS_DIM, _class_dim_hint), (_BROADCAST, _broadcast_hint),
 ]
 
 

@@ -119,7 +119,11 @@ class LossInputObserver(Diagnostic):
         def loss(*args: Any, **kwargs: Any) -> Any:
             if observer._active and not observer._in_loss_module and not ts_compiling():
                 observer._functional_call(ts_name, ts_check, args, kwargs)
-                value = ts_orig(*args, **kwargs)
+                try:
+                    value = ts_orig(*args, **kwargs)
+                except Exception as exc:
+                    observer._functional_raised(ts_name, args, kwargs, exc)
+                    raise
                 observer._functional_value(value)
                 return value
             return ts_orig(*args, **kwargs)
@@ -157,6 +161,28 @@ class LossInputObserver(Diagnostic):
             self._active = False
             print(f"tensorscope: the functional loss check failed ({type(exc).__name__}: "
                   f"{exc}); it is off for the rest of the run", file=sys.stderr)
+
+    def _functional_raised(self, name: str, args: tuple, kwargs: dict,
+                           exc: Exception) -> None:
+        """A functional loss raised (a target out of range, shapes that do not
+        match): an ``exception`` finding, as a loss module's exception gets, at the
+        module whose forward called it, else the last root forward."""
+        try:
+            inputs = [(label, v) for label, v in (
+                ("input", args[0] if args else kwargs.get("input")),
+                ("target", args[1] if len(args) > 1 else kwargs.get("target")))
+                if v is not None]
+            current = getattr(self.ctx, "current_call", None)
+            inside = current() if current is not None else None
+            root, path, _ = self._where()
+            label = module_label(self.ctx, root, path)
+            where = (f"called in the forward of {label}" if inside is not None else
+                     f"called after the forward of {label}" if self._last_root is not None
+                     else "called outside any module")
+            self.ctx.function_raised(f"F.{name}", where, inputs, exc, root, path)
+        except Exception as err:  # the user's exception goes on unchanged
+            print(f"tensorscope: the functional loss check failed ({type(err).__name__}: "
+                  f"{err}) while reporting its exception", file=sys.stderr)
 
     def _functional_value(self, value: Any) -> None:
         """An evaluation loss computed outside the model (gradients off, no module

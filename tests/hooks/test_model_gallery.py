@@ -225,7 +225,7 @@ def test_module_that_raises_records_a_finding_and_reraises_unchanged():
     # the script caught it and called the model again: the same finding, now information
     assert [(g.kind, g.module, g.severity) for g in findings[1:]] == [
         ("exception", "classifier.0", "info")]
-    assert findings[1].message == f.message + CAUGHT_NOTE
+    assert findings[1].message == f.message.removesuffix(".") + CAUGHT_NOTE
     ok = [d for d in log.digests() if d.step == 1]
     assert out.shape == (8, 10) and ok[0].path == "" and ok[1].path == "features"
 
