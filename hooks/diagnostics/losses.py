@@ -101,6 +101,8 @@ class LossInputObserver(Diagnostic):
         self._relus: list[tuple[Any, str, int, str, int]] = []
         # (node that made the prediction, its shape, the difference's shape, step)
         self._manual: list[tuple[Any, list[int], list[int], int]] = []
+        self._findings = 0              # findings reported so far
+        self._call_findings = 0         # ... when the running functional loss was checked
 
     # ---------------------------------------------------------------- attach
     def on_attach(self, ctx: Any) -> None:
@@ -140,6 +142,7 @@ class LossInputObserver(Diagnostic):
     def _functional_call(self, name: str, check: str, args: tuple, kwargs: dict) -> None:
         """A functional loss is called (outside a loss module): check its inputs
         (metadata reads; where to report is looked up only for a finding)."""
+        self._call_findings = self._findings
         try:
             pred = args[0] if args else kwargs.get("input")
             target = args[1] if len(args) > 1 else kwargs.get("target")
@@ -166,7 +169,10 @@ class LossInputObserver(Diagnostic):
                            exc: Exception) -> None:
         """A functional loss raised (a target out of range, shapes that do not
         match): an ``exception`` finding, as a loss module's exception gets, at the
-        module whose forward called it, else the last root forward."""
+        module whose forward called it, else the last root forward; none when the
+        check of its inputs reported what is wrong already (``loss_broadcast``)."""
+        if self._findings != self._call_findings:
+            return
         try:
             inputs = [(label, v) for label, v in (
                 ("input", args[0] if args else kwargs.get("input")),
@@ -327,6 +333,12 @@ class LossInputObserver(Diagnostic):
                                     call.step)
         elif isinstance(module, _ELEMENTWISE) and len(tensors) >= 2:
             self._broadcast(call.type, tensors[0], tensors[1], call.root, call.path, call.step)
+
+    def emit(self, kind: str, severity: str, phase: str, root: int, module: str,
+             message: str, step: int | None = None) -> None:
+        """``Diagnostic.emit``, counted."""
+        self._findings += 1
+        super().emit(kind, severity, phase, root, module, message, step)
 
     def on_step_end(self, record: StepRecord) -> None:
         """Forget this step's activation outputs (and their graph nodes)."""
