@@ -127,7 +127,7 @@ class ReportBuilder:
     """A sink that builds the report and writes it to ``path`` on ``close``."""
 
     def __init__(self, path: str | None) -> None:
-        self.path = path
+        path = self.path = os.path.abspath(path) if path else path   # a later chdir moves nothing
         self.job = job_id()
         info = current_rank()
         if path:

@@ -35,6 +35,9 @@ def run_command(args: argparse.Namespace) -> int:
               "without one; use --listen [HOST:]PORT --wait to wait for `tensorscope attach`",
               file=sys.stderr)
         return 2
+    for option in ("report", "record"):   # where the user started, whatever the script's chdir
+        if getattr(args, option, None):
+            setattr(args, option, os.path.abspath(getattr(args, option)))
     connect: bool | str = False
     job = int(getattr(args, "nproc_per_node", 0) or 0) > 0
     if args.connect:

@@ -158,3 +158,25 @@ def test_a_report_path_naming_another_file_is_refused_before_the_script_runs(tmp
     for _ in range(2):
         proc = _run(["--headless", "--report", str(report), str(script)], tmp_path)
         assert proc.returncode == 0 and json.loads(report.read_text())["steps"] == 4
+
+
+CHDIR = """
+import os, sys
+import torch
+model = torch.nn.Linear(2, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    model(torch.ones(1, 2)).sum().backward(); opt.step(); opt.zero_grad()
+    os.chdir(sys.argv[1])   # scripts move to their output or data folder
+"""
+
+
+def test_relative_output_paths_are_where_the_run_started_after_a_chdir(tmp_path):
+    (tmp_path / "moving.py").write_text(CHDIR)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = _run(["--headless", "--report", "r.json", "--record", "r.tscope", "moving.py",
+                 str(elsewhere)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["steps"] == 2
+    assert (tmp_path / "r.tscope").exists() and not list(elsewhere.iterdir())

@@ -197,7 +197,7 @@ def test_spawned_children_are_instrumented_and_unchanged(tmp_path):
     out, err = _finish(traced)
     plain_out, _ = _finish(plain)
     assert _losses(out) == _losses(plain_out) and len(_losses(out)) == 8
-    assert "2 spawned ranks ran instrumented; the job's report is r.json" in err
+    assert f"2 spawned ranks ran instrumented; the job's report is {tmp_path / 'r.json'}" in err
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["world_size"] == 2 and [r["rank"] for r in report["ranks"]] == [0, 1]
     assert all(r["steps"] == 4 and r["parameters"] for r in report["ranks"])
