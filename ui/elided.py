@@ -29,8 +29,10 @@ class ElidedLabel(QLabel):
 
     MIN_WIDTH = 40
 
-    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, text: str = "", parent: QWidget | None = None,
+                 min_width: int = MIN_WIDTH) -> None:
         super().__init__(parent)
+        self.min_width = min_width
         self._full = ""
         self._tip = ""
         self.setText(text)
@@ -59,7 +61,7 @@ class ElidedLabel(QLabel):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
         """A few characters' width: the layout elides the rest."""
-        return QSize(min(self.MIN_WIDTH, self.sizeHint().width()),
+        return QSize(min(self.min_width, self.sizeHint().width()),
                      super().minimumSizeHint().height())
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)

@@ -11,9 +11,9 @@ import itertools
 import logging
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow,
-                               QWidget)
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QFrame, QInputDialog, QLabel,
+                               QMainWindow, QScrollArea, QWidget)
 
 from tensorscope.common.events import Message, Response
 from tensorscope.common.tensors import PARAMS_CALL, parse_tensor_ref
@@ -86,18 +86,22 @@ class MainWindow(QMainWindow):
         freeze_startup_heap()
 
     # ------------------------------------------------------------ layout ---
-    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+              scroll: bool = False) -> QDockWidget:
+        """A dock holding ``widget``; ``scroll``: inside a scroll area, so that a
+        small window shrinks the dock rather than stopping at the widget's least size."""
         dock = QDockWidget(title, self)
         dock.setObjectName(f"dock_{title.lower().replace(' ', '_')}")
-        dock.setWidget(widget)
+        dock.setWidget(scrolled(widget) if scroll else widget)
         self.addDockWidget(area, dock)
         return dock
 
     def _docks(self) -> None:
         self.tree_dock = self._dock("Modules", self.tree, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.inspector_dock = self._dock("Tensor inspector", self.inspector,
-                                         Qt.DockWidgetArea.RightDockWidgetArea)
-        self.plots_dock = self._dock("Plots", self.plots, Qt.DockWidgetArea.BottomDockWidgetArea)
+                                         Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
+        self.plots_dock = self._dock("Plots", self.plots, Qt.DockWidgetArea.BottomDockWidgetArea,
+                                     scroll=True)
         self.findings_dock = self._dock("Findings", self.findings,
                                         Qt.DockWidgetArea.BottomDockWidgetArea)
         self.splitDockWidget(self.plots_dock, self.findings_dock, Qt.Orientation.Horizontal)
@@ -504,6 +508,62 @@ def freeze_startup_heap() -> None:
         _heap_frozen = True
         gc.collect()
         gc.freeze()
+
+
+class VerticalScroll(QScrollArea):
+    """A frameless scroll area that gives its widget its whole width and all the
+    height it has, and a vertical scroll bar below the widget's least height (never a
+    horizontal one: it is at least as wide as the widget needs).
+
+    It sizes the widget itself: Qt's resizable scroll area takes a widget that wraps
+    text to be as wide as it would like to be, and cut the inspector off at the right.
+    """
+
+    MIN_HEIGHT = 80
+
+    def __init__(self, widget: QWidget) -> None:
+        super().__init__()
+        self.setWidget(widget)
+        self.setWidgetResizable(False)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        widget.installEventFilter(self)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        """The widget's least width (and room for the scroll bar), a little height."""
+        inner = self.widget().minimumSizeHint()
+        bar = self.verticalScrollBar().sizeHint().width()
+        return QSize(inner.width() + bar, min(self.MIN_HEIGHT, inner.height()))
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        """What the widget would like."""
+        return self.widget().sizeHint()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self._fit()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        """The widget's layout changed (a view shown, a label rewrapped): refit it."""
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()   # its least width may have changed: the dock follows
+            self._fit()
+        return super().eventFilter(watched, event)
+
+    def _fit(self) -> None:
+        widget = self.widget()
+        width = self.viewport().width()
+        least = widget.minimumSizeHint().height()
+        if widget.hasHeightForWidth():
+            least = max(least, widget.heightForWidth(width))
+        size = QSize(width, max(self.viewport().height(), least))
+        if widget.size() != size:
+            widget.resize(size)
+
+
+def scrolled(widget: QWidget) -> VerticalScroll:
+    """``widget`` in a ``VerticalScroll``."""
+    return VerticalScroll(widget)
 
 
 def stats_tensor_meta(state: Any, name: str, with_stats: bool) -> dict | None:

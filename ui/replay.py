@@ -24,7 +24,7 @@ from tensorscope.common.step_calls import is_call
 from tensorscope.viewer.reader import SessionReader, recording_files
 from tensorscope.ui.graph_panel import relative_change
 from tensorscope.ui.legend import format_number
-from tensorscope.ui.main_window import MainWindow
+from tensorscope.ui.main_window import MainWindow, scrolled
 from tensorscope.ui.model.session_model import METRICS, module_metrics
 
 log = logging.getLogger("tensorscope.ui")
@@ -173,7 +173,7 @@ class ReplayWindow(MainWindow):
         self.replay = ReplayPanel(self)
         dock = QDockWidget("Replay", self)
         dock.setObjectName("dock_replay")
-        dock.setWidget(self.replay)
+        dock.setWidget(scrolled(self.replay))
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
         self.tabifyDockWidget(self.findings_dock, dock)
         dock.raise_()

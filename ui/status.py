@@ -7,6 +7,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
+from tensorscope.ui.elided import ElidedLabel
 from tensorscope.ui.model.availability import paused_where
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.theme import Theme
@@ -22,7 +23,9 @@ class StatusPanel:
         self.theme = theme
         self.labels: dict[str, QLabel] = {}
         for name in self.FIELDS:
-            label = QLabel(bar)
+            # the state pill stays whole; the rest elide in a narrow window (the
+            # status bar's labels at full width made the window at least 840 px wide)
+            label = QLabel(bar) if name == "state" else ElidedLabel("", bar, min_width=30)
             label.setObjectName(f"status_{name}")
             label.setContentsMargins(6, 0, 6, 0)
             self.labels[name] = label

@@ -369,3 +369,23 @@ def test_a_closed_panel_comes_back_from_the_view_menu(qtbot):
     w.panels.reset.trigger()
     assert w.inspector_dock.isVisible() and not w.plots_dock.isFloating()
     assert not w.ranks_dock.isVisible()   # one rank: the ranks panel stays hidden
+
+
+def test_a_small_window_shrinks_its_panels_instead_of_refusing_to_shrink(qtbot):
+    """The status bar elides its fields and the inspector and plots scroll: the
+    window's least size is far below their full contents', and a panel given less
+    room than its widget needs scrolls rather than cutting it off at the right."""
+    w = laid_out_window(qtbot, mlp_session(3), (1400, 900))
+    w.select_module(0, "network.2")
+    w.statusBar().showMessage("")
+    w.status.labels["connection"].setText("disconnected (" + "a long reason " * 10 + ")")
+    assert w.statusBar().minimumSizeHint().width() < 520
+    assert w.minimumSizeHint().height() < 420
+    scroll = w.inspector_dock.widget()
+    qtbot.waitUntil(lambda: scroll.viewport().width() >= w.inspector.minimumSizeHint().width(),
+                    timeout=5000)
+    assert w.inspector.width() == scroll.viewport().width()
+    w.resize(900, 380)
+    qtbot.waitUntil(lambda: w.height() <= 400, timeout=5000)
+    assert w.inspector.width() == scroll.viewport().width()
+    assert w.inspector.height() >= w.inspector.minimumSizeHint().height()
