@@ -245,6 +245,10 @@ def _open(connect: bool | str | None) -> Channel | None:
                               f"({exc})") from exc
 
 
+#: what was said once per process (a script that builds a watch per epoch or stage)
+_said = {"no_gui": False}
+
+
 def connect_hub(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
     """Connect ``hub`` to the GUI ``connect`` designates; False (said on stderr) if
     there is none or it cannot be reached: training continues without it."""
@@ -254,7 +258,8 @@ def connect_hub(hub: LiveHub, connect: bool | str, quiet: bool = False) -> bool:
         print(f"tensorscope: {exc}; training continues without it", file=sys.stderr)
         return False
     if channel is None:
-        if connect is True and not quiet:
+        if connect is True and not quiet and not _said["no_gui"]:   # once per process
+            _said["no_gui"] = True
             print("tensorscope: no TensorScope GUI found (start `tensorscope gui`, or use "
                   "--listen); training continues without one", file=sys.stderr)
         return False

@@ -130,10 +130,14 @@ def test_record_and_connect_via_environment(tmp_path, monkeypatch):
 def test_no_gui_found_is_said_once(monkeypatch, capsys):
     monkeypatch.delenv("TENSORSCOPE_CONNECT", raising=False)
     monkeypatch.setenv("TENSORSCOPE_NO_DISCOVERY", "1")
-    s = Session()
-    links = build_sinks(s, Gate(s), SinkConfig(connect=True))
+    from tensorscope.training import live
+
+    monkeypatch.setitem(live._said, "no_gui", False)
+    for _ in range(3):   # a watch per epoch or per stage: said once per process
+        s = Session()
+        links = build_sinks(s, Gate(s), SinkConfig(connect=True))
+        links.close()
     assert capsys.readouterr().err.count("no TensorScope GUI found") == 1
-    links.close()
 
 
 def test_unreachable_gui_is_reported_and_training_goes_on(monkeypatch, capsys):
