@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar
@@ -10,7 +11,12 @@ from PySide6.QtWidgets import QLabel, QStatusBar
 from tensorscope.ui.elided import ElidedLabel
 from tensorscope.ui.model.availability import paused_where
 from tensorscope.ui.model.session_model import SessionModel
+from tensorscope.ui.plots import elide_middle
 from tensorscope.ui.theme import Theme
+
+#: characters of a module path the state pill shows (``PAUSED AT `enc…ck.3.attn```)
+PILL_PATH_CHARS = 40
+_PATH = re.compile(r"`([^`]+)`")
 
 
 class StatusPanel:
@@ -49,10 +55,14 @@ class StatusPanel:
                    "ended": self.theme.subtle, "idle": self.theme.subtle,
                    "replay": self.theme.accent, "disconnected": self.theme.non_finite}
         colour = colours.get(state.split()[0], self.theme.subtle).name()
-        text = html.escape(state.upper() + (f" {where}" if where else ""))
+        # a long module path is cut in the middle (the pill crowded out every other
+        # field); the tooltip has it whole
+        short = _PATH.sub(lambda m: f"`{elide_middle(m.group(1), PILL_PATH_CHARS)}`", where)
+        text = html.escape(state.upper() + (f" {short}" if short else ""))
         self.labels["state"].setText(
             f"<span style='background:{colour};color:white;border-radius:3px;'>"
             f"&nbsp;{text}&nbsp;</span>")
+        self.labels["state"].setToolTip(where if short != where else "")
 
     def refresh(self, model: SessionModel, connection: str | None = None) -> None:
         """Update every field from ``model``."""

@@ -41,3 +41,20 @@ def test_a_budget_shows_its_rates(qtbot):
                                       "40, metadata every 16)")
     tip = panel.labels["overhead"].toolTip()
     assert "update ratios every 40" in tip and "finite checks every step" in tip
+
+
+def test_a_pause_in_a_long_module_path_is_cut_in_the_middle(qtbot):
+    """The state pill showed the whole path and crowded every other field out."""
+    from tensorscope.common.events import PausedAt
+    path = ".".join(["a_really_long_container_name"] * 4) + ".495"
+    model = SessionModel()
+    model.ingest(Hello(script="train.py"))
+    model.ingest(PausedAt(step=3, where="forward", root=0, path=path, call=1))
+    panel = _panel(qtbot)
+    panel.refresh(model)
+    text = panel.text("state")
+    assert "PAUSED AT" in text and path not in text and "…" in text and ".495`" in text
+    assert path in panel.labels["state"].toolTip()
+    model.ingest(PausedAt(step=3, where="forward", root=0, path="enc.2", call=1))
+    panel.refresh(model)
+    assert "`enc.2`" in panel.text("state") and panel.labels["state"].toolTip() == ""
