@@ -1,4 +1,4 @@
-"""TorchScript tracing runs with capture suspended.
+"""TorchScript tracing runs with capture suspended; scripting never sees the hooks.
 
 ``torch.jit.trace`` (and ``trace_module``, and the legacy ONNX export through
 ``torch.jit._get_trace_graph``) records every tensor operation that runs
@@ -13,6 +13,13 @@ state). The traced module's own calls afterwards are captured as one module.
 
 Tracing runs on the thread that calls it; while it runs, captures are off for
 every thread (tracing is a one-off step of a script, not part of its loop).
+
+``torch.jit.script(module)`` compiles the module's forward hooks with it, and
+fails on the capture's (Python methods taking ``*rest``): the usual export at
+the end of a watched run raised into the script. While it runs, the capture's
+hooks (and those of a copy, ``copies.INERT``) are taken out of each module's
+hook dicts and put back after, in their order: the scripted module is the
+user's alone, and is not watched.
 """
 from __future__ import annotations
 
@@ -30,6 +37,9 @@ _paused: list[Any] = []
 _ENTRIES = (("torch.jit._trace", "_trace_impl"), ("torch.jit._trace", "trace_module"),
             ("torch.jit", "trace_module"), ("torch.jit._trace", "_get_trace_graph"),
             ("torch.jit", "_get_trace_graph"))
+#: scripting's public entry points
+_SCRIPT_ENTRIES = (("torch.jit._script", "script"), ("torch.jit", "script"))
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")
 
 
 def install() -> None:
@@ -40,14 +50,59 @@ def install() -> None:
         _state["installed"] = True
     import importlib
 
-    for module_name, attr in _ENTRIES:
+    for entries, wrap in ((_ENTRIES, _suspending), (_SCRIPT_ENTRIES, _hiding_hooks)):
+        for module_name, attr in entries:
+            try:
+                owner = importlib.import_module(module_name)
+            except ImportError:  # pragma: no cover - a torch without TorchScript
+                continue
+            original = getattr(owner, attr, None)
+            if callable(original) and not getattr(original, "_tensorscope", False):
+                setattr(owner, attr, wrap(original))
+
+
+def _hiding_hooks(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def script(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        hidden = _hide_hooks(obj)
         try:
-            owner = importlib.import_module(module_name)
-        except ImportError:  # pragma: no cover - a torch without TorchScript
-            continue
-        original = getattr(owner, attr, None)
-        if callable(original) and not getattr(original, "_tensorscope", False):
-            setattr(owner, attr, _suspending(original))
+            return fn(obj, *args, **kwargs)
+        finally:
+            for hooks, items in hidden:
+                hooks.clear()
+                hooks.update(items)
+
+    script._tensorscope = True  # type: ignore[attr-defined]
+    return script
+
+
+def _hide_hooks(obj: Any) -> list[tuple[dict, list]]:
+    """Take the capture's hooks out of every module of ``obj``; returns each changed
+    dict with its full former contents, to put back."""
+    from torch import nn
+
+    if not isinstance(obj, nn.Module):
+        return []
+    hidden = []
+    for mod in obj.modules():
+        for name in _HOOK_DICTS:
+            hooks = mod.__dict__.get(name)
+            if not hooks:
+                continue
+            items = list(hooks.items())
+            keep = [(k, h) for k, h in items if not _ours(h)]
+            if len(keep) != len(items):
+                hidden.append((hooks, items))
+                hooks.clear()
+                hooks.update(keep)
+    return hidden
+
+
+def _ours(hook: Any) -> bool:
+    from tensorscope.hooks.capture import Capture
+    from tensorscope.hooks.copies import InertHooks
+
+    return isinstance(getattr(hook, "__self__", None), (Capture, InertHooks))
 
 
 def _suspending(fn: Callable[..., Any]) -> Callable[..., Any]:
