@@ -296,7 +296,15 @@ class PlotsPanel(QWidget):
         legend = w.addLegend(offset=(40, 2), labelTextColor=self.theme.subtle,
                              labelTextSize="7pt", brush=bg, verSpacing=-8, horSpacing=6)
         legend.setColumnCount(3)
+        legend.hide()   # an empty legend still paints its box: shown once it has entries
         return w
+
+    @staticmethod
+    def _legend_shown(plot: pg.PlotWidget) -> None:
+        """Show a plot's in-plot legend only while it has entries."""
+        legend = plot.getPlotItem().legend
+        if legend is not None and legend.isVisible() != bool(legend.items):
+            legend.setVisible(bool(legend.items))
 
     def _force(self, *names: str) -> None:
         for name in names or ALL_PLOTS:
@@ -326,6 +334,8 @@ class PlotsPanel(QWidget):
             self.loss_plot.removeItem(item)
         self._rank_loss.clear()
         self.steps.clear()
+        for plot in self.plots.values():
+            self._legend_shown(plot)
         self._force()
 
     def set_focus(self, key: LocalKey | None) -> None:
@@ -362,6 +372,7 @@ class PlotsPanel(QWidget):
                     self._update_logged(model)
                 else:
                     self._update_modules(name, model)
+                self._legend_shown(self.plots[name])
                 moved = self.steps.apply()
                 for plot in self.plots.values() if moved else (self.plots[name],):
                     # Apply the new ranges now: pyqtgraph applies them while painting,

@@ -257,3 +257,22 @@ def test_a_nan_loss_is_marked_not_left_out(qtbot):
     assert list(panel.loss_curve.getData()[0]) == list(range(8))
     panel.clear()
     assert panel.nonfinite_loss_steps() == []
+
+
+def test_an_in_plot_legend_shows_only_with_entries(qtbot):
+    """An empty legend painted a blank box in the corner of every plot."""
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    _steps(model, 0, 3)
+    for _ in range(6):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    legends = {k: p.getPlotItem().legend for k, p in panel.plots.items()}
+    assert not any(legend.isVisible() for legend in legends.values())
+    model.ingest_many([StepSummary(step=s, rank=1, loss=2.0) for s in range(3)])
+    for _ in range(6):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    assert legends["loss"].isVisible() and not legends["grad"].isVisible()
+    panel.clear()
+    assert not legends["loss"].isVisible()
