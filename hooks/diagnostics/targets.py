@@ -155,6 +155,16 @@ class TargetObserver(Diagnostic):
             if dim == 1:
                 return
             shape, classes = list(logp.shape), 1
+        elif fn_name(made) == "LogBackward0" and logp.dim() >= 2 \
+                and _softmax_under_log(made) is not None:
+            # torch.log(F.softmax(x, dim)), the same shape as the NLL's input
+            inner = _softmax_under_log(made)
+            result = getattr(inner, "_saved_result", None)
+            if not isinstance(result, torch.Tensor) or list(result.shape) != shape:
+                return
+            dim = _dim_of(inner, logp.dim())
+            if dim == 1:
+                return
         elif fn_name(made) == "LogSoftmaxBackward0" and logp.dim() == 2 \
                 and _reshapes_only(inner, made):
             # [B, T, C] log-probabilities flattened to [B*T, C]: the classes are the last dim
@@ -204,7 +214,7 @@ class TargetObserver(Diagnostic):
                 continue
             self.emit(kind, "warning", "loss", rid, path,
                       f"The log-probabilities given to the NLL loss at step {step} come from "
-                      f"a log_softmax over dimension {dim} of a {shape} input (in {where}), "
+                      f"a (log-)softmax over dimension {dim} of a {shape} input (in {where}), "
                       f"but the classes are dimension {classes}: each column is normalised "
                       f"over the batch (or positions) instead of each sample over its "
                       f"classes, so the loss trains the wrong thing. Fix: "
@@ -279,6 +289,20 @@ def _layer_output(fn: Any) -> bool:
         return True
     return name == "AddBackward0" and any(
         fn_name(_skip_views(f)) in _RAW_SCORE_FNS for f, _ in fn.next_functions)
+
+
+# between a softmax and the log of it: an epsilon added, a clamp
+_LOG_GUARDS = frozenset({"AddBackward1", "ClampMinBackward0", "ClampBackward1"})
+
+
+def _softmax_under_log(log_node: Any) -> Any:
+    """The softmax node whose output ``log_node`` takes the log of (through an added
+    epsilon or a clamp), or None."""
+    fn = _first_input(log_node)
+    if fn_name(fn) in _LOG_GUARDS or fn_name(fn) == "AddBackward0" and sum(
+            f is not None for f, _ in fn.next_functions) == 1:
+        fn = _first_input(fn)
+    return fn if fn_name(fn) == "SoftmaxBackward0" else None
 
 
 def _dim_of(node: Any, ndim: int) -> int:

@@ -212,3 +212,11 @@ def test_trainable_tensor_attribute_is_not_a_parameter() -> None:
         assert found != by_hand
         if found:
             assert "temp" in sink.findings[("param_not_in_optimizer", "")].message  # type: ignore
+
+
+def test_log_of_softmax_over_the_batch() -> None:
+    net = nn.Linear(6, 5)
+    sink = _nll(net, lambda m: torch.log(F.softmax(m(torch.randn(8, 6)), dim=0) + 1e-8))
+    assert ("softmax_dim", "") in sink.findings
+    assert not _nll(net, lambda m: torch.log(F.softmax(m(torch.randn(8, 6)), 1).clamp_min(
+        1e-8))).findings
