@@ -50,6 +50,7 @@ CHECKED_STEPS = 16     # training steps looked at (the mistake shows from the st
 RUN = 4                # consecutive single-class steps that make a finding
 CONSTANT_TARGETS = 128
 _NLL = ("NllLossBackward0", "NllLoss2DBackward0")
+_BINARY = ("BinaryCrossEntropyWithLogitsBackward0", "BinaryCrossEntropyBackward0")
 _SEARCH = 24           # graph nodes looked at under the loss
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
 SOFTMAX, RAW_SCORES = -1, -2   # in place of a log-softmax's dim: what the NLL got instead
@@ -65,9 +66,10 @@ class TargetObserver(Diagnostic):
 
     def __init__(self) -> None:
         self._train_steps = 0
-        # (defer handle, classes, logits straight from a layer) per loss this step
-        self._handles: list[tuple[int, int, bool]] = []
-        self._run: list[tuple[int, int, int, bool]] = []  # (class, n, classes, from a layer)
+        # (defer handle, classes, logits straight from a layer, targets counted on the host
+        # or None) per loss this step
+        self._handles: list[tuple[int, int, bool, int | None]] = []
+        self._run: list[tuple[float, int, int, bool]] = []  # (class, n, classes, from a layer)
         self._done = False
         # (node, dim, shape, class dim, step) of each wrong (log-)softmax this step
         self._dims: list[tuple[Any, int, list[int], int, int]] = []
@@ -83,19 +85,27 @@ class TargetObserver(Diagnostic):
             name = fn_name(node)
             if name in _NLL:
                 self._nll(node)
-            elif name == "BinaryCrossEntropyWithLogitsBackward0":
-                self._binary(node)
+            elif name in _BINARY:
+                self._binary(node, logits=name == _BINARY[0])
 
-    def _binary(self, node: Any) -> None:
-        """Defer the range of a BCE-with-logits target (it must lie in [0, 1])."""
+    def _binary(self, node: Any, logits: bool) -> None:
+        """Defer the range of a binary cross-entropy's target: for the logits form it
+        must lie in [0, 1] (``BCELoss`` checks that itself); one label per sample also
+        joins the run of single-class steps."""
         target = getattr(node, "_saved_target", None)
         if not isinstance(target, torch.Tensor) or not target.is_floating_point() \
-                or target.numel() == 0 or target.is_meta or len(self._binary_handles) >= 4:
+                or target.dim() == 0 or target.numel() == 0 or target.is_meta \
+                or len(self._binary_handles) >= 4:
             return
         with torch.no_grad():
             lo, hi = target.amin(), target.amax()
-        self._binary_handles.append((self.ctx.defer({"lo": lo, "hi": hi}),
-                                     _skip_views(_first_input(node)), self.ctx.step_index))
+        handle = self.ctx.defer({"lo": lo, "hi": hi})
+        if logits:
+            self._binary_handles.append((handle, _skip_views(_first_input(node)),
+                                         self.ctx.step_index))
+        if target.shape[0] >= 8 and target.numel() == target.shape[0] and target.dim() <= 2 \
+                and len(self._handles) < 4:
+            self._handles.append((handle, 2, False, target.numel()))   # one label per sample
 
     def _report_binary(self, record: StepRecord) -> None:
         """A BCE-with-logits target outside [0, 1] (masks of 0/255, labels of -1/1)."""
@@ -137,7 +147,7 @@ class TargetObserver(Diagnostic):
             hi = torch.where(valid, target, torch.full_like(target, -1)).amax()
             n = valid.sum()
         self._handles.append((self.ctx.defer({"lo": lo, "hi": hi, "n": n}), logp.shape[1],
-                              _from_layer(node)))
+                              _from_layer(node), None))
 
     def _check_dim(self, node: Any, logp: torch.Tensor) -> None:
         """A log-softmax over the wrong dimension right under the NLL node, or (through
@@ -234,22 +244,26 @@ class TargetObserver(Diagnostic):
         if self._train_steps > CHECKED_STEPS:
             self._done = True
             return
-        for handle, classes, layer in handles:
+        step_class: tuple[float, int, int, bool] | None = None
+        for handle, classes, layer, count in handles:
             vals = record.deferred.get(handle)
             if not vals:
                 continue
-            lo, hi, n = int(vals["lo"]), int(vals["hi"]), int(vals["n"])
-            if n < 8 or lo != hi:
-                self._run.clear()
+            lo, hi = float(vals["lo"]), float(vals["hi"])
+            n = int(vals["n"]) if count is None else count
+            if n < 8 or lo != hi or step_class is not None and step_class[0] != lo:
+                self._run.clear()   # mixed targets (a GAN's real and fake batches too)
                 return
-            self._run.append((lo, n, classes, layer))
+            step_class = (lo, n + (step_class[1] if step_class else 0), classes, layer)
+        if step_class is not None:
+            self._run.append(step_class)
         self._judge(record.step)
 
     def _judge(self, step: int) -> None:
         run = self._run
         if len(run) < RUN:
             return
-        classes = sorted({r[0] for r in run})
+        classes = sorted({int(r[0]) if r[0] == int(r[0]) else r[0] for r in run})
         total = sum(r[1] for r in run)
         if len(classes) >= 2:
             why = (f"the batches hold one class each, a different one as training goes on "

@@ -220,3 +220,28 @@ def test_log_of_softmax_over_the_batch() -> None:
     assert ("softmax_dim", "") in sink.findings
     assert not _nll(net, lambda m: torch.log(F.softmax(m(torch.randn(8, 6)), 1).clamp_min(
         1e-8))).findings
+
+
+def _binary_run(labels: list[float], both_in_one_step: bool = False) -> FindingSink:
+    """One BCE-with-logits step per label (each batch of 8 all that label)."""
+    torch.manual_seed(0)
+    net = nn.Linear(3, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for label in labels:
+        opt.zero_grad()
+        loss = F.binary_cross_entropy_with_logits(net(torch.randn(8, 3)).squeeze(1),
+                                                  torch.full((8,), label))
+        if both_in_one_step:   # a discriminator's real and fake batches
+            loss = loss + F.binary_cross_entropy_with_logits(
+                net(torch.randn(8, 3)).squeeze(1), torch.full((8,), 1.0 - label))
+        loss.backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+def test_binary_batches_sorted_by_label() -> None:
+    assert ("single_class_batches", "") in _binary_run([0.0, 0.0, 1.0, 1.0]).findings
+    assert not _binary_run([0.0, 0.0, 0.0, 0.0, 0.0]).findings   # imbalanced, all negative
+    assert not _binary_run([0.0, 1.0, 0.0, 1.0], both_in_one_step=True).findings
