@@ -126,18 +126,25 @@ class GradAccumulationObserver(Diagnostic):
             self._zeroed.append((weakref.ref(obj), set_to_none))
         if isinstance(obj, torch.optim.Optimizer) and _key(obj) not in self._stepped:
             self._never_stepped(obj)
-        if any(self._stale.values()):
+        if self._after_step:
             self._unmark(obj)
 
     def _unmark(self, obj: Any) -> None:
-        """``obj`` zeroed its gradients: they are stale no more (checked only while some
-        are marked: a GAN's discriminator, marked in the generator's backward)."""
-        if isinstance(obj, torch.nn.Module):
-            params: Any = obj.parameters()
-        else:
-            params = (p for g in getattr(obj, "param_groups", ()) for p in g["params"])
-        for p in params:
-            self._stale.pop(id(p), None)
+        """``obj`` zeroed its gradients: they are stale no more, and what was remembered
+        of them after the last step is dropped (a new gradient may reuse a freed one's
+        id)."""
+        if isinstance(obj, torch.optim.Optimizer):
+            entries = self._after_step.pop(id(obj), ())
+            for ref, _, _ in entries:
+                self._stale.pop(id(ref()), None)
+            return
+        if not isinstance(obj, torch.nn.Module):
+            return
+        ids = {id(p) for p in obj.parameters()}
+        for key, entries in list(self._after_step.items()):
+            self._after_step[key] = [e for e in entries if id(e[0]()) not in ids]
+        for pid in ids:
+            self._stale.pop(pid, None)
 
     def _never_stepped(self, optimizer: Any) -> None:
         """``zero_grad()`` of an optimizer that has not stepped, with a backward since its
@@ -195,7 +202,8 @@ class GradAccumulationObserver(Diagnostic):
                 # untouched since the step (v == version), or since the last mark but for
                 # one backward's accumulation (v <= marked + 1: zeroing in place bumps it
                 # once more); marks are stored as version + 1, 0 for not stale
-                stale[id(p)] = v + 1 if v == version or v <= stale.get(id(p), 0) else 0
+                marked = stale.get(id(p), 0)
+                stale[id(p)] = v + 1 if v == version or 0 < marked and v <= marked else 0
         return None
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
