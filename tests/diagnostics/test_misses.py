@@ -245,3 +245,31 @@ def test_binary_batches_sorted_by_label() -> None:
     assert ("single_class_batches", "") in _binary_run([0.0, 0.0, 1.0, 1.0]).findings
     assert not _binary_run([0.0, 0.0, 0.0, 0.0, 0.0]).findings   # imbalanced, all negative
     assert not _binary_run([0.0, 1.0, 0.0, 1.0], both_in_one_step=True).findings
+
+
+def test_a_new_gradient_under_a_reused_id_is_not_stale() -> None:
+    """After zero_grad() frees a gradient, the next one can get the freed object's id:
+    a gradient at version 0 under a remembered id (whose version was higher) is new,
+    and a zero_grad() through the wrapper forgets the optimizer's gradients."""
+    from tensorscope.hooks.diagnostics.grads import GradAccumulationObserver
+
+    class Graphs:
+        generation = 0
+
+        def add_backward_listener(self, listener: object) -> None:
+            pass
+
+    obs = GradAccumulationObserver(Graphs())  # type: ignore[arg-type]
+    net = nn.Linear(2, 1)
+    net(torch.randn(3, 2)).sum().backward()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    obs.on_optimizer_step(opt)
+    w = net.weight
+    assert w.grad is not None
+    # as if this gradient had replaced a freed one that was at version 3
+    obs._after_step[id(opt)] = [(e[0], e[1], 3) for e in obs._after_step[id(opt)]]
+    Graphs.generation = 1
+    obs._backward_starts()
+    assert not any(obs._stale.values())
+    obs._zero_grad_called(opt, True)
+    assert id(opt) not in obs._after_step
