@@ -63,6 +63,20 @@ def current_rank() -> RankInfo:
     return env_rank()
 
 
+def in_process_group() -> bool:
+    """Whether this rank belongs to a ``torch.distributed`` job: a launcher's
+    ``WORLD_SIZE``, or an initialised default group. The children of a
+    ``torch.multiprocessing.spawn`` that never make a group are ranks only by
+    their index: their models need not be replicas."""
+    if "WORLD_SIZE" in os.environ:
+        return True
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return bool(dist is not None and dist.is_available() and dist.is_initialized())
+    except (RuntimeError, ValueError, AttributeError):
+        return False
+
+
 def rank_probe() -> tuple[int | None, RankInfo]:
     """A cheap reading that changes when the rank may have: the id of
     ``torch.distributed``'s default group once initialised (None before), and

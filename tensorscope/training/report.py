@@ -23,8 +23,8 @@ import tempfile
 from collections import deque
 from typing import Any
 
-from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank, job_id, lock_path,
-                                     rank_path)
+from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank,
+                                             in_process_group, job_id, lock_path, rank_path)
 from tensorscope.common.divergence import report_findings
 from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped, ExceptionRaised,
                                        Finding, Hello, Message, ModuleTree, Scalars, StepCalls,
@@ -155,6 +155,9 @@ class ReportBuilder:
         #: the latest steps' parameter norms (name -> [norm, root, module]), for the
         #: job report's rank_divergence check
         self.param_checks: collections.deque[dict[str, Any]] = collections.deque(maxlen=CHECKS)
+        #: the ranks are replicas of one job (a process group, or a launcher's), not only
+        #: spawn children by index: only then does the job report compare their norms
+        self.replicated = False
         self.dropped = 0
         self.exit_code: int | None = None
         self.exception: dict[str, Any] | None = None
@@ -184,6 +187,8 @@ class ReportBuilder:
             norms = self._seen_norms
             if norms:
                 self.param_checks.append({"step": msg.step, "norms": norms})
+                if not self.replicated and self.hello is not None and self.hello.world_size > 1:
+                    self.replicated = in_process_group()
             losses = self.eval_losses if msg.kind == "inference" else self.losses
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])
@@ -205,6 +210,7 @@ class ReportBuilder:
             self.tree = msg.roots
         elif isinstance(msg, Hello):
             self.hello = msg
+            self.replicated = self.replicated or in_process_group()
         elif isinstance(msg, ExceptionRaised):
             self.exception = {"type": msg.type, "message": msg.message, "step": msg.step,
                               "root": msg.root, "module": msg.module,
@@ -428,7 +434,7 @@ class ReportBuilder:
         if self.job:
             report["job"] = self.job
         hello = self.hello or Hello()
-        if hello.world_size > 1:
+        if hello.world_size > 1 and self.replicated:
             report["parameter_checks"] = json_safe(list(self.param_checks))
         write_json(path, report)
         self.written = True

@@ -153,3 +153,37 @@ def test_a_watch_never_closed_still_writes_its_report(tmp_path, flag, code):
         byes = [m for m in reader.messages() if m.TYPE == "bye"]
         assert reader.steps
     assert [b.exit_code for b in byes] == [code]
+
+
+SWEEP = """
+    import torch
+    import torch.multiprocessing as mp
+    from torch import nn
+
+    def train(index, lrs):   # one independent model per process: no process group
+        torch.manual_seed(index)
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=lrs[index])
+        for _ in range(2):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+        print("worker", index, round(loss.item(), 6), flush=True)
+
+    if __name__ == "__main__":
+        mp.spawn(train, args=([0.1, 0.01],), nprocs=2)
+"""
+
+
+def test_spawned_workers_without_a_process_group_are_not_called_diverged(tmp_path):
+    """Independent models in ``mp.spawn`` children (a sweep) are ranks by index only:
+    their different parameters were reported as a rank_divergence error."""
+    script = runs.write(tmp_path, "sweep.py", SWEEP)
+    base = runs.plain(script)
+    res = runs.under(script, options=("--headless", "--report", str(tmp_path / "r.json")))
+    assert base.rc == res.rc == 0, res.err
+    assert sorted(res.out.splitlines()) == sorted(base.out.splitlines())
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [r["steps"] for r in report["ranks"]] == [2, 2]
+    kinds = [f["kind"] for f in report["findings"]] + [
+        f["kind"] for r in report["ranks"] for f in r["findings"]]
+    assert "rank_divergence" not in kinds
