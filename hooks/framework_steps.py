@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -31,7 +32,8 @@ def scalar_values(values: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def attach_for_callback(model: Any, options: dict[str, Any], callback: str) -> tuple[Any, bool]:
+def attach_for_callback(model: Any, options: dict[str, Any], callback: str,
+                        owner: Any = None) -> tuple[Any, bool]:
     """The watch a framework callback drives, and whether the callback owns it.
 
     Under ``tensorscope run`` the run's process-wide watch already sees every
@@ -39,15 +41,25 @@ def attach_for_callback(model: Any, options: dict[str, Any], callback: str) -> t
     otherwise it attaches a new ``Watch`` to ``model`` with ``options`` (the
     watch reads the rank from ``torch.distributed``, which both frameworks
     initialise first, and fills ``{rank}`` in ``report``/``record`` itself).
+    One callback at a time drives the run's watch: for another (``owner``, a
+    second ``TensorScopeCallback`` in the same trainer, as when the run added
+    one and the script its own) the watch is None, and that callback does
+    nothing.
     """
     from tensorscope.hooks.watch import Watch
 
     run = Watch.process_watch
     if run is not None and not run.closed:
+        held = getattr(run, "framework_driver", None)
+        if owner is not None and held is not None and held() not in (None, owner):
+            return None, False
         if options:
             print(f"tensorscope: {callback} under `tensorscope run` drives the run's capture; "
                   f"its options ({', '.join(sorted(options))}) are the run's command-line "
                   f"options there", file=sys.stderr)
+        if owner is not None:
+            run.framework_driver = weakref.ref(owner)
+            run.framework_explicit = run.capture.explicit_steps
         run.external_steps()
         return run, False
     watch = Watch(model, None, **options)
@@ -55,14 +67,19 @@ def attach_for_callback(model: Any, options: dict[str, Any], callback: str) -> t
     return watch, True
 
 
-def detach_for_callback(watch: Any, owned: bool) -> None:
+def detach_for_callback(watch: Any, owned: bool, owner: Any = None) -> None:
     """A framework callback is done with ``watch`` (from ``attach_for_callback``):
-    close it if the callback owns it; the run's watch only gets its open step
-    flushed (the run closes it)."""
+    close it if the callback owns it; the run's watch gets its open step
+    flushed (the run closes it), and the step boundaries it had before the
+    callback drove it (the script may go on with loops of its own)."""
     if owned:
         watch.close()
-    else:
-        watch.end_open_step()
+        return
+    watch.end_open_step()
+    held = getattr(watch, "framework_driver", None)
+    if owner is not None and held is not None and held() is owner:
+        watch.framework_driver = None
+        watch.capture.explicit_steps = getattr(watch, "framework_explicit", False)
 
 
 class FrameworkSteps:
@@ -71,6 +88,10 @@ class FrameworkSteps:
     capture: Any
     session: Any
     global_hooks: bool
+    # the framework callback driving this watch under tensorscope run (a weak
+    # reference), and whether steps were explicit before it did
+    framework_driver: "weakref.ref[Any] | None" = None
+    framework_explicit: bool = False
     optimizers: list[Any]
     rank: int
     closed: bool

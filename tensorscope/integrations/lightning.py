@@ -62,14 +62,14 @@ class TensorScopeCallback(Callback):
         from tensorscope.hooks.framework_steps import attach_for_callback
 
         self.watch, self._owned = attach_for_callback(pl_module, self.options,
-                                                      "TensorScopeCallback")
+                                                      "TensorScopeCallback", self)
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Detach: the last step is flushed and every hook removed."""
         watch, self.watch = self.watch, None
         if watch is not None:
             from tensorscope.hooks.framework_steps import detach_for_callback
-            detach_for_callback(watch, self._owned)
+            detach_for_callback(watch, self._owned, self)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         """Report the exception, then detach (Lightning skips ``teardown`` then)."""

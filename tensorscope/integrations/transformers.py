@@ -58,7 +58,9 @@ class TensorScopeCallback(TrainerCallback):
         from tensorscope.hooks.framework_steps import attach_for_callback
 
         self.watch, self._owned = attach_for_callback(model, self.options,
-                                                      "TensorScopeCallback")
+                                                      "TensorScopeCallback", self)
+        if self.watch is None:   # another TensorScopeCallback drives the run's watch
+            return
         if optimizer is not None:
             self.watch.add_optimizer(optimizer)
         if not getattr(args, "fp16", False):   # a GradScaler's factor would be in the gradient
@@ -87,7 +89,7 @@ class TensorScopeCallback(TrainerCallback):
         watch, self.watch = self.watch, None
         if watch is not None:
             from tensorscope.hooks.framework_steps import detach_for_callback
-            detach_for_callback(watch, self._owned)
+            detach_for_callback(watch, self._owned, self)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """A training step (its first micro-batch) begins: close what ran since."""
