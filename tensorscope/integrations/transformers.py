@@ -30,7 +30,7 @@ except ImportError as exc:
     raise ImportError("tensorscope.integrations.transformers needs transformers: "
                       "pip install 'tensorscope[transformers]'") from exc
 
-__all__ = ["TensorScopeCallback"]
+__all__ = ["RunCallback", "TensorScopeCallback"]
 
 
 def _is_scalar_with_grad(t: Any) -> bool:
@@ -113,3 +113,9 @@ class TensorScopeCallback(TrainerCallback):
         if self.watch is not None and logs:
             self.watch.log(logs, source="transformers",
                            framework_step=getattr(state, "global_step", None))
+
+
+class RunCallback(TensorScopeCallback):
+    """The ``TensorScopeCallback`` that ``tensorscope run`` adds to every Trainer
+    (``tensorscope.integrations.transformers_run``); its own class, so that a
+    script passing ``TensorScopeCallback`` too gets no duplicate warning."""

@@ -92,6 +92,7 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
               f"TensorScope:\n{traceback.format_exc()}", file=sys.stderr, end="")
         return _execute(args.script, list(args.args), None)
     code = 1
+    _follow_frameworks()
     from tensorscope.hooks.spawn import SpawnedChildren
 
     spawned = SpawnedChildren(watch, args, connect)
@@ -101,6 +102,18 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
     finally:
         _finish(args, watch, code, spawned)
     return code
+
+
+def _follow_frameworks() -> None:
+    """Have the script's Hugging Face Trainers add ``TensorScopeCallback`` (Lightning's
+    Trainer does through its ``callbacks_factory`` entry point); never raises."""
+    try:
+        from tensorscope.integrations import transformers_run
+
+        transformers_run.install()
+    except Exception as exc:
+        print(f"tensorscope: the transformers Trainer is not followed step by step "
+              f"({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 def _finish(args: argparse.Namespace, watch: Any, code: int, spawned: Any) -> None:
