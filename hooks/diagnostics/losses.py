@@ -41,6 +41,7 @@ root forward.
 """
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any, Callable
 
@@ -79,6 +80,7 @@ _FUNCTIONAL = {"mse_loss": "broadcast", "l1_loss": "broadcast", "smooth_l1_loss"
                "huber_loss": "broadcast", "binary_cross_entropy": "broadcast",
                "binary_cross_entropy_with_logits": "binary_logits",
                "cross_entropy": "logits"}
+_REFUSES = re.compile(r"binary_cross_entropy|BCE")   # losses that raise on other shapes
 _BROADCAST_LOSSES = {"MseLossBackward0": "F.mse_loss", "SmoothL1LossBackward0":
                      "F.smooth_l1_loss", "HuberLossBackward0": "F.huber_loss"}
 
@@ -416,11 +418,16 @@ class LossInputObserver(Diagnostic):
     def _report_broadcast(self, loss: str, a: list[int], b: list[int] | None, out: list[int],
                           root: int, path: str, step: int) -> None:
         target = f"target {b}" if b is not None else "a target of another shape"
+        # the binary cross-entropies refuse a target of another size (ValueError); the
+        # element-wise losses broadcast it with a warning
+        what = (f"they would broadcast to {out}, every prediction against every target, so "
+                f"PyTorch refuses shapes that differ" if _REFUSES.search(loss) else
+                f"PyTorch broadcasts them to {out} and averages every pair, so the loss is "
+                f"not what you meant (the model barely learns)")
         self.emit("loss_broadcast", "warning", "loss", root, path,
-                  f"{loss} got input {a} and {target}: PyTorch broadcasts them to {out} and "
-                  f"averages every pair, so the loss is not what you meant (the model barely "
-                  f"learns). Fix: make the shapes equal, e.g. pred.squeeze(-1) or "
-                  f"target.unsqueeze(-1) / target.view_as(pred).", step=step)
+                  f"{loss} got input {a} and {target}: {what}. Fix: make the shapes equal, "
+                  f"e.g. pred.squeeze(-1) or target.unsqueeze(-1) / target.view_as(pred).",
+                  step=step)
 
 
 def _output_shape(node: Any, index: int) -> list[int] | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -176,6 +177,19 @@ def test_functional_double_activation_and_broadcast() -> None:
     w.close()
     assert ("loss_broadcast", "") in sink.findings
     assert "[6, 6]" in sink.findings[("loss_broadcast", "")].message
+    assert "PyTorch broadcasts them" in sink.findings[("loss_broadcast", "")].message
+
+
+def test_a_binary_cross_entropy_on_other_shapes_is_said_refused_not_broadcast() -> None:
+    clf = nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())
+    w, sink = _watch(clf)
+    with pytest.raises(ValueError):
+        F.binary_cross_entropy(clf(torch.randn(6, 4)), torch.ones(6))
+    w.close()
+    message = sink.findings[("loss_broadcast", "")].message
+    assert "PyTorch refuses shapes that differ" in message and "averages" not in message
+    # the finding says what is wrong: no exception finding besides it
+    assert [k for k, _ in sink.findings] == ["loss_broadcast"]
 
 
 def test_scripted_module_with_functional_loss_still_compiles() -> None:
