@@ -166,7 +166,7 @@ def test_ctrl_c_while_paused_stops_the_script(tmp_path):
     try:
         inbox.pause(1)
         proc.send_signal(signal.SIGINT)
-        _, err = finish(proc, code=130)
+        _, err = finish(proc, code=-signal.SIGINT)   # as python: killed by SIGINT
         assert "KeyboardInterrupt" in err
     finally:
         conn.close()
