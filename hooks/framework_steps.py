@@ -93,6 +93,7 @@ class FrameworkSteps:
     framework_driver: "weakref.ref[Any] | None" = None
     framework_explicit: bool = False
     optimizers: list[Any]
+    optimizer_hooked: set[int]
     rank: int
     closed: bool
     _handles: list[Any]
@@ -120,6 +121,7 @@ class FrameworkSteps:
             return
         self._handles.append(optimizer.register_step_pre_hook(self.optimizer_pre))
         self._handles.append(optimizer.register_step_post_hook(self.optimizer_post))
+        self.optimizer_hooked.add(id(optimizer))
 
     def external_steps(self) -> None:
         """From now on steps end only at optimizer steps, ``step()`` and ``end_step()``:

@@ -12,6 +12,7 @@ the step summary knows the loss.
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch.nn.modules.module as module_hooks
@@ -62,6 +63,40 @@ def install(capture: "Capture", optimizer_pre: Any, optimizer_post: Any) -> list
     handles.append(optimizer_hooks.register_optimizer_step_pre_hook(optimizer_pre))
     handles.append(optimizer_hooks.register_optimizer_step_post_hook(optimizer_post))
     return handles
+
+
+def install_optimizer_discovery(owns: Any, hooked: set[int], optimizer_pre: Any,
+                                optimizer_post: Any) -> list[Any]:
+    """Global optimizer step hooks that pass the steps of optimizers ``watch`` was
+    not given to ``optimizer_pre``/``optimizer_post``, for those that step a
+    watched parameter (``owns(param)``, decided once per optimizer): a script
+    that calls ``watch(model)`` alone still has its optimizer steps seen (step
+    boundaries, the diagnostics of stepping). Optimizers with hooks of their
+    own (``hooked``, ids) are left to those."""
+    verdicts: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+
+    def relevant(optimizer: Any) -> bool:
+        if id(optimizer) in hooked:
+            return False
+        try:
+            hit = verdicts.get(optimizer)
+            if hit is None:
+                hit = verdicts[optimizer] = any(
+                    owns(p) for group in optimizer.param_groups for p in group["params"])
+        except Exception:   # an optimizer without the usual groups (or not weak-referable)
+            return False
+        return hit
+
+    def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if relevant(optimizer):
+            optimizer_pre(optimizer, args, kwargs)
+
+    def post(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if relevant(optimizer):
+            optimizer_post(optimizer, args, kwargs)
+
+    return [optimizer_hooks.register_optimizer_step_pre_hook(pre),
+            optimizer_hooks.register_optimizer_step_post_hook(post)]
 
 
 def install_loss_hooks(capture: "Capture", hooked: set[int],

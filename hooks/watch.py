@@ -165,6 +165,8 @@ class Watch(FrameworkSteps):
                                  self._budget_exceeded)
         self._handles: list[Any] = []
         self._hooked: set[int] = set()
+        self.optimizer_hooked: set[int] = set()   # ids of optimizers with hooks of their own
+        self._discovering = False
         self._refreshed: dict[int, int] = {}
         self.sinks: Any = None   # training.sinks.RunSinks
         self.closed = False
@@ -272,11 +274,20 @@ class Watch(FrameworkSteps):
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self.optimizer_pre))
             self._handles.append(opt.register_step_post_hook(self.optimizer_post))
+            self.optimizer_hooked.add(id(opt))
         if self.global_hooks:
             from tensorscope.hooks.global_hooks import install
 
             self._handles += install(cap, self.optimizer_pre, self.optimizer_post)
-        elif self.discover_losses:
+            return
+        from tensorscope.hooks.global_hooks import install_optimizer_discovery
+
+        if not self._discovering:   # once: roots added later share it
+            self._discovering = True
+            self._handles += install_optimizer_discovery(
+                lambda p: self.index.param_name(p) is not None, self.optimizer_hooked,
+                self.optimizer_pre, self.optimizer_post)
+        if self.discover_losses:
             from tensorscope.hooks.global_hooks import install_loss_hooks
 
             self._handles += install_loss_hooks(cap, self._hooked, self.compiled.eager_ids)
