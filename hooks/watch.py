@@ -100,6 +100,9 @@ class Watch(FrameworkSteps):
     ``record``/``listen``/``connect`` start the live links (``record`` refuses an
     existing file unless ``overwrite``). ``global_hooks``
     instruments every module and optimizer of the process (``tensorscope run``).
+    Otherwise an optimizer not given that steps a watched parameter is found
+    at its first ``step()`` (process-wide optimizer step hooks): from then on
+    its steps end the watch's steps, as a given optimizer's do.
     Otherwise a loss module called outside the watched models
     (``nn.CrossEntropyLoss()`` built in the training loop) is found through a
     process-wide hook unless ``discover_losses=False``, which instruments only
