@@ -40,3 +40,17 @@ class Log:
     def kinds(self) -> set[tuple[str, str]]:
         """``(kind, module)`` of every finding."""
         return {(m.kind, m.module) for m in self.messages if isinstance(m, Finding)}
+
+
+class FindingSink:
+    """Keeps the latest Finding per ``(kind, module)``."""
+
+    def __init__(self) -> None:
+        self.findings: dict[tuple[str, str], Finding] = {}
+
+    def handle(self, msg: Message) -> None:
+        if isinstance(msg, Finding):
+            self.findings[(msg.kind, msg.module)] = msg
+
+    def close(self) -> None:
+        pass

@@ -6,20 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tensorscope
-
-
-class FindingSink:
-    """Collects Finding events from a watch's session."""
-
-    def __init__(self) -> None:
-        self.findings: dict[tuple[str, str], object] = {}
-
-    def handle(self, msg: object) -> None:
-        if type(msg).__name__ == "Finding":
-            self.findings[(msg.kind, msg.module)] = msg  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        pass
+from sinks import FindingSink
 
 
 def _watch(models, opts):

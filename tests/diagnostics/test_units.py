@@ -9,25 +9,12 @@ import torch.nn.functional as F
 from torch import nn
 
 import tensorscope
+from sinks import FindingSink
 from tensorscope.hooks.diagnostics import KINDS, default_observers, exception_hint
 from tensorscope.hooks.diagnostics.base import maximal_modules, producing_fn
 from tensorscope.hooks.diagnostics.cuda import HostSyncObserver, sampled_step
 from tensorscope.hooks.diagnostics.device import DeviceObserver
 from tensorscope.hooks.diagnostics.losses import LossInputObserver
-
-
-class FindingSink:
-    """Collects Finding events from a watch's session."""
-
-    def __init__(self) -> None:
-        self.findings: dict[tuple[str, str], object] = {}
-
-    def handle(self, msg: object) -> None:
-        if type(msg).__name__ == "Finding":
-            self.findings[(msg.kind, msg.module)] = msg  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        pass
 
 
 def _watch(model, opt=None, **kw):
