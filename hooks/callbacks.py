@@ -151,9 +151,7 @@ class CaptureCallbacks:
             return
         phase = "loss" if call.is_root and self.index.is_loss_root(call.root) else "forward"
         name = call.path or self.index.root_names[call.root]
-        self.emitter.finding("exception", "error", phase, call.root, call.path,
-                             exception_message(call, exc, name))
-        self.emitter.exception_open(call.root, call.path)
+        self.emitter.exception(phase, call.root, call.path, exception_message(call, exc, name))
         if self.gate.armed:
             self.gate.at_exception(step=call.step, root=call.root, path=call.path,
                                    call=call.index, type=call.type,
@@ -167,9 +165,7 @@ class CaptureCallbacks:
         if type(exc).__name__ in CONTROL_FLOW_EXCEPTIONS or not self.capture.raised_first(
                 exc, root, path):
             return
-        self.emitter.finding("exception", "error", "loss", root, path,
-                             function_message(name, where, inputs, exc))
-        self.emitter.exception_open(root, path)
+        self.emitter.exception("loss", root, path, function_message(name, where, inputs, exc))
 
     def exception_caught(self) -> None:
         """The script went on after module exceptions: they were caught (``info``)."""

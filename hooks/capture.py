@@ -668,19 +668,15 @@ class Capture:
         call.finished = call.raised = True
         if not self.step.meta_step:   # the message names the inputs as they are now
             call.in_meta = [meta(p, v) for p, v in call.inputs]
-        first = id(exc) != self._last_exc_id
-        if first:
-            self._last_exc_id = id(exc)
-            self.last_module_error = (call.root, call.path, type(exc).__name__)
+        first = self.raised_first(exc, call.root, call.path)
         self.host.module_raised(call, exc, first)
-        if first:
-            self.raised_open = True
         call.inputs = call.outputs = ()
 
     def raised_first(self, exc: BaseException, root: int, path: str) -> bool:
-        """Whether ``exc``, raised by a function the diagnostics wrap, is new: then
-        it is the step's error at ``root``/``path`` from now on (the modules it
-        passes through next report no finding of their own)."""
+        """Whether ``exc`` (raised in a module's forward, or by a function the
+        diagnostics wrap) is new: then it is the step's error at ``root``/``path``
+        from now on (the modules it passes through next report no finding of
+        their own)."""
         if id(exc) == self._last_exc_id:
             return False
         self._last_exc_id = id(exc)

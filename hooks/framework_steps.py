@@ -50,7 +50,7 @@ def attach_for_callback(model: Any, options: dict[str, Any], callback: str,
 
     run = Watch.process_watch
     if run is not None and not run.closed:
-        held = getattr(run, "framework_driver", None)
+        held = run.framework_driver
         if owner is not None and held is not None and held() not in (None, owner):
             return None, False
         if options:
@@ -76,10 +76,10 @@ def detach_for_callback(watch: Any, owned: bool, owner: Any = None) -> None:
         watch.close()
         return
     watch.end_open_step()
-    held = getattr(watch, "framework_driver", None)
+    held = watch.framework_driver
     if owner is not None and held is not None and held() is owner:
         watch.framework_driver = None
-        watch.capture.explicit_steps = getattr(watch, "framework_explicit", False)
+        watch.capture.explicit_steps = watch.framework_explicit
 
 
 class FrameworkSteps:

@@ -169,7 +169,6 @@ class Watch(FrameworkSteps):
         self._handles: list[Any] = []
         self._hooked: set[int] = set()
         self.optimizer_hooked: set[int] = set()   # ids of optimizers with hooks of their own
-        self._discovering = False
         self._refreshed: dict[int, int] = {}
         self.sinks: Any = None   # training.sinks.RunSinks
         self.closed = False
@@ -285,11 +284,9 @@ class Watch(FrameworkSteps):
             return
         from tensorscope.hooks.global_hooks import install_optimizer_discovery
 
-        if not self._discovering:   # once: roots added later share it
-            self._discovering = True
-            self._handles += install_optimizer_discovery(
-                lambda p: self.index.param_name(p) is not None, self.optimizer_hooked,
-                self.optimizer_pre, self.optimizer_post)
+        self._handles += install_optimizer_discovery(
+            lambda p: self.index.param_name(p) is not None, self.optimizer_hooked,
+            self.optimizer_pre, self.optimizer_post)
         if self.discover_losses:
             from tensorscope.hooks.global_hooks import install_loss_hooks
 

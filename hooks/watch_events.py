@@ -17,6 +17,7 @@ from tensorscope.common.events import Finding, GraphStructure, StepBegin
 from tensorscope.hooks.call_signatures import SignatureRegistry
 from tensorscope.hooks.autograd_graph import Ownership, autograd_graph
 from tensorscope.hooks.dataflow import module_graph, structure_hash, structure_key
+from tensorscope.hooks.flatten import meta
 from tensorscope.hooks.registry import describe_plain
 from tensorscope.hooks.stepend import finish
 
@@ -42,8 +43,6 @@ def function_message(name: str, where: str, inputs: list[tuple[str, Any]],
                      exc: BaseException) -> str:
     """``IndexError in F.cross_entropy (called after the forward of Net): <message>;
     inputs input was [4, 3] float32 cpu, target was [4] int64 cpu. Hint: ...``"""
-    from tensorscope.hooks.flatten import meta
-
     metas = [meta(path, v) for path, v in inputs]
     return _raised_message(f"{name} ({where})", metas, None, inputs, exc)
 
@@ -167,9 +166,11 @@ class StepEmitter:
         w.session.emit(dataclasses.replace(f))
         w.gate.on_finding(f)
 
-    def exception_open(self, root: int, module: str) -> None:
-        """A module's exception was reported; whether the script caught it is told
-        by ``exceptions_caught`` (it went on) or ``exception_escaped``."""
+    def exception(self, phase: str, root: int, module: str, message: str) -> None:
+        """An ``exception`` finding (a module's, or a wrapped function's); whether
+        the script caught it is told by ``exceptions_caught`` (it went on) or
+        ``exception_escaped``."""
+        self.finding("exception", "error", phase, root, module, message)
         self.open_exceptions.add(("exception", root, module))
 
     def exceptions_caught(self) -> None:

@@ -254,7 +254,7 @@ def _print_traceback(exc: BaseException, script_path: str) -> str:
     while tb is not None and tb.tb_frame.f_code.co_filename != script_path:
         tb = tb.tb_next
     te = traceback.TracebackException(type(exc), exc, tb or exc.__traceback__)
-    _drop_own_frames(te, set())
+    _drop_own_frames(te, _own_dirs(), set())
     text = "".join(te.format())
     sys.stderr.write(text)
     sys.stderr.flush()
@@ -272,13 +272,13 @@ def _own_dirs() -> tuple[str, ...]:
     return tuple({os.path.dirname(os.path.abspath(f)) + os.sep for f in files if f})
 
 
-def _drop_own_frames(te: traceback.TracebackException, seen: set[int]) -> None:
-    """Remove TensorScope's pass-through frames from ``te`` and the exceptions
-    chained to it (in place)."""
+def _drop_own_frames(te: traceback.TracebackException, own: tuple[str, ...],
+                     seen: set[int]) -> None:
+    """Remove the pass-through frames of files under ``own`` (``_own_dirs``) from
+    ``te`` and the exceptions chained to it (in place)."""
     if id(te) in seen:
         return
     seen.add(id(te))
-    own = _own_dirs()
     frames = list(te.stack)
     kept = [f for i, f in enumerate(frames)
             if i == len(frames) - 1 or not os.path.abspath(f.filename).startswith(own)]
@@ -286,7 +286,7 @@ def _drop_own_frames(te: traceback.TracebackException, seen: set[int]) -> None:
         te.stack = traceback.StackSummary.from_list(kept)
     for chained in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
         if chained is not None:
-            _drop_own_frames(chained, seen)
+            _drop_own_frames(chained, own, seen)
 
 
 def _say_report(path: str, info: Any) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tensorscope.common.distributed import rank_path
-from tensorscope.training.runner import _drop_own_frames
+from tensorscope.training.runner import _drop_own_frames, _own_dirs
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -58,6 +58,6 @@ def test_a_frame_of_tensorscope_where_the_error_was_raised_stays():
         _user_calls_tensorscope()
     except TypeError as exc:
         te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
-    _drop_own_frames(te, set())
+    _drop_own_frames(te, _own_dirs(), set())
     names = [f.name for f in te.stack]
     assert names[-1] == "rank_path" and "_user_calls_tensorscope" in names
