@@ -1,5 +1,6 @@
-# MISTAKE: a CNN with BatchNorm2d trained with batch_size=1: each channel is normalised
-# within one image, so training and evaluation see different activations.
+# MISTAKE: a CNN with BatchNorm2d trained with batch_size=1, then evaluated in eval mode:
+# training normalised each image by its own statistics, evaluation uses running statistics
+# averaged from single images, so training and evaluation see different activations.
 # FIX: a batch size of 8 or more, GroupNorm instead of BatchNorm, or BatchNorm kept in eval mode.
 # RUN: tensorscope run --headless examples/mistakes/batchnorm_batch_of_one.py
 # expect: batchnorm_batch_of_one "1"
@@ -18,3 +19,7 @@ for x, y in loader:
     loss.backward()
     opt.step()
     print(f"loss {loss.item():.4f}")
+model.eval()
+with torch.no_grad():
+    x, y = data[:]
+    print(f"accuracy {(model(x).argmax(1) == y).float().mean().item():.4f}")

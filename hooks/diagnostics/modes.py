@@ -43,8 +43,13 @@ device work at all.
 * ``batchnorm_batch_of_one``: a BatchNorm in training mode, with gradients, whose
   input has one sample and several values per channel (``[1, C, H, W]``, ``[1, C,
   L]``; ``[1, C]`` raises in PyTorch) at ``ONE_SAMPLE_STEPS`` optimizer steps in a
-  row: its statistics are one example's. A last short batch of an epoch is not it;
-  ``SyncBatchNorm`` (statistics over every rank) is left alone. Input shape only.
+  row, and which later runs in eval mode: training normalised each example by its
+  own statistics (an instance norm), while eval mode uses running statistics
+  averaged from single examples, which miss the variance between examples, so
+  evaluation sees other activations than training. Training with batches of one
+  and never switching to eval mode (pix2pix, CycleGAN: batch statistics at test
+  time too) is deliberate and left alone; so is a last short batch of an epoch and
+  ``SyncBatchNorm`` (statistics over every rank). Input shape and flags only.
 """
 from __future__ import annotations
 
@@ -105,6 +110,9 @@ class ModeObserver(Diagnostic):
         self._one_now: dict[tuple[int, str], tuple[str, list[int]]] = {}
         self._one_runs: dict[tuple[int, str], list[int]] = {}
         self._one_reported: set[tuple[int, str]] = set()
+        # trained on batches of one: (root, path) -> (type, input shape, first step),
+        # reported when the BatchNorm runs in eval mode (its running statistics used)
+        self._one_suspects: dict[tuple[int, str], tuple[str, list[int], int]] = {}
 
     def on_attach(self, ctx: Any) -> None:
         """Wrap the functional dropouts (restored on detach)."""
@@ -170,6 +178,8 @@ class ModeObserver(Diagnostic):
                 runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
                 if runs >= 2:   # a loop of evaluation forwards
                     self._report_suspects(call.root)
+        if self._one_suspects and not call.training:
+            self._eval_after_one(call)
         if call.training == call.grad_enabled:   # training with gradients, or eval without
             if call.training and isinstance(call.module, nn.modules.batchnorm._BatchNorm):
                 self._batch_of_one(call)
@@ -210,17 +220,25 @@ class ModeObserver(Diagnostic):
                 continue
             self._one_reported.add((rid, path))
             type_name, shape = now[(rid, path)]
-            self.emit("batchnorm_batch_of_one", "warning", "forward", rid, path,
-                      f"{path or 'The model'} ({type_name}) normalised batches of one "
-                      f"sample in training mode (input {shape}) at steps "
-                      f"{', '.join(map(str, steps[-ONE_SAMPLE_STEPS:]))}: its batch "
-                      f"statistics are a single sample's, so each channel is normalised "
-                      f"within one example (training sees different activations than "
-                      f"evaluation with the running statistics) and the running statistics "
-                      f"are noisy. Fix: a batch size of 8 or more, GroupNorm/LayerNorm "
-                      f"instead of BatchNorm, or keep the BatchNorm in eval mode (frozen "
-                      f"statistics) when fine-tuning one sample at a time.",
-                      step=steps[-ONE_SAMPLE_STEPS])
+            self._one_suspects[(rid, path)] = (type_name, shape, steps[-ONE_SAMPLE_STEPS])
+
+    def _eval_after_one(self, call: CallRecord) -> None:
+        """A BatchNorm trained on batches of one runs in eval mode: its running
+        statistics, averaged from single examples, now normalise."""
+        hit = self._one_suspects.pop((call.root, call.path), None)
+        if hit is None or not mode_sensitive(call.module):
+            return
+        type_name, shape, first = hit
+        self.emit("batchnorm_batch_of_one", "warning", "forward", call.root, call.path,
+                  f"{call.path or 'The model'} ({type_name}) trained on batches of one "
+                  f"sample (input {shape}, from step {first}) and then ran in eval mode at "
+                  f"step {call.step}: in training each example was normalised by its own "
+                  f"statistics, while eval mode uses running statistics averaged from "
+                  f"single examples, which miss the variance between examples, so "
+                  f"evaluation sees other activations than training. Fix: a batch size of "
+                  f"8 or more, GroupNorm/LayerNorm/InstanceNorm instead of BatchNorm, or "
+                  f"keep the BatchNorm in eval mode (frozen statistics) when fine-tuning one "
+                  f"sample at a time.", step=first)
 
     def on_forward(self, call: CallRecord) -> None:
         """A root forward returned: judge its train-mode Dropout/BatchNorm calls."""

@@ -111,12 +111,44 @@ def _cnn() -> nn.Module:
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
 
 
-def test_batchnorm_trained_on_batches_of_one() -> None:
-    net = _cnn()
-    sink = _classify(net, torch.optim.SGD(net.parameters(), lr=0.01), batch=1)
+def _classify_then_eval(net: nn.Module, batch: int, evaluate: bool) -> FindingSink:
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for _ in range(3):
+        opt.zero_grad()
+        F.cross_entropy(net(torch.randn(batch, 3, 6, 6)), torch.randint(0, 2, (batch,))).backward()
+        opt.step()
+    if evaluate:
+        net.eval()
+    with torch.no_grad():
+        net(torch.randn(4, 3, 6, 6))
+    w.close()
+    return sink
+
+
+def test_batchnorm_trained_on_batches_of_one_then_evaluated() -> None:
+    """Running statistics averaged from single examples, used in eval mode."""
+    sink = _classify_then_eval(_cnn(), batch=1, evaluate=True)
     assert ("batchnorm_batch_of_one", "1") in sink.findings
+    assert "eval mode" in sink.findings[("batchnorm_batch_of_one", "1")].message
+    assert not _classify_then_eval(_cnn(), batch=4, evaluate=True).findings
+
+
+def test_batchnorm_batches_of_one_never_in_eval_mode_is_deliberate() -> None:
+    """pix2pix: batch statistics of one image in training and at sampling time."""
     net = _cnn()
-    assert not _classify(net, torch.optim.SGD(net.parameters(), lr=0.01), batch=4).findings
+    assert not _classify(net, torch.optim.SGD(net.parameters(), lr=0.01), batch=1).findings
+    net = _cnn()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for _ in range(3):
+        opt.zero_grad()
+        net(torch.randn(1, 3, 6, 6)).sum().backward()
+        opt.step()
+        with torch.no_grad():
+            net(torch.randn(1, 3, 6, 6))   # a sample in training mode
+    w.close()
+    assert "batchnorm_batch_of_one" not in {k for k, _ in sink.findings}
 
 
 def test_module_requires_grad_attribute_freezes_nothing() -> None:
