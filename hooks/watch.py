@@ -22,7 +22,8 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from tensorscope.common.distributed import RankInfo, current_rank, rank_probe, job_id
+from tensorscope.common.distributed import (RankInfo, current_rank, in_process_group, job_id,
+                                            rank_probe)
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree, SetBreakpoints
 from tensorscope.hooks import faults, processes, tracing
 from tensorscope.hooks.backward_calls import BackwardWrapper
@@ -226,7 +227,8 @@ class Watch(FrameworkSteps):
                                 pid=os.getpid(), torch=torch.__version__, devices=devices,
                                 rank=info.rank, mode=self.mode, started_at=time.time(),
                                 world_size=info.world_size, local_rank=info.local_rank,
-                                job=job_id(), breakpoints=breakpoints)
+                                job=job_id(), breakpoints=breakpoints,
+                                replicated=in_process_group())
         self.session.emit(self._hello_msg)
 
     def refresh_rank(self) -> None:
@@ -247,16 +249,20 @@ class Watch(FrameworkSteps):
             return
         self._rank_seen = probe
         info = current_rank()
-        if info == self.rank_info:
+        replicated = in_process_group()
+        hello = self._hello_msg
+        moved = info != self.rank_info
+        if not moved and (hello is None or hello.replicated == replicated):
             return
         self.rank_info = info
         self.rank = self.gate.rank = info.rank
-        if self._hello_msg is not None:
-            self._hello_msg = dataclasses.replace(self._hello_msg, rank=info.rank,
+        if hello is not None:   # a group made later (a spawn child's) says so: replicated
+            self._hello_msg = dataclasses.replace(hello, rank=info.rank,
                                                   world_size=info.world_size,
-                                                  local_rank=info.local_rank)
+                                                  local_rank=info.local_rank,
+                                                  replicated=replicated)
             self.session.emit(dataclasses.replace(self._hello_msg))
-        if self.index.roots:
+        if moved and self.index.roots:
             self.session.emit(ModuleTree(roots=self.index.tree(), rank=self.rank))
 
     def _attach(self, model: Any) -> None:

@@ -8,6 +8,10 @@ every rank's summaries meet, over TensorScope's own channels, never a
 collective of the user's process group: in the GUI (``SessionModel``) and
 in the merged job report (``merge_rank_reports``).
 
+Only the ranks of one ``torch.distributed`` job are compared (``compares_ranks``,
+from ``Hello.replicated``): the children of an ``mp.spawn`` that never made a
+process group (a hyperparameter sweep) train independent models.
+
 Only parameters are compared: buffers such as BatchNorm's running statistics
 legitimately differ across ranks without SyncBatchNorm. Parameters marked
 ``sharded`` (FSDP) hold different shards on each rank and are skipped.
@@ -17,11 +21,19 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from tensorscope.common.events import Finding
+from tensorscope.common.events import Finding, Hello
 
 KIND = "rank_divergence"
 RTOL = 1e-5          # relative difference of norms that counts as diverged
 KEEP_STEPS = 16      # steps waiting for the other ranks' summaries
+
+
+def compares_ranks(hello: Hello | None) -> bool:
+    """Whether the rank that sent ``hello`` is a replica whose parameter norms are compared
+    with the other ranks' (the job report and the GUI both ask this): a rank of a job of
+    several that forms a ``torch.distributed`` job, not an ``mp.spawn`` child by index only
+    (``Hello.replicated`` False). Older senders (None) are compared."""
+    return hello is not None and hello.world_size > 1 and hello.replicated is not False
 
 
 def _norms(params: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int | None, str]]:

@@ -132,6 +132,11 @@ class Hello(Message):
     #: the breakpoints the run was started with (``--break-on``), as ``SetBreakpoints``
     #: dicts: the GUI shows them, and keeps them in the set it sends
     breakpoints: list[dict[str, Any]] = field(default_factory=list)
+    #: the ranks are replicas of one ``torch.distributed`` job (``distributed.in_process_group``:
+    #: a launcher's ``WORLD_SIZE`` or an initialised group), so their parameters must agree;
+    #: False for ``mp.spawn`` children that never made a group (a sweep's independent
+    #: models); None from older senders. Sent again when it changes
+    replicated: bool | None = None
 
 
 @dataclass

@@ -23,9 +23,9 @@ import tempfile
 from collections import deque
 from typing import Any
 
-from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank,
-                                             in_process_group, job_id, lock_path, rank_path)
-from tensorscope.common.divergence import report_findings
+from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank, job_id,
+                                             lock_path, rank_path)
+from tensorscope.common.divergence import compares_ranks, report_findings
 from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped, ExceptionRaised,
                                        Finding, Hello, Message, ModuleTree, Scalars, StepCalls,
                                        StepSummary)
@@ -155,8 +155,8 @@ class ReportBuilder:
         #: the latest steps' parameter norms (name -> [norm, root, module]), for the
         #: job report's rank_divergence check
         self.param_checks: collections.deque[dict[str, Any]] = collections.deque(maxlen=CHECKS)
-        #: the ranks are replicas of one job (a process group, or a launcher's), not only
-        #: spawn children by index: only then does the job report compare their norms
+        #: the ranks are replicas of one job (``Hello.replicated``), not only spawn
+        #: children by index: only then does the job report compare their norms
         self.replicated = False
         self.dropped = 0
         self.exit_code: int | None = None
@@ -187,8 +187,6 @@ class ReportBuilder:
             norms = self._seen_norms
             if norms:
                 self.param_checks.append({"step": msg.step, "norms": norms})
-                if not self.replicated and self.hello is not None and self.hello.world_size > 1:
-                    self.replicated = in_process_group()
             losses = self.eval_losses if msg.kind == "inference" else self.losses
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])
@@ -210,7 +208,7 @@ class ReportBuilder:
             self.tree = msg.roots
         elif isinstance(msg, Hello):
             self.hello = msg
-            self.replicated = self.replicated or in_process_group()
+            self.replicated = compares_ranks(msg)
         elif isinstance(msg, ExceptionRaised):
             self.exception = {"type": msg.type, "message": msg.message, "step": msg.step,
                               "root": msg.root, "module": msg.module,
@@ -433,8 +431,7 @@ class ReportBuilder:
         report = self.build()
         if self.job:
             report["job"] = self.job
-        hello = self.hello or Hello()
-        if hello.world_size > 1 and self.replicated:
+        if self.replicated:
             report["parameter_checks"] = json_safe(list(self.param_checks))
         write_json(path, report)
         self.written = True

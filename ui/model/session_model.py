@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from tensorscope.common import statistics
-from tensorscope.common.divergence import DivergenceCheck
+from tensorscope.common.divergence import DivergenceCheck, compares_ranks
 from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped,
                                        ExceptionRaised, Finding, GraphStructure, Hello, Message,
                                        ModuleKey, ModuleTree, PausedAt, Resumed, Scalars,
@@ -529,8 +529,10 @@ class SessionModel:
         self.changes.mark("steps")
         if ratios:
             self.changes.mark("calls")
-        world = rank.hello.world_size if rank.hello is not None else 1
-        for finding in self.divergence.add(msg.rank, msg.step, msg.params, world):
+        if not compares_ranks(rank.hello):   # one rank, or an mp.spawn sweep's own model
+            return
+        for finding in self.divergence.add(msg.rank, msg.step, msg.params,
+                                           rank.hello.world_size if rank.hello else 1):
             seen = self.findings.get(finding.key)
             if seen is not None:  # the same divergence again: counted, first step kept
                 finding.count, finding.step = seen.count + 1, seen.step

@@ -1,0 +1,39 @@
+"""The findings panel flags rank divergence only across the replicas of one job."""
+from __future__ import annotations
+
+import pytest
+
+from tensorscope.common.events import Hello, StepSummary
+from tensorscope.ui.main_window import MainWindow
+from tensorscope.ui.theme import make_theme
+
+
+def _job(replicated: bool | None) -> list:
+    """Two ranks whose fc.weight norms differ at step 10 (a sweep's two learning rates)."""
+    msgs: list = [Hello(rank=r, world_size=2, job="j", replicated=replicated) for r in (0, 1)]
+    for rank, norm in ((0, 1.0), (1, 1.5)):
+        msgs.append(StepSummary(step=10, rank=rank, params=[
+            {"name": "fc.weight", "root": 0, "module": "fc", "norm": norm}]))
+    return msgs
+
+
+def _shown_kinds(qtbot, msgs: list) -> list[str]:
+    w = MainWindow(make_theme(False), settings_key=None)
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.refreshed, timeout=5000):
+        w.ingest(msgs)
+    panel = w.findings
+    return [panel.topLevelItem(i).text(1) for i in range(panel.topLevelItemCount())]
+
+
+def test_spawn_sweep_children_are_not_called_diverged(qtbot):
+    """mp.spawn children that never made a process group train independent models:
+    the GUI said rank 1 'trains a different model' (an error) while the job report
+    said nothing."""
+    assert _shown_kinds(qtbot, _job(replicated=False)) == []
+
+
+@pytest.mark.parametrize("replicated", [True, None])   # None: a recording of an older sender
+def test_replicas_of_one_job_that_differ_are_flagged(qtbot, replicated):
+    assert _shown_kinds(qtbot, _job(replicated)) == ["rank_divergence"]
