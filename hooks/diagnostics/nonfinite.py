@@ -52,11 +52,16 @@ from typing import Any, Iterable
 import torch
 from torch.nn.parameter import is_lazy
 
+from tensorscope.common.distributed import current_rank
 from tensorscope.common.step_calls import FINITE, GRAD_FINITE, AnyCall
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
     module_label
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord, StepRecord
+
+# Wrappers that average parameter gradients over the ranks in the backward.
+_SYNCED_WRAPPERS = frozenset({"DistributedDataParallel", "FullyShardedDataParallel",
+                              "FSDPModule"})
 
 # Root inputs whose name marks an additive mask or bias (``-inf`` on purpose).
 MASK_NAMES = ("mask", "bias")
@@ -326,16 +331,47 @@ class NonFiniteObserver(Diagnostic):
     def _diverged(self, record: StepRecord, call: CallRecord, weights: list[tuple[int, str, str]],
                   updated: int) -> None:
         """Weights finite at step ``updated``'s forward and gradients finite, but
-        non-finite at the next forward: that update made them so."""
+        non-finite at the next forward: that update made them so, or (gradients
+        averaged over ranks) another rank's NaN/Inf reached them."""
         names = [n for _, _, n in weights]
         listed = _listed(names)
+        name = module_label(self.ctx, call.root, call.path)
+        synced = self._synchronized(call.root)
+        if synced is not None:
+            wrapper, world = synced
+            self.emit("non_finite", "error", "optimizer", call.root, call.path,
+                      f"After the optimizer update of step {updated}, parameters of {name} "
+                      f"({listed}) are NaN/Inf, although this rank's forward and activation "
+                      f"gradients of that step were finite. The model is {wrapper}: its "
+                      f"parameter gradients are averaged over the {world} ranks, so a NaN/Inf "
+                      f"on any rank reaches every rank's weights. Look at the other ranks' "
+                      f"non_finite findings of step {updated}: the cause is there. If no rank "
+                      f"has one, the update itself diverged: lower the learning rate or clip "
+                      f"gradients (torch.nn.utils.clip_grad_norm_).", step=updated)
+            return
         self.emit("non_finite", "error", "optimizer", call.root, call.path,
                   f"After the optimizer update of step {updated}, parameters of "
-                  f"{module_label(self.ctx, call.root, call.path)} ({listed}) are NaN/Inf, "
+                  f"{name} ({listed}) are NaN/Inf, "
                   f"although that step's forward and gradients were finite: the update "
                   f"diverged (step {record.step}'s forward is the first to use them). Fix: "
                   f"lower the learning rate, clip gradients (torch.nn.utils.clip_grad_norm_), "
                   f"or check optimizer settings (eps=0, weight decay).", step=updated)
+
+    def _synchronized(self, rid: int) -> tuple[str, int] | None:
+        """``(wrapper class, world size)`` when root ``rid`` averages its gradients
+        over the ranks of a job of more than one (DDP, FSDP), else None. Read only
+        on the rare path of a finding."""
+        roots = self.ctx.roots
+        root = roots[rid] if 0 <= rid < len(roots) else None
+        world = current_rank().world_size
+        if root is None or world < 2:
+            return None
+        for mod in root.modules():
+            cls = type(mod)
+            names = {c.__name__ for c in cls.__mro__}
+            if names & _SYNCED_WRAPPERS:
+                return cls.__name__, world
+        return None
 
     # --------------------------------------------------------------- backward
     def _backward(self, record: StepRecord) -> bool:
@@ -392,6 +428,17 @@ class NonFiniteObserver(Diagnostic):
                               r.get("module", ""), r["name"]) for r in bad)
         for (rid, mpath), names in by_owner.items():
             listed = _listed(names)
+            synced = self._synchronized(rid)
+            if synced is not None:
+                wrapper, world = synced
+                self.emit("non_finite", "error", "backward", rid, mpath,
+                          f"The gradient of {listed} is NaN/Inf at step {record.step} although "
+                          f"this rank's forward and activation gradients were finite. The model "
+                          f"is {wrapper}: its parameter gradients are averaged over the {world} "
+                          f"ranks, so a NaN/Inf on any rank reaches every rank's gradients. Look "
+                          f"at the other ranks' non_finite findings of step {record.step}: the "
+                          f"cause is there.", step=record.step)
+                continue
             self.emit("non_finite", "error", "backward", rid, mpath,
                       f"The gradient of {listed} is NaN/Inf at step {record.step} although the "
                       f"forward and the gradients of the activations were finite: an "

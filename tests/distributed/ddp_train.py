@@ -1,7 +1,8 @@
 """A 2-rank DDP job on gloo for the distributed tests (launched by torchrun).
 
 Prints ``LOSS <rank> <step> <loss>`` per step. ``--bug`` makes rank 1 change a
-parameter after ``step()`` (a rank divergence); the model holds a BatchNorm
+parameter after ``step()`` (a rank divergence); ``--nan-at N`` puts a NaN in rank 1's
+data at step N (the all-reduce carries it to rank 0's weights); the model holds a BatchNorm
 whose running statistics differ across ranks (never a finding).
 """
 import argparse
@@ -16,6 +17,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--bug", action="store_true")
 parser.add_argument("--sleep", type=float, default=0.0)
+parser.add_argument("--nan-at", type=int, default=-1)
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -27,6 +29,8 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05)
 for step in range(args.steps):
     gen = torch.Generator().manual_seed(1000 * step + rank)
     x = torch.randn(16, 4, generator=gen) + rank  # rank-dependent data: BN stats differ
+    if rank == 1 and step == args.nan_at:
+        x[0, 2] = float("nan")
     loss = model(x).pow(2).mean()
     loss.backward()
     opt.step()

@@ -135,6 +135,24 @@ def test_a_rank_divergence_is_found_and_named(tmp_path):
     assert any(f["kind"] == "rank_divergence" for f in rank1["findings"])
 
 
+def test_a_nan_on_one_rank_is_named_there_and_traced_to_the_all_reduce_on_the_other(tmp_path):
+    """Rank 1's data holds a NaN at step 2: rank 1 names its data; rank 0, whose own
+    forward and activation gradients stayed finite, gets NaN weights through DDP's
+    gradient all-reduce and is pointed at the other ranks, not told its update diverged."""
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", SCRIPT, "--nan-at", "2"], tmp_path)
+    _finish(proc)
+    report = json.loads((tmp_path / "r.json").read_text())
+    found = {f["rank"]: f for f in report["findings"] if f["kind"] == "non_finite"}
+    assert sorted(found) == [0, 1]
+    assert found[1]["phase"] == "input" and found[1]["step"] == 2
+    zero = found[0]
+    assert zero["step"] == 2 and zero["severity"] == "error"
+    assert "DistributedDataParallel" in zero["message"] and "2 ranks" in zero["message"]
+    assert "other ranks' non_finite findings of step 2" in zero["message"]
+    assert "the update diverged" not in zero["message"]
+
+
 def test_break_on_finding_fires_on_a_rank_divergence(tmp_path):
     """The GUI finds the divergence (the ranks meet only there) and tells the odd
     rank, whose ``--break-on finding`` pauses it; every pause is continued."""
