@@ -154,6 +154,10 @@ class WatchContext(Protocol):
     def current_call(self) -> CallRecord | None:
         """The innermost module call running now (None outside every forward)."""
 
+    def step_calls(self) -> "list[CallRecord]":
+        """The module calls of the running step so far (read-only; a call's
+        ``in_entries`` hold its tensor inputs by weak reference until the step ends)."""
+
     def note_eval_loss(self, value: "torch.Tensor") -> None:
         """A loss computed with gradients off outside the models: the current
         (inference) step's loss."""

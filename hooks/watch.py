@@ -399,6 +399,10 @@ class Watch(FrameworkSteps):
         stack = self.capture.stack
         return stack[-1] if stack else None
 
+    def step_calls(self) -> list[CallRecord]:
+        """The module calls of the running step so far (read-only)."""
+        return self.capture.step.calls
+
     def module_path(self, module: nn.Module) -> tuple[int, str] | None:
         """``(root, path)`` of a module, or None."""
         return self.index.lookup(module)

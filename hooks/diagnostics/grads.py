@@ -27,6 +27,16 @@ None of these reads a device value.
   model that was called). A closure optimizer (LBFGS, Lightning) runs its
   zero_grad and backward inside ``step()``, after this check, so it never
   matches; zeroing another model, or before a further backward, is not it.
+  The same kind names gradient accumulation that zeroes every micro-batch
+  (``zero_grad()`` at the top of each micro-step, ``step()`` every K): a
+  ``zero_grad()`` covering the optimizer ran between two of the backwards since
+  its last step, with no optimizer stepping in between, at two of its steps in
+  a row, so each step uses only the last micro-batch's gradients. A discarded
+  backward taken for an input's gradient (adversarial examples, saliency: a
+  root input from outside the models is a leaf that requires grad), or a second
+  pass over the same batch (SAM: the same data reaches two root calls) is not it;
+  neither is a GAN zeroing its discriminator's gradients from the generator's
+  backward (the generator's optimizer stepped in between).
 * ``tiny_updates`` (``step()`` forgotten): an optimizer whose ``zero_grad()`` is
   called with backwards between the calls, and that never stepped in the whole
   run (judged on detach): the gradients are thrown away, the weights never
@@ -82,6 +92,10 @@ class GradAccumulationObserver(Diagnostic):
         # zero_grad() calls since the last backward began: (optimizer or module, set_to_none)
         self._zeroed: list[tuple[weakref.ref, bool]] = []
         self._zeroed_before: dict[int, bool] = {}   # id(optimizer): zeroed before its step
+        # the zero_grad() calls found between two backwards since the last optimizer step
+        # (each list: the calls that emptied one backward's gradients)
+        self._discards: list[list[tuple[weakref.ref, bool]]] = []
+        self._discarding: dict[int, int] = {}       # id(optimizer) -> steps in a row
         self._backwards = 0                         # backwards seen (graph generations)
         self._stepped: set[int] = set()             # _key of the optimizers that stepped
         # _key(opt): (zero_grads with a backward before them and no step, backwards
@@ -103,6 +117,7 @@ class GradAccumulationObserver(Diagnostic):
         self._after_step[key] = entries
         self._backward_ran = False
         self._zeroed.clear()
+        self._discards.clear()
 
     def on_attach(self, ctx: Any) -> None:
         """Listen to the graph observer's node hooks."""
@@ -183,6 +198,9 @@ class GradAccumulationObserver(Diagnostic):
         if not self._closed:
             self._backward_ran = True
         if self._zeroed:
+            # a backward ran since the last optimizer step, and these calls emptied it
+            if generation != self._checked and len(self._discards) < 64:
+                self._discards.append(list(self._zeroed))
             self._zeroed.clear()   # gradients zeroed before this backward are its own
         if generation == self._checked or self._closed:
             return None   # this backward was checked already (at its first tagged node)
@@ -236,7 +254,9 @@ class GradAccumulationObserver(Diagnostic):
                            None)
         if hit is None:
             self._cleared.pop(key, None)
+            self._check_discarded(optimizer, trainable)
             return
+        self._discarding.pop(key, None)
         count = self._cleared[key] = self._cleared.get(key, 0) + 1
         if count < CLEARED_STEPS:
             return
@@ -252,11 +272,70 @@ class GradAccumulationObserver(Diagnostic):
                   f"and nothing is learned. Fix: call optimizer.zero_grad() before the "
                   f"forward (or right after step()).", step=step - count + 1)
 
-    def _zeroed_by(self, optimizer: Any, trainable: list[torch.Tensor]) -> str | None:
+    def _check_discarded(self, optimizer: Any, trainable: list[torch.Tensor]) -> None:
+        """Backwards of this step whose gradients a zero_grad() of this optimizer's
+        parameters threw away before the next backward: accumulation that zeroes each
+        micro-batch."""
+        key = id(optimizer)
+        discards, self._discards = self._discards, []
+        lost = 0
+        how = ""
+        for zeroed in discards if trainable else ():
+            found = self._zeroed_by(optimizer, trainable, zeroed)
+            if found is not None:
+                lost += 1
+                how = found
+        if not lost or self._input_gradients():
+            self._discarding.pop(key, None)
+            return
+        count = self._discarding[key] = self._discarding.get(key, 0) + 1
+        hit = next((h for h in map(self.ctx.param_name, trainable) if h is not None), None)
+        if count < CLEARED_STEPS or hit is None:
+            return
+        step = self.ctx.step_index
+        name = type(optimizer).__name__
+        self.emit("zero_grad_before_step", "warning", "optimizer", hit[0], "",
+                  f"{name}.step() at step {step} used only the last of {lost + 1} "
+                  f"backwards since its previous step: {how} was called between them "
+                  f"(every micro-step of a gradient accumulation loop), so the gradients "
+                  f"of the other {lost} micro-batches were thrown away and each update is "
+                  f"one micro-batch's, scaled down by the accumulation factor. Fix: call "
+                  f"optimizer.zero_grad() only right after optimizer.step() (once per "
+                  f"accumulation cycle).", step=step)
+
+    def _input_gradients(self) -> bool:
+        """Whether this step's root calls took a batch twice (the same data reached two
+        root calls: a second pass on one batch, as SAM does) or took an input from
+        outside the models that is a leaf requiring grad (a backward for the input's
+        gradient: FGSM, saliency): passes over one batch, not micro-batches."""
+        calls = getattr(self.ctx, "step_calls", None)
+        seen: set[int] = set()
+        for call in calls() if calls is not None else ():
+            if not call.is_root:
+                continue
+            here: set[int] = set()
+            for ent in call.in_entries:
+                t = ent.ref() if ent.producer is None else None
+                if t is None:
+                    continue
+                if ent.fn is None and t.requires_grad:
+                    return True
+                try:
+                    here.add(t.untyped_storage().data_ptr())
+                except Exception:   # a tensor without storage
+                    continue
+            if here & seen:
+                return True
+            seen |= here
+        return False
+
+    def _zeroed_by(self, optimizer: Any, trainable: list[torch.Tensor],
+                   zeroed: list[tuple[weakref.ref, bool]] | None = None) -> str | None:
         """How the gradients of ``optimizer`` were zeroed since the last backward began
-        (``"opt.zero_grad(set_to_none=False)"``...), or None."""
+        (``"opt.zero_grad(set_to_none=False)"``...), or None; ``zeroed``: other calls
+        than those."""
         ids: set[int] | None = None
-        for ref, set_to_none in self._zeroed:
+        for ref, set_to_none in self._zeroed if zeroed is None else zeroed:
             obj = ref()
             if obj is None:
                 continue

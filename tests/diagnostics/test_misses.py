@@ -292,3 +292,38 @@ def test_a_new_gradient_under_a_reused_id_is_not_stale() -> None:
     assert not any(obs._stale.values())
     obs._zero_grad_called(opt, True)
     assert id(opt) not in obs._after_step
+
+
+def _accumulate(zero_each: bool, input_grad: bool = False, steps: int = 3,
+                accum: int = 3) -> FindingSink:
+    """``accum`` micro-batches per optimizer step; ``zero_each``: zero_grad() at the top of
+    every micro-step (the mistake); ``input_grad``: each micro-step first takes the input's
+    gradient and throws the parameters' away (FGSM), then trains on a detached batch."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for i in range(steps * accum):
+        x, y = torch.randn(4, 6), torch.randint(0, 3, (4,))
+        if input_grad:
+            x.requires_grad_(True)
+            F.cross_entropy(net(x), y).backward()
+            x = (x + 0.1 * x.grad.sign()).detach()
+        if zero_each or i % accum == 0:
+            opt.zero_grad()
+        (F.cross_entropy(net(x), y) / accum).backward()
+        if (i + 1) % accum == 0:
+            opt.step()
+    w.close()
+    return sink
+
+
+def test_zero_grad_every_micro_batch_of_an_accumulation() -> None:
+    sink = _accumulate(zero_each=True)
+    assert ("zero_grad_before_step", "") in sink.findings
+    assert "last of 3 backwards" in sink.findings[("zero_grad_before_step", "")].message
+    assert not _accumulate(zero_each=False).findings
+
+
+def test_input_gradient_backward_thrown_away_is_not_accumulation() -> None:
+    assert not _accumulate(zero_each=True, input_grad=True, accum=1).findings

@@ -111,10 +111,11 @@ def test_zeroing_elsewhere_is_not() -> None:
     model = _model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
-    def twice() -> None:
-        model(torch.randn(8, 4)).pow(2).mean().backward()   # e.g. a saliency pass
+    def twice() -> None:   # two passes over one batch (SAM's ascent, then its step)
+        x = torch.randn(8, 4)
+        model(x).pow(2).mean().backward()
         opt.zero_grad(set_to_none=False)
-        model(torch.randn(8, 4)).pow(2).mean().backward()
+        model(x).pow(2).mean().backward()
         opt.step()
 
     assert _run(model, [opt], twice) == set()
