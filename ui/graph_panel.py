@@ -100,6 +100,13 @@ class GraphPanel(QWidget):
         self.banner.setWordWrap(True)
         self.banner.setTextFormat(Qt.TextFormat.PlainText)
         self.banner.hide()
+        # what is wrong with the session shown (a recording cut off or damaged): it stays
+        # until the session changes, apart from the pause banner
+        self.notice = QLabel(self)
+        self.notice.setObjectName("session_notice")
+        self.notice.setWordWrap(True)
+        self.notice.setTextFormat(Qt.TextFormat.PlainText)
+        self.notice.hide()
         self.stack = QStackedWidget(self)
         for kind in KINDS:
             view = self.views[kind]
@@ -115,6 +122,7 @@ class GraphPanel(QWidget):
         box = QVBoxLayout(self)
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(0)
+        box.addWidget(self.notice)
         box.addWidget(self.banner)
         box.addWidget(self.stack)
 
@@ -380,6 +388,15 @@ class GraphPanel(QWidget):
         colour = self.theme.non_finite if alarm else self.theme.executing
         self.banner.setStyleSheet(f"background: {colour.name()}; color: white; "
                                   "padding: 5px 10px; font-weight: bold;")
+
+    def set_notice(self, text: str, details: str = "") -> None:
+        """Say above the graph what is wrong with the session shown, until told
+        otherwise (empty: hide); ``details`` is its tooltip."""
+        self.notice.setText(text)
+        self.notice.setToolTip(details)
+        self.notice.setVisible(bool(text))
+        self.notice.setStyleSheet(f"background: {self.theme.precision_change.name()}; "
+                                  "color: white; padding: 4px 10px;")
 
     def _marker(self) -> PausedMarker | None:
         """The ``ViewState``'s paused-at marker if it is of the rank shown."""

@@ -13,6 +13,7 @@ waits on a file).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Callable
 
@@ -182,8 +183,6 @@ class ReplayWindow(MainWindow):
         self.replay.compare_requested.connect(self.compare_steps)
         self.replay.compare_cleared.connect(lambda: self.graph.set_comparison(None))
         self.bridge.messages_arrived.connect(self._replayed)
-        for warning in [w for r in self.readers for w in r.warnings]:
-            self.statusBar().showMessage(warning, 20000)
         self.graph.views["module"].set_empty_text(f"Reading {path}…")
         self._in_background(self._load_all)
 
@@ -210,13 +209,15 @@ class ReplayWindow(MainWindow):
             reader.close()
 
     def _load_all(self) -> None:  # worker thread
-        seen = {id(r): len(r.warnings) for r in self.readers}
         for reader in self.readers:
             for msg in reader.messages():
                 if self._closing.is_set() or not self.bridge.post_message(-1, msg):
                     return
         steps = sorted({s for r in self.readers for s in r.steps})
-        found = [w for r in self.readers for w in r.warnings[seen[id(r)]:]]
+        # every warning (opening's too: a status message shown before the window was
+        # drew over the state pill), each prefixed with its file in a job of several
+        found = [w if len(self.readers) == 1 else f"{os.path.basename(r.path)}: {w}"
+                 for r in self.readers for w in r.warnings]
         found += [f"in all, {summary}" if len(self.readers) == 1 else f"{r.path}: {summary}"
                   for r in self.readers if (summary := r.skipped_summary())]
         self.bridge.post_response(lambda got: self._loaded(*got), (steps, found))
@@ -233,7 +234,8 @@ class ReplayWindow(MainWindow):
             told = [w for r in self.readers for w in r.warnings][:1]
             self.graph.views["module"].set_empty_text(
                 "This recording holds no module graph"
-                + (f" ({told[0]})" if told else
+                + (": the file is cut off before it" if any(r.cut for r in self.readers) else
+                   f" ({told[0]})" if told else
                    ": the script stopped before its first forward pass ended" if not steps
                    else ""))
         if warnings:   # what reading the file found (a corrupt message, a cut-off end)
@@ -241,6 +243,15 @@ class ReplayWindow(MainWindow):
             for warning in warnings:
                 log.warning("%s: %s", self.reader.path, warning)
             self.statusBar().showMessage(f"{self.reader.path}: {warnings[0]}{more}", 30000)
+        damaged = [r for r in self.readers
+                   if r.cut is not None or r.damaged or r.meta.get("complete") != "1"]
+        if damaged:   # stays above the graph: a status message is gone in 30 s
+            told = [r.warnings[0] for r in damaged if r.warnings]
+            self.graph.set_notice(
+                "⚠ " + (told[0] if told else f"{damaged[0].path} is damaged")
+                + (f" (and {len(told) - 1} more files)" if len(told) > 1 else "")
+                + (" · hover for details" if len(warnings or ()) > 1 else ""),
+                "\n".join(warnings or ()))
         self.loaded.emit()
 
     def refresh(self) -> None:

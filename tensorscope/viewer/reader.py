@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import msgpack
 
-from tensorscope.common.events import (PROTOCOL_VERSION, CallSignatures, Hello, Message,
-                                       message_type)
+from tensorscope.common.events import (PROTOCOL_VERSION, CallSignatures, Finding, Hello,
+                                       Message, StepSummary, message_type)
 from tensorscope.common.step_calls import SignatureTable, StepCallsError
 from tensorscope.common.protocol import (Frame, ProtocolError, to_message)
 from tensorscope.common.recording_format import (FORMAT, READABLE_VERSIONS, SQLITE_MAGIC,
@@ -50,6 +50,40 @@ def recording_files(path: str) -> list[str]:
     return [p for _r, p in sorted(ranked)] if ranked else [path]
 
 
+def cut_off(path: str) -> tuple[int, int] | None:
+    """``(bytes there, bytes its SQLite header gives)`` when ``path`` is shorter than
+    the database it began (a copy or a write that stopped early), else None.
+
+    The header's page count is trusted only where SQLite itself does (its
+    "version valid for" field equals the change counter). A file cut inside its
+    first page counts as cut off at one page (of its header's page size).
+    """
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError:
+        return None
+    if not head.startswith(SQLITE_MAGIC[:min(len(head), len(SQLITE_MAGIC))]) or not head:
+        return None
+    if len(head) < 100:
+        return size, 4096 if len(head) < 18 else (int.from_bytes(head[16:18], "big") or 4096)
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if head[92:96] != head[24:28]:   # an older SQLite wrote it: the count is not kept
+        pages = 1
+    expected = max(pages, 1) * page
+    return (size, expected) if size < expected else None
+
+
+def cut_off_text(path: str, cut: tuple[int, int]) -> str:
+    """What a user reads about a recording cut off (``cut_off``)."""
+    size, expected = cut
+    return (f"{os.path.basename(path)} is cut off: {size:,} of the {expected:,} bytes it had "
+            f"(copied, downloaded or written only in part)")
+
+
 class SessionReader:
     """Random access by step to a ``.tscope`` recording (any thread, one at a time)."""
 
@@ -69,6 +103,12 @@ class SessionReader:
         self._index_ok = True
         self._signature_ids: list[int] = []   # messages holding CallSignatures
         self._table: SignatureTable | None = None
+        #: (bytes there, bytes the file had) when the file is cut off (``cut_off``)
+        self.cut: tuple[int, int] | None = None
+        #: the messages table could not be read whole (pages cut off or damaged)
+        self.damaged = False
+        #: per step, what ``_recover`` read from the steps and findings tables
+        self._recovered: dict[int, list[Message]] = {}
         self._db = self._open(path)
         try:
             self._check_meta()
@@ -94,6 +134,12 @@ class SessionReader:
         finally:
             os.close(fd)
         if magic != SQLITE_MAGIC:
+            if not magic:
+                raise RecordingError(f"{path} is empty (0 bytes): a recording cut off before "
+                                     f"its first page was written, or not a recording")
+            cut = cut_off(path)
+            if cut is not None:
+                raise RecordingError(f"{cut_off_text(path, cut)}; nothing in it can be read")
             raise RecordingError(f"{path} is not a TensorScope recording (not an SQLite file)")
         try:
             db = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
@@ -105,11 +151,17 @@ class SessionReader:
         return db
 
     def _check_meta(self) -> None:
+        self.cut = cut_off(self.path)
         try:
             self.meta = dict(self._db.execute("SELECT key, value FROM meta"))
         except sqlite3.DatabaseError as exc:
+            if self.cut is not None:
+                raise RecordingError(f"{cut_off_text(self.path, self.cut)}; what is left holds "
+                                     f"no readable part of the recording ({exc})") from exc
             raise RecordingError(f"{self.path} is not a readable TensorScope recording: {exc}"
                                  ) from exc
+        if self.cut is not None:   # said first; what could be read is added after the scan
+            self.warnings.append(cut_off_text(self.path, self.cut))
         if self.meta.get("format") != FORMAT:
             raise RecordingError(f"{self.path} is not a TensorScope recording "
                                  f"(format {self.meta.get('format')!r})")
@@ -157,10 +209,70 @@ class SessionReader:
                      else "from its start")
             self.warnings.append(f"the recording is truncated or corrupt {where}: {exc}; "
                                  "later messages are not available")
+            self.damaged = True
         if lost:
             self.warnings.append(f"{lost} message{'s' if lost != 1 else ''} of the recording "
                                  "lie on pages that are cut off or damaged and were skipped")
+            self.damaged = True
+        if self.damaged:
+            self._recover(steps)
         self.steps = sorted(steps)
+        if self.cut is not None and self.warnings and self.warnings[0].startswith(
+                cut_off_text(self.path, self.cut)):
+            self.warnings[0] += self._what_is_left()
+
+    def _what_is_left(self) -> str:
+        """What of a cut-off file is shown (the end of its first warning)."""
+        if not self.steps:
+            return ("; what it holds before its first step is shown" if self._last_id else
+                    "; nothing before the cut could be read")
+        first, last = self.steps[0], self.steps[-1]
+        return (f"; what it holds of steps {first}–{last} is shown" if last > first else
+                f"; what it holds of step {first} is shown")
+
+    def _table_rows(self, table: str) -> list[dict]:
+        """The rows of ``table`` as dicts, as far as they can be read."""
+        out: list[dict] = []
+        try:
+            cur = self._db.execute(f"SELECT * FROM {table}")
+            names = [d[0] for d in cur.description]
+            for row in cur:
+                out.append(dict(zip(names, row)))
+        except sqlite3.DatabaseError:
+            pass
+        return out
+
+    def _recover(self, steps: set[int]) -> None:
+        """The messages table is damaged: the steps (loss, timing) and findings its
+        lost pages held are read from the recording's own ``steps`` and ``findings``
+        tables, which the recorder writes in the same transaction."""
+        def num(v: object, kind: type) -> Any:
+            return kind(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        for row in self._table_rows("steps"):
+            step, rank = num(row.get("step"), int), num(row.get("rank", self.rank), int)
+            if step is None or step in steps or rank != self.rank:
+                continue
+            self._recovered[step] = [StepSummary(
+                step=step, rank=rank, kind=str(row.get("kind") or "train"),
+                loss=num(row.get("loss"), float), duration=num(row.get("duration"), float) or 0.0,
+                calls=num(row.get("calls"), int) or 0, grad_norm=num(row.get("grad_norm"), float),
+                dropped=num(row.get("dropped"), int) or 0, memory=num(row.get("memory"), int),
+                time=num(row.get("time"), float) or 0.0)]
+            steps.add(step)
+        for row in self._table_rows("findings"):
+            step = num(row.get("step"), int)
+            if step is None or num(row.get("rank", self.rank), int) != self.rank:
+                continue
+            self._recovered.setdefault(step, []).append(Finding(
+                kind=str(row.get("kind") or ""), severity=str(row.get("severity") or "warning"),
+                step=step, rank=self.rank, phase=str(row.get("phase") or ""),
+                root=num(row.get("root"), int) or 0, module=str(row.get("module") or ""),
+                message=str(row.get("message") or ""), count=num(row.get("count"), int) or 1))
+        n = sum(isinstance(m, StepSummary) for ms in self._recovered.values() for m in ms)
+        if n:
+            self.warnings.append(f"{n} step{'s' if n != 1 else ''} past the damage kept only "
+                                 f"their loss, timing and findings (read from the recording's "
+                                 f"step table); their module statistics are lost")
 
     def _first_hello(self, id_: int) -> Hello | None:
         (seq, body), = self._db.execute("SELECT seq, body FROM messages WHERE id = ?", (id_,))
@@ -215,7 +327,18 @@ class SessionReader:
         """Messages in recorded order, of steps in [start_step, end_step] (inclusive)."""
         lo = -(2**62) if start_step is None else start_step
         hi = 2**62 if end_step is None else end_step
-        return self._query("+step BETWEEN ? AND ?", (lo, hi))
+        if not self._recovered:
+            yield from self._query("+step BETWEEN ? AND ?", (lo, hi))
+            return
+        found = set()
+        for msg in self._query("+step BETWEEN ? AND ?", (lo, hi)):
+            if isinstance(msg, Finding):
+                found.add(msg.key)
+            yield msg
+        for step in sorted(self._recovered):   # a damaged file: what its own tables kept
+            if lo <= step <= hi:
+                yield from (m for m in self._recovered[step]
+                            if not isinstance(m, Finding) or m.key not in found)
 
     def step_messages(self, step: int) -> list[Message]:
         """Every message recorded during ``step``.
@@ -224,6 +347,9 @@ class SessionReader:
         a damaged index (rows missing, or rows of other steps) is reported once in
         ``warnings`` and the step is read from the table itself from then on.
         """
+        return self._step_rows(step) + self._recovered.get(step, [])
+
+    def _step_rows(self, step: int) -> list[Message]:
         extent = self._extents.get(step)
         if extent is None:
             return []

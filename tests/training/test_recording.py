@@ -98,8 +98,12 @@ def test_truncated_file_opens_up_to_last_good_step(tmp_path):
     with open(path, "r+b") as f:
         f.truncate(size // 2)
     with SessionReader(str(path)) as r:
-        assert 0 < len(r.steps) < 60
-        assert r.steps == list(range(len(r.steps)))
+        # the steps past the cut keep their loss from the steps table, nothing else
+        assert r.steps == list(range(60))
+        whole = [s for s in r.steps if len(r.step_messages(s)) > 1]
+        assert 0 < len(whole) < 60 and whole == list(range(len(whole)))
+        assert [m.TYPE for m in r.step_messages(59)] == ["step_summary"]
+        assert r.step_messages(59)[0].loss == pytest.approx(1 / 60)
         assert any("truncated or corrupt" in w for w in r.warnings)
         assert r.step_messages(r.steps[-1])[-1].TYPE == "step_summary"
 
@@ -113,7 +117,7 @@ def test_truncation_that_leaves_null_rows_keeps_the_rows_before(tmp_path):
     with open(path, "r+b") as f:
         f.truncate(int(size * 0.95))
     with SessionReader(str(path)) as r:
-        assert 0 < len(r.steps) < 30
+        assert r.steps == list(range(30))   # the steps cut off keep their loss
         assert any("cut off or damaged" in w for w in r.warnings)
         got = list(r.messages())
         assert isinstance(got[0], Hello)
@@ -214,3 +218,42 @@ def test_kill_9_during_recording_keeps_committed_steps(tmp_path):
         assert r.steps == list(range(len(r.steps)))
         assert all(len(r.step_messages(s)) == 5 for s in r.steps)
         assert any("did not end cleanly" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("keep, said", [(0, "is empty"), (10, "is cut off: 10 of"),
+                                        (100, "is cut off: 100 of"),
+                                        (4096, "is cut off: 4,096 of")])
+def test_a_tiny_cut_off_file_says_it_is_cut_off(tmp_path, keep, said):
+    """A recording cut off after a few bytes or its first page was "not an SQLite
+    file" or "no such table: meta": it now says it is cut off, and by how much."""
+    path = tmp_path / "run.tscope"
+    _record(path, steps=5)
+    raw = path.read_bytes()
+    path.write_bytes(raw[:keep])
+    with pytest.raises(RecordingError, match=said):
+        SessionReader(str(path))
+
+
+def test_a_file_cut_before_its_messages_keeps_the_steps_and_findings_tables(tmp_path):
+    """A cut that loses the messages' pages keeps each step's loss and the findings
+    from the recording's own steps and findings tables (once each)."""
+    path = tmp_path / "run.tscope"
+    _record(path, steps=40, calls=4, pad=300)
+    raw = path.read_bytes()
+    first = None
+    for keep in range(8192, len(raw), 4096):
+        path.write_bytes(raw[:keep])
+        with SessionReader(str(path)) as r:
+            got = list(r.messages())
+            assert r.cut == (keep, len(raw))
+            assert r.warnings[0].startswith(f"run.tscope is cut off: {keep:,} of the "
+                                            f"{len(raw):,} bytes")
+            found = [(f.kind, f.step, f.module) for f in got if isinstance(f, Finding)]
+            assert found in ([], [("dead_relu", 3, "layer1")])
+            if r.steps and first is None:
+                first = keep
+                assert len(got) < 100 and r.steps == list(range(40))
+                losses = {m.step: m.loss for m in got if isinstance(m, StepSummary)}
+                assert losses[39] == pytest.approx(1 / 40)
+                assert "loss, timing and findings" in " ".join(r.warnings)
+    assert first is not None
