@@ -45,6 +45,8 @@ import re
 import sys
 from typing import Any
 
+from tensorscope.common.distributed import lost_peer
+from tensorscope.hooks.diagnostics.hints import PEER_LOST_HINT
 from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, is_loss_module, \
     module_label, params_frozen
 from tensorscope.hooks.diagnostics.failed_graph import Failure, call_of_node, find_node, \
@@ -119,6 +121,9 @@ class BackwardErrorObserver(Diagnostic):
 
     def _place(self, failure: Failure, calls: list[CallRecord]) -> tuple[int, str, str]:
         """``(root, module path, explanation with the fix)`` of a failure."""
+        if lost_peer(failure.exc_type, failure.text):   # no module of this rank made it
+            rid, _, _ = self._fallback(calls)
+            return rid, "", "Hint: " + PEER_LOST_HINT
         named = self._place_named(failure)
         if named is not None:
             return named

@@ -13,6 +13,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
+from tensorscope.common.distributed import PEER_LOST
+
 _MAT = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+)")
 _DEVICES = re.compile(r"Expected all tensors to be on the same device|found at least two "
@@ -180,7 +182,19 @@ def _broadcast_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
             f"class indices, or a missing .view/.unsqueeze).")
 
 
+PEER_LOST_HINT = (
+    "a collective of the distributed job (DDP's gradient all-reduce or buffer broadcast, "
+    "a barrier) lost its peer: another rank exited or stopped first, and this error is "
+    "the consequence. Fix: that rank's own error (the merged report's failure names it; "
+    "each rank's report has its exception).")
+
+
+def _peer_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return PEER_LOST_HINT
+
+
 _RULES: list[tuple[re.Pattern, Callable[..., str]]] = [
+    (PEER_LOST, _peer_hint),
     (_MAT, _mat_hint), (_CHANNELS, _channel_hint), (_DEVICES, _device_hint),
     (_BATCH, _batch_hint), (_TARGET_BOUNDS, _target_hint), (_MULTI_TARGET, _multi_target_hint),
     (_INDEX, _index_hint), (_CONV_DIM, _conv_dim_hint), (_LONG_TARGET, _long_target_hint),

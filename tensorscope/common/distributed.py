@@ -9,10 +9,39 @@ imports torch (it is loaded already in a training process).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import NamedTuple
 
 RANK_FIELD = "{rank}"
+
+# What a collective raises when another rank of the job went away first (gloo,
+# NCCL, the store): the error is a consequence, the cause is on that rank.
+PEER_LOST = re.compile(r"Connection (?:closed|reset) by peer|NCCL communicator was aborted|"
+                       r"Watchdog caught collective operation timeout|Broken pipe|"
+                       r"(?:DistBackendError|DistNetworkError|DistStoreError)\b")
+PEER_ERRORS = frozenset({"DistBackendError", "DistNetworkError", "DistStoreError"})
+
+
+def lost_peer(exc_type: str, message: str) -> bool:
+    """Whether an exception (its type's name and message) is a collective failing
+    because another rank exited or stopped first."""
+    return exc_type in PEER_ERRORS or bool(PEER_LOST.search(message))
+
+
+def first_failure(ranks: "list[dict]") -> "dict | None":
+    """The exception that ended a job: ``{"rank", "type", "message", "step"}`` of
+    the first rank (by rank) whose own error is not a lost peer, else of the
+    first rank that raised at all (None when none did). ``ranks``: each rank's
+    report (``rank`` and ``exception``)."""
+    raised = [(r.get("rank"), r["exception"]) for r in ranks
+              if isinstance(r.get("exception"), dict)]
+    own = [(rank, e) for rank, e in raised
+           if not lost_peer(str(e.get("type", "")), str(e.get("message", "")))]
+    for rank, e in own or raised:
+        return {"rank": rank, "type": e.get("type"), "message": e.get("message"),
+                "step": e.get("step")}
+    return None
 
 
 class RankInfo(NamedTuple):

@@ -73,6 +73,10 @@ def merge_job_reports(path: str, world_size: int, job: str | None = None) -> Non
                                     os.environ.get("TENSORSCOPE_JOB", "") if job is None else job)
         if merged["ranks"]:
             write_json(path, merged)
+    failure = merged.get("failure")
+    if failure:
+        print(f"tensorscope: the job failed: rank {failure['rank']} raised {failure['type']}: "
+              f"{str(failure['message'])[:300]} (step {failure['step']})", file=sys.stderr)
     missing = merged["missing_ranks"]
     if missing:
         print(f"tensorscope: no report from rank {', '.join(map(str, missing))} (it did not "

@@ -23,8 +23,8 @@ import tempfile
 from collections import deque
 from typing import Any
 
-from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank, job_id,
-                                             lock_path, rank_path)
+from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank, first_failure,
+                                             job_id, lock_path, rank_path)
 from tensorscope.common.divergence import compares_ranks, report_findings
 from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped, ExceptionRaised,
                                        Finding, Hello, Message, ModuleTree, Scalars, StepCalls,
@@ -523,8 +523,10 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
     Top level: what the ranks share (script, argv, torch, mode), ``world_size``,
     ``ranks`` (each rank's roots, parameters, findings, losses...),
     ``missing_ranks`` (no file yet: still running, hung or killed), every
-    rank's findings together (each names its rank), and ``exit_code`` (the
-    first non-zero). Files of another ``job`` are left out.
+    rank's findings together (each names its rank), ``exit_code`` (the
+    first non-zero) and ``failure`` (``first_failure``: the rank whose own
+    exception ended the job, not one that lost its peer after it, or None).
+    Files of another ``job`` are left out.
     """
     ranks: list[dict[str, Any]] = []
     for rank in range(world_size):
@@ -547,6 +549,7 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
         "exit_code": next((r["exit_code"] for r in ranks if r.get("exit_code")), 0),
         "steps": max((r.get("steps", 0) for r in ranks), default=0),
         "ranks": [{k: r.get(k) for k in RANK_FIELDS} for r in ranks],
+        "failure": first_failure(ranks),
     })
     divergence = report_findings(ranks, world_size) if not merged["missing_ranks"] else []
     for finding in divergence:

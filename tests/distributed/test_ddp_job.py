@@ -153,6 +153,29 @@ def test_a_nan_on_one_rank_is_named_there_and_traced_to_the_all_reduce_on_the_ot
     assert "the update diverged" not in zero["message"]
 
 
+def test_a_rank_that_raises_is_named_the_failure_and_its_peer_is_told_why(tmp_path):
+    """Rank 1 raises after step 1; rank 0's next collective fails for want of its peer.
+    The merged report names rank 1's own error as the job's failure, and rank 0's
+    exception finding says its error is the consequence of another rank's."""
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", SCRIPT, "--raise-at", "1",
+                   "--steps", "4"], tmp_path)
+    try:
+        _out, err = proc.communicate(timeout=JOB_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the job hung and was killed")
+    assert proc.returncode != 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["failure"]["rank"] == 1
+    assert report["failure"]["message"] == "rank 1 stops on purpose"
+    assert "rank 1 raised RuntimeError: rank 1 stops on purpose" in err
+    rank0 = next(r for r in report["ranks"] if r["rank"] == 0)
+    if rank0["exception"] is not None:   # rank 0 may have been stopped before it raised
+        found = [f for f in rank0["findings"] if f["kind"] == "exception"]
+        assert found and "lost its peer: another rank exited" in found[0]["message"]
+
+
 def test_break_on_finding_fires_on_a_rank_divergence(tmp_path):
     """The GUI finds the divergence (the ranks meet only there) and tells the odd
     rank, whose ``--break-on finding`` pauses it; every pause is continued."""
