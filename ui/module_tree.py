@@ -6,7 +6,8 @@ import re
 from PySide6.QtCore import (QEvent, QItemSelectionModel, QModelIndex, QObject,
                             QSortFilterProxyModel, Qt, Signal)
 from PySide6.QtGui import QBrush, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QHeaderView, QLineEdit, QStyledItemDelegate, QStyleOptionViewItem,
+                               QTreeView, QVBoxLayout, QWidget)
 
 from tensorscope.ui.model.cards import shape_text
 from tensorscope.ui.legend import format_number
@@ -20,10 +21,11 @@ COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad
 COLUMN_CAPS = (150, 110, 90, 62, 50, 60, 72, 40)   # px: keep every column in view
 #: px: the least a column is squeezed to when the dock is narrow (its text elides;
 #: a module's full path is in its tooltip)
-COLUMN_MINS = (70, 50, 56, 62, 50, 60, 72, 40)
+COLUMN_MINS = (70, 50, 56, 52, 46, 60, 72, 40)
 #: the columns that give way, in turn, for the columns up to Grad norm to fit the dock
-#: (Dtype and Device stay readable; Findings, last and mostly empty, may scroll)
-SHRINK_ORDER = (1, 2, 0)
+#: (Dtype and Device down to ``bfloat16`` and ``cuda:0``; the Module column last, and
+#: never below its deepest open row's name; Findings, last and mostly empty, may scroll)
+SHRINK_ORDER = (1, 2, 3, 4, 0)
 #: px a child row is indented (Qt's 20 leaves no room for names six levels down,
 #: ``resnet.encoder.stages.0.layers.0.shortcut``)
 INDENT = 12
@@ -38,18 +40,37 @@ def _human(n: int) -> str:
     return str(n)
 
 
-def fit_widths(natural: list[int], available: int) -> list[int]:
+def fit_widths(natural: list[int], available: int, name_min: int = COLUMN_MINS[0]) -> list[int]:
     """Column widths that fit ``available`` px where the columns' ``natural`` widths do
-    not: the ``SHRINK_ORDER`` columns give way in turn, down to ``COLUMN_MINS``."""
+    not: the ``SHRINK_ORDER`` columns give way in turn, down to ``COLUMN_MINS`` (the
+    Module column down to ``name_min``: room for its deepest open row's name). What
+    still does not fit scrolls sideways."""
     widths = list(natural)
+    mins = (max(COLUMN_MINS[0], name_min), *COLUMN_MINS[1:])
     excess = sum(widths[:COLUMNS.index("Grad norm") + 1]) - available
     for col in SHRINK_ORDER:
         if excess <= 0:
             break
-        give = min(excess, max(0, widths[col] - COLUMN_MINS[col]))
+        give = min(excess, max(0, widths[col] - mins[col]))
         widths[col] -= give
         excess -= give
     return widths
+
+
+#: characters of a module's name that stay readable however deep its row (a longer
+#: name elides in the middle; its tooltip has the whole path)
+NAME_CHARS = 8
+
+
+def tree_order(modules: dict[LocalKey, ModuleState]) -> list[LocalKey]:
+    """Parents before children, siblings in PyTorch's order (``named_children``, as the
+    module tree lists them), modules no parent lists after them in natural order."""
+    place: dict[LocalKey, int] = {}
+    for (root, _path), state in modules.items():
+        for i, child in enumerate(state.children):
+            place.setdefault((root, child), i)
+    return sorted(modules, key=lambda k: (k[0], k[1].count(".") if k[1] else -1,
+                                          place.get(k, 1 << 30), natural_key(k[1])))
 
 
 def natural_text(path: str) -> str:
@@ -91,8 +112,15 @@ class ModuleTreePanel(QWidget):
         self._user_sized = False          # the user dragged a column: widths are theirs
         self.view.header().sectionResized.connect(self._section_resized)
         self.view.setIndentation(INDENT)
+        # both ends of a long class stay (``ResNe…Layer``, not ``ResNetB…``); a name
+        # keeps its start (``convolu…``: its own tooltip has the whole path)
+        self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self._names = _NameDelegate(self.view)
+        self.view.setItemDelegateForColumn(0, self._names)
+        self._name_min = COLUMN_MINS[0]   # px the deepest open row's name needs
         # an opened row shows deeper names: the Module column grows to show them too
         self.view.expanded.connect(lambda _index: self._measure(only_names=True))
+        self.view.collapsed.connect(lambda _index: self._measure(only_names=True))
         self.view.viewport().installEventFilter(self)
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         box = QVBoxLayout(self)
@@ -132,7 +160,7 @@ class ModuleTreePanel(QWidget):
     def _add_missing(self, model: SessionModel) -> None:
         added = False
         modules = model.rank_modules()
-        for key in sorted(modules, key=lambda k: (k[0], k[1].count("."), natural_key(k[1]))):
+        for key in tree_order(modules):
             if key in self.items:
                 continue
             state = modules[key]
@@ -164,11 +192,35 @@ class ModuleTreePanel(QWidget):
                 self.view.resizeColumnToContents(col)
         finally:
             self._fitting = False
-        natural = [min(self.view.columnWidth(col), cap) for col, cap in enumerate(COLUMN_CAPS)]
+        self._name_min = self._deepest_name_room()
+        caps = (max(COLUMN_CAPS[0], self._name_min), *COLUMN_CAPS[1:])
+        natural = [min(self.view.columnWidth(col), cap) for col, cap in enumerate(caps)]
         if only_names and self._natural:
             natural = [max(natural[0], self._natural[0]), *self._natural[1:]]
         self._natural = natural
         self._fit_columns()
+
+    def _deepest_name_room(self) -> int:
+        """px of the Module column that shows every open row's name (up to
+        ``NAME_CHARS`` of it) past its indentation: a deep row's name elided to
+        nothing told nothing."""
+        metrics = self.view.fontMetrics()
+        step = self.view.indentation()
+        need = 0
+        pending = [(QModelIndex(), -1)]
+        while pending:   # the rows in view: children of open rows only
+            parent, depth = pending.pop()
+            if parent.isValid() and not self.view.isExpanded(parent):
+                continue
+            for row in range(self.proxy.rowCount(parent)):
+                index = self.proxy.index(row, 0, parent)
+                name = str(index.data() or "")
+                if len(name) > NAME_CHARS:
+                    name = name[:NAME_CHARS - 1] + "…"
+                need = max(need, (depth + 1) * step + metrics.horizontalAdvance(name) + 16)
+                if self.proxy.hasChildren(index):
+                    pending.append((index, depth + 1))
+        return need
 
     def _fit_columns(self) -> None:
         """Squeeze the columns into the view's width, so that Params and Grad norm stay
@@ -177,8 +229,8 @@ class ModuleTreePanel(QWidget):
             return
         self._fitting = True
         try:
-            for col, width in enumerate(fit_widths(self._natural,
-                                                   self.view.viewport().width())):
+            for col, width in enumerate(fit_widths(self._natural, self.view.viewport().width(),
+                                                   self._name_min)):
                 self.view.setColumnWidth(col, width)
         finally:
             self._fitting = False
@@ -252,6 +304,14 @@ class ModuleTreePanel(QWidget):
         """The selected ``(root, path)``, if any."""
         index = self.view.selectionModel().currentIndex()
         return _parse_key(index.data(KEY_ROLE)) if index.isValid() else None
+
+
+class _NameDelegate(QStyledItemDelegate):
+    """The Module column's cells: elided at the right."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideRight
 
 
 def _parse_key(data: object) -> LocalKey | None:

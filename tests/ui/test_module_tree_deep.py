@@ -1,0 +1,65 @@
+"""Deep module trees in a narrow dock: every open row's name stays readable, and
+siblings come in PyTorch's order."""
+from __future__ import annotations
+
+from tensorscope.common.events import Hello, ModuleTree
+from tensorscope.ui.model.session_model import SessionModel
+from tensorscope.ui.module_tree import ModuleTreePanel
+
+#: a transformers ResNet's deepest branch, in its own (not alphabetical) order
+PATHS = ["", "resnet", "resnet.embedder", "resnet.encoder", "resnet.encoder.stages",
+         "resnet.encoder.stages.0", "resnet.encoder.stages.0.layers",
+         "resnet.encoder.stages.0.layers.0", "resnet.encoder.stages.0.layers.0.shortcut",
+         "resnet.encoder.stages.0.layers.0.shortcut.convolution",
+         "resnet.encoder.stages.0.layers.0.shortcut.normalization",
+         "resnet.encoder.stages.0.layers.0.layer", "resnet.encoder.stages.0.layers.0.layer.0",
+         "resnet.encoder.stages.0.layers.0.layer.0.convolution", "resnet.pooler", "classifier"]
+
+
+def _tree() -> ModuleTree:
+    def children(p: str) -> list[str]:
+        return [q for q in PATHS if q and (q.rsplit(".", 1)[0] == p if "." in q else p == "")]
+    mods = [{"path": p, "type": "Conv2d", "params": 10, "children": children(p)} for p in PATHS]
+    return ModuleTree(roots=[{"root": 0, "name": "ResNetForImageClassification",
+                              "type": "ResNetForImageClassification", "modules": mods}])
+
+
+def _panel(qtbot, width: int) -> ModuleTreePanel:
+    panel = ModuleTreePanel()
+    qtbot.addWidget(panel)
+    panel.resize(width, 500)
+    panel.show()
+    qtbot.waitExposed(panel)
+    model = SessionModel()
+    model.ingest_many([Hello(), _tree()])
+    panel.refresh(model)
+    return panel
+
+
+def test_deep_names_stay_readable_in_a_narrow_dock(qtbot):
+    """Six levels down the indentation ate the whole Module column: names elided
+    to nothing (``…``)."""
+    panel = _panel(qtbot, 320)
+    panel.view.expandAll()
+    view, metrics = panel.view, panel.view.fontMetrics()
+    qtbot.waitUntil(lambda: view.columnWidth(0) > 150, timeout=5000)
+    for (_root, path), row in panel.items.items():
+        name = row[0].text()
+        index = panel.proxy.mapFromSource(row[0].index())
+        left = view.visualRect(index).left() + view.horizontalScrollBar().value()
+        room = view.columnWidth(0) - left
+        assert room >= metrics.horizontalAdvance(name[:6] + "…"), (path, room)
+        assert row[0].toolTip() == (path or "(root)")
+
+
+def test_siblings_are_in_pytorch_order_not_alphabetical(qtbot):
+    """ResNet's classifier came before resnet, bn1 before conv1, lm_head before
+    transformer: the tree sorted names instead of keeping the model's order."""
+    panel = _panel(qtbot, 600)
+
+    def names(parent) -> list[str]:
+        return [parent.child(r, 0).text() for r in range(parent.rowCount())]
+    root = panel.items[(0, "")][0]
+    assert names(root) == ["resnet", "classifier"]
+    assert names(panel.items[(0, "resnet")][0]) == ["embedder", "encoder", "pooler"]
+    assert names(panel.items[(0, "resnet.encoder.stages.0.layers.0")][0]) == ["shortcut", "layer"]
