@@ -198,15 +198,16 @@ class GraphPanel(QWidget):
         self._submit(kind, work, fit=True)
 
     def relayout(self, kind: str, incremental: bool = True,
-                 model: GraphModel | None = None) -> int:
-        """Lay out ``model`` (default: the current one) off the GUI thread."""
+                 model: GraphModel | None = None, fit: bool | None = None) -> int:
+        """Lay out ``model`` (default: the current one) off the GUI thread; ``fit``
+        (default: unless ``incremental``) fits the view to the new picture."""
         model = (model or self.graphs[kind]).copy()
         labels = self.labels()
         model.set_type_of(labels.type_of)
         previous = self.runners[kind].previous if incremental else None
         widths = self.widths
         return self._submit(kind, lambda: prepare(model, labels.describe, widths, previous),
-                            fit=not incremental)
+                            fit=not incremental if fit is None else fit)
 
     def _submit(self, kind: str, work, fit: bool) -> int:
         token = self.runners[kind].submit(work)
@@ -427,7 +428,8 @@ class GraphPanel(QWidget):
         """Expand every container of the current graph."""
         changed = self.graphs[self.kind].copy()
         changed.expand_all()
-        self.relayout(self.kind, incremental=True, model=changed)
+        # every card moves: the view kept where it was looked at empty canvas
+        self.relayout(self.kind, incremental=True, model=changed, fit=True)
 
     def set_fold_runs(self, on: bool) -> None:
         """Fold runs of identical blocks (``h.0–11 ×12``) in the current graph, or not."""

@@ -68,6 +68,10 @@ def colour_lookup(values: Mapping[str, float | None], lo: float, hi: float, log:
     return out
 
 
+#: the least zoom the default fit uses: card titles stay readable (above the cards'
+#: text level of detail); a graph too big for the view at it starts at its top
+READABLE_SCALE = 0.72
+
 class GraphView(QGraphicsView):
     """Zoomable, pannable view of one graph; emits what the user picks."""
 
@@ -292,17 +296,23 @@ class GraphView(QGraphicsView):
         vw, vh = self.fit_size()
         self._fitted_for = (vw, vh)
         scale = min(1.0, vw / (rect.width() + 40), (vh - top) / (rect.height() + 40))
-        small = scale < 0.72   # too small to read: fit the width, start at the top
+        small = scale < READABLE_SCALE   # too small to read: start at the top, readable
+        centre_x = rect.center().x()
         if small:
-            scale = max(scale, min(1.0, vw / (rect.width() + 40), 0.72))
+            scale = READABLE_SCALE
+            if (rect.width() + 40) * scale > vw and self.nodes.cards:
+                # wider than the view too (a deep model expanded): where the graph
+                # starts, not the middle of its bounding box, which may be empty canvas
+                first = min(self.nodes.cards, key=lambda c: (c.rect.top(), c.rect.left()))
+                centre_x = min(max(first.rect.center().x(), rect.left() + vw / scale / 2),
+                               rect.right() - vw / scale / 2)
         # the band is part of the scene: a scene smaller than the view is centred,
         # and centerOn cannot move it
         base = self._scene_rect if self._scene_rect is not None else self._scene.sceneRect()
         self._scene.setSceneRect(base.adjusted(0.0, -top / scale, 0.0, 0.0) if top else base)
         self.scale(scale, scale)
         if small:
-            self.centerOn(QPointF(rect.center().x(),
-                                  rect.top() + vh / scale / 2 - 20 - top / scale))
+            self.centerOn(QPointF(centre_x, rect.top() + vh / scale / 2 - 20 - top / scale))
         else:
             self.centerOn(QPointF(rect.center().x(), rect.center().y() - top / 2 / scale))
         if not top and self._under_legend():

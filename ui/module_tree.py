@@ -112,11 +112,10 @@ class ModuleTreePanel(QWidget):
         self._user_sized = False          # the user dragged a column: widths are theirs
         self.view.header().sectionResized.connect(self._section_resized)
         self.view.setIndentation(INDENT)
-        # both ends of a long class stay (``ResNe…Layer``, not ``ResNetB…``); a name
-        # keeps its start (``convolu…``: its own tooltip has the whole path)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self._names = _NameDelegate(self.view)
-        self.view.setItemDelegateForColumn(0, self._names)
+        # names and classes keep their start (``convolu…``, ``Embed…``: a row's tooltip
+        # has the whole path); a shape both its ends (``2×…×64``)
+        self._shapes = _MiddleElided(self.view)
+        self.view.setItemDelegateForColumn(COLUMNS.index("Output shape"), self._shapes)
         self._name_min = COLUMN_MINS[0]   # px the deepest open row's name needs
         # an opened row shows deeper names: the Module column grows to show them too
         self.view.expanded.connect(lambda _index: self._measure(only_names=True))
@@ -306,12 +305,12 @@ class ModuleTreePanel(QWidget):
         return _parse_key(index.data(KEY_ROLE)) if index.isValid() else None
 
 
-class _NameDelegate(QStyledItemDelegate):
-    """The Module column's cells: elided at the right."""
+class _MiddleElided(QStyledItemDelegate):
+    """Cells elided in the middle."""
 
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802
         super().initStyleOption(option, index)
-        option.textElideMode = Qt.TextElideMode.ElideRight
+        option.textElideMode = Qt.TextElideMode.ElideMiddle
 
 
 def _parse_key(data: object) -> LocalKey | None:
