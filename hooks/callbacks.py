@@ -193,6 +193,7 @@ class CaptureCallbacks:
         self.capture.optimizers_known = True
         if self.capture.step.inference_open:  # an evaluation ran since the last forward
             self.capture.end_step("inference")
+        self.capture.update_starting()
         if self.observers.opt_pre:
             self.observers.call(self.observers.opt_pre, "on_optimizer_step_pre", optimizer)
         try:

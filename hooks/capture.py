@@ -94,6 +94,7 @@ class Capture:
         self.stats_every = 1 if self.mode == "full" else max(1, stats_every)
         self.params_every = max(1, stats_every)
         self.meta_every = 1
+        self.updates = 0   # training steps finished (``StepSummary.updates``)
         self.prev_calls: list[CallRecord] = []   # the last step's calls (metadata reuse)
         self.global_mode = global_hooks
         self.gate = gate
@@ -685,6 +686,15 @@ class Capture:
         return True
 
     # ------------------------------------------------------------------ steps
+    def update_starting(self) -> None:
+        """The first optimizer step of the current step is about to run: it is a
+        training step, whose parameter numbers are taken every ``params_every``
+        updates (counted in training steps, not step indices: the ranks of a job
+        sample the same updates even when one of them also runs evaluations)."""
+        step = self.step
+        if not step.optimizer_steps:
+            step.param_step = self.mode != "shapes" and self.updates % self.params_every == 0
+
     def mark_explicit(self) -> None:
         """``Watch.step()`` was called: boundaries come from the user from now on."""
         self.explicit_steps = True
@@ -695,6 +705,8 @@ class Capture:
         if not step.calls and not step.optimizer_steps:
             return
         step.end_started = _ns()   # the meter counts the step end from here
+        if kind == "train":
+            self.updates += 1
         if self.stack:
             self.stack.clear()
         self.step = self._new_step(step.index + 1)

@@ -259,13 +259,14 @@ def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int
            memory: int | None, meter: OverheadMeter | None = None, paused_ns: int = 0,
            rates: dict[str, Any] | None = None,
            errors: list[tuple[str, Exception]] | None = None,
-           signatures: SignatureRegistry | None = None) -> StepRecord:
+           signatures: SignatureRegistry | None = None, updates: int | None = None) -> StepRecord:
     """Flush the step's values and build its call batch, summary and record.
 
     The batch names each call's signature in ``signatures`` (the watch's
     registry; the record carries the new ones). With a ``meter``, the
     summary carries the step's ``overhead`` (the meter's window closes here)
-    and the ``rates`` the budget chose. A call's row or the parameter rows
+    and the ``rates`` the budget chose; ``updates`` is the summary's count of
+    training steps. A call's row or the parameter rows
     that fail to build are left out, and the error is appended to ``errors``
     (``(where, exception)``) for the caller to report; without ``errors``
     they raise.
@@ -306,7 +307,8 @@ def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int
         loss=values[loss_at] if loss_at is not None else None,
         duration=time.perf_counter() - step.started, calls=len(step.calls),
         grad_norm=math.sqrt(sum(g * g for g in grads)) if grads else None,
-        params=rows, memory=memory, time=time.time(), overhead=overhead, rates=rates)
+        params=rows, memory=memory, time=time.time(), overhead=overhead, rates=rates,
+        updates=updates)
     deferred: dict[int, dict[str, Any]] = {
         handle: {k: values[i] for k, i in names.items()} for handle, names in step.deferred}
     return StepRecord(step.index, kind, batch, summary, step.calls, deferred, values,

@@ -100,7 +100,7 @@ class StepEmitter:
         errors: list[tuple[str, Exception]] = []
         record = finish(step, kind, w.params if with_params else None, w.rank, _memory(),
                         w.capture.meter, w.gate.paused_ns, w.budget_rates(), errors,
-                        self.signatures)
+                        self.signatures, w.capture.updates)
         for where, exc in errors:   # a part of the step lost (one digest, the params)
             w.internal_error(where, exc, "that part of the step is left out", phase="step")
         w.budget_step(step)

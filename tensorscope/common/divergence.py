@@ -46,42 +46,54 @@ def _norms(params: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int | Non
     return out
 
 
+_Norms = dict[str, tuple[float, int | None, str]]
+
+
 class DivergenceCheck:
-    """Folds per-rank parameter norms by step; yields findings when ranks differ."""
+    """Folds per-rank parameter norms by update (else by step); yields findings
+    when ranks differ.
+
+    The ranks are compared after the same optimizer update (``StepSummary.updates``,
+    a training step's count): step indices differ across ranks when one rank also
+    runs evaluations (its extra inference steps). Rows of older senders, with no
+    update count, are compared by step index."""
 
     def __init__(self, world_size: int = 1, rtol: float = RTOL) -> None:
         self.world_size = world_size
         self.rtol = rtol
-        self._steps: dict[int, dict[int, dict[str, tuple[float, int | None, str]]]] = {}
-        self._done: set[int] = set()
+        self._steps: dict[tuple[str, int], dict[int, tuple[int, _Norms]]] = {}
+        self._done: set[tuple[str, int]] = set()
 
     def add(self, rank: int, step: int, params: Iterable[dict[str, Any]],
-            world_size: int | None = None) -> list[Finding]:
-        """One rank's parameter rows of ``step``; the findings once every rank's are in."""
+            world_size: int | None = None, update: int | None = None) -> list[Finding]:
+        """One rank's parameter rows of ``step`` (after its ``update``-th training step,
+        if known); the findings once every rank's are in."""
         if world_size:
             self.world_size = max(self.world_size, int(world_size))
         norms = _norms(params)
-        if self.world_size <= 1 or not norms or step in self._done:
+        key = ("update", update) if update is not None else ("step", step)
+        if self.world_size <= 1 or not norms or key in self._done:
             return []
-        at = self._steps.setdefault(step, {})
-        at[rank] = norms
+        at = self._steps.setdefault(key, {})
+        at[rank] = (step, norms)
         if len(at) < self.world_size:
-            for old in sorted(self._steps)[:-KEEP_STEPS]:
+            for old in list(self._steps)[:-KEEP_STEPS]:   # oldest first (insertion order)
                 del self._steps[old]
             return []
-        del self._steps[step]
-        self._done.add(step)
-        return self._compare(step, at)
+        del self._steps[key]
+        self._done.add(key)
+        return self._compare(at)
 
-    def _compare(self, step: int, at: dict[int, dict[str, tuple[float, int | None, str]]]
-                 ) -> list[Finding]:
-        ranks = sorted(at)
+    def _compare(self, got: dict[int, tuple[int, _Norms]]) -> list[Finding]:
+        ranks = sorted(got)
+        at = {r: got[r][1] for r in ranks}
         names = set.intersection(*(set(at[r]) for r in ranks))
         findings = []
         for name in sorted(names):
             values = {r: at[r][name][0] for r in ranks}
             odd = _odd_ones(values, self.rtol)
             for rank in odd:
+                step = got[rank][0]
                 _norm, root, module = at[rank][name]
                 shown = ", ".join(f"rank {r} {values[r]:.6g}" for r in ranks)
                 findings.append(Finding(
@@ -121,7 +133,9 @@ def report_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[s
         for entry in report.get("parameter_checks") or []:
             rows = [{"name": n, "norm": v[0], "root": v[1], "module": v[2]}
                     for n, v in (entry.get("norms") or {}).items()]
-            for f in check.add(int(report.get("rank", 0)), int(entry.get("step", 0)), rows):
+            update = entry.get("update")
+            for f in check.add(int(report.get("rank", 0)), int(entry.get("step", 0)), rows,
+                               update=update if isinstance(update, int) else None):
                 key = f.key
                 if key in out:
                     out[key]["count"] += 1

@@ -264,7 +264,11 @@ class StepSummary(Message):
     TensorScope's own code, as the live meter measured it (``hooks.meter``;
     None from older senders). ``rates`` says what ``--max-overhead`` chose:
     ``{"max_overhead": 5.0, "stats_every": 40, "params_every": 40,
-    "meta_every": 1}`` (None without a budget).
+    "meta_every": 1}`` (None without a budget). ``updates`` counts the
+    training steps (optimizer updates) this rank has finished, this one
+    included: the ranks of a job agree on it where their step indices differ
+    (only rank 0 evaluates, say), so replicas are compared by it (None from
+    older senders).
     """
 
     TYPE: ClassVar[str] = "step_summary"
@@ -286,6 +290,7 @@ class StepSummary(Message):
     loop: str = ""
     overhead: float | None = None
     rates: dict[str, Any] | None = None
+    updates: int | None = None
 
 
 @dataclass

@@ -185,8 +185,12 @@ class ReportBuilder:
                     str(p.get("name")): [p["norm"], p.get("root"), p.get("module", "")]
                     for p in msg.params if p.get("norm") is not None and not p.get("sharded")}
             norms = self._seen_norms
-            if norms:
-                self.param_checks.append({"step": msg.step, "norms": norms})
+            # replicas are compared after the same update (``updates``; step indices differ
+            # where one rank also evaluates): an evaluation after training adds nothing
+            if norms and (msg.kind == "train" or not msg.updates):
+                self.param_checks.append({"step": msg.step, "norms": norms,
+                                          "update": msg.updates if msg.kind == "train"
+                                          else None})
             losses = self.eval_losses if msg.kind == "inference" else self.losses
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])

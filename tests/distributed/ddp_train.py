@@ -3,7 +3,8 @@
 Prints ``LOSS <rank> <step> <loss>`` per step. ``--bug`` makes rank 1 change a
 parameter after ``step()`` (a rank divergence); ``--nan-at N`` puts a NaN in rank 1's
 data at step N (the all-reduce carries it to rank 0's weights); ``--raise-at N``
-makes rank 1 raise after step N's update (rank 0's next collective loses its peer); the model holds a BatchNorm
+makes rank 1 raise after step N's update (rank 0's next collective loses its peer);
+``--eval-on-rank0`` has rank 0 alone run two evaluation forwards after each update; the model holds a BatchNorm
 whose running statistics differ across ranks (never a finding).
 """
 import argparse
@@ -20,6 +21,7 @@ parser.add_argument("--bug", action="store_true")
 parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--nan-at", type=int, default=-1)
 parser.add_argument("--raise-at", type=int, default=-1)
+parser.add_argument("--eval-on-rank0", action="store_true")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -40,6 +42,12 @@ for step in range(args.steps):
     if args.bug and rank == 1 and step == 1:
         with torch.no_grad():
             model.module[3].weight.add_(0.5)  # after step(): outside DDP's all-reduce
+    if args.eval_on_rank0 and rank == 0:   # only rank 0 evaluates: two extra steps
+        model.module.eval()
+        with torch.no_grad():
+            for _ in range(2):
+                model.module(torch.randn(8, 4, generator=gen))
+        model.module.train()
     if rank == 1 and step == args.raise_at:
         raise RuntimeError("rank 1 stops on purpose")
     sys.stdout.write(f"LOSS {rank} {step} {loss.item():.8f}\n")

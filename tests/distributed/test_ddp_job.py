@@ -176,6 +176,19 @@ def test_a_rank_that_raises_is_named_the_failure_and_its_peer_is_told_why(tmp_pa
         assert found and "lost its peer: another rank exited" in found[0]["message"]
 
 
+def test_evaluating_on_rank_0_only_is_no_divergence(tmp_path):
+    """Rank 0 alone runs evaluation forwards, so its step indices run ahead of rank 1's;
+    the replicas are compared after the same update, not at the same index."""
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", "--stats-every", "2", SCRIPT,
+                   "--eval-on-rank0", "--steps", "8"], tmp_path)
+    _finish(proc)
+    report = json.loads((tmp_path / "r.json").read_text())
+    by_rank = {r["rank"]: r for r in report["ranks"]}
+    assert by_rank[0]["inference_steps"] > 0 and by_rank[1]["inference_steps"] == 0
+    assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]
+
+
 def test_break_on_finding_fires_on_a_rank_divergence(tmp_path):
     """The GUI finds the divergence (the ranks meet only there) and tells the odd
     rank, whose ``--break-on finding`` pauses it; every pause is continued."""

@@ -532,7 +532,8 @@ class SessionModel:
         if not compares_ranks(rank.hello):   # one rank, or an mp.spawn sweep's own model
             return
         for finding in self.divergence.add(msg.rank, msg.step, msg.params,
-                                           rank.hello.world_size if rank.hello else 1):
+                                           rank.hello.world_size if rank.hello else 1,
+                                           msg.updates if msg.kind == "train" else None):
             seen = self.findings.get(finding.key)
             if seen is not None:  # the same divergence again: counted, first step kept
                 finding.count, finding.step = seen.count + 1, seen.step

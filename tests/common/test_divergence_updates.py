@@ -1,0 +1,32 @@
+"""The cross-rank parameter check compares replicas after the same update."""
+from __future__ import annotations
+
+from tensorscope.common.divergence import DivergenceCheck
+
+
+def _rows(norm: float) -> list[dict]:
+    return [{"name": "fc.weight", "norm": norm, "root": 0, "module": "fc"}]
+
+
+def test_ranks_at_different_step_indices_are_compared_after_the_same_update():
+    check = DivergenceCheck(world_size=2)
+    # rank 0 evaluated in between: its update 11 is step 15, rank 1's is step 10
+    assert check.add(0, 15, _rows(1.25), update=11) == []
+    assert check.add(1, 10, _rows(1.25), update=11) == []        # equal: nothing
+    assert check.add(0, 30, _rows(2.0), update=21) == []
+    found = check.add(1, 20, _rows(2.5), update=21)
+    assert len(found) == 1 and found[0].rank == 1 and found[0].step == 20
+    assert "fc.weight" in found[0].message
+
+
+def test_the_same_index_after_different_updates_is_never_compared():
+    check = DivergenceCheck(world_size=2)
+    assert check.add(0, 10, _rows(1.0), update=7) == []
+    assert check.add(1, 10, _rows(3.0), update=11) == []   # other updates: not compared
+
+
+def test_rows_of_older_senders_without_an_update_count_are_compared_by_step():
+    check = DivergenceCheck(world_size=2)
+    assert check.add(0, 4, _rows(1.0)) == []
+    found = check.add(1, 4, _rows(3.0))
+    assert [f.rank for f in found] == [1]

@@ -1,0 +1,38 @@
+"""The GUI compares replicas after the same update, not at the same step index."""
+from __future__ import annotations
+
+from tensorscope.common.events import Hello, StepSummary
+from tensorscope.ui.main_window import MainWindow
+from tensorscope.ui.theme import make_theme
+
+
+def _summary(rank: int, step: int, update: int, norm: float) -> StepSummary:
+    return StepSummary(step=step, rank=rank, kind="train", updates=update, params=[
+        {"name": "fc.weight", "root": 0, "module": "fc", "norm": norm}])
+
+
+def _shown_kinds(qtbot, msgs: list) -> list[str]:
+    w = MainWindow(make_theme(False), settings_key=None)
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.refreshed, timeout=5000):
+        w.ingest(msgs)
+    panel = w.findings
+    return [panel.topLevelItem(i).text(1) for i in range(panel.topLevelItemCount())]
+
+
+def _hellos() -> list:
+    return [Hello(rank=r, world_size=2, job="j", replicated=True) for r in (0, 1)]
+
+
+def test_rank_0_evaluating_in_between_is_not_called_diverged(qtbot):
+    """Rank 0's evaluations put its step 10 after update 7 and rank 1's after update
+    11: different weights at one index, the same after the same update."""
+    msgs = _hellos() + [_summary(0, 10, 7, 1.0), _summary(1, 10, 11, 1.5),
+                        _summary(0, 15, 11, 1.5), _summary(1, 12, 7, 1.0)]
+    assert _shown_kinds(qtbot, msgs) == []
+
+
+def test_replicas_that_differ_after_the_same_update_are_flagged(qtbot):
+    msgs = _hellos() + [_summary(0, 15, 11, 1.5), _summary(1, 10, 11, 2.5)]
+    assert _shown_kinds(qtbot, msgs) == ["rank_divergence"]
