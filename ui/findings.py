@@ -13,12 +13,36 @@ COLUMNS = ("Severity", "Kind", "Module", "Step", "Count", "Message")
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
+class FindingItem(QTreeWidgetItem):
+    """A finding's row: sorts by severity (errors first), step and count as numbers."""
+
+    def __lt__(self, other: QTreeWidgetItem) -> bool:
+        tree = self.treeWidget()
+        col = tree.sortColumn() if tree is not None else 0
+        a, b = self.text(col), other.text(col)
+        if COLUMNS[col] == "Severity":
+            return (SEVERITY_ORDER.get(a, 3), _int(self.text(3))) < \
+                (SEVERITY_ORDER.get(b, 3), _int(other.text(3)))
+        if COLUMNS[col] in ("Step", "Count"):
+            return _int(a) < _int(b)
+        return a < b
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+
 class FindingsPanel(QTreeWidget):
     """Findings and exceptions of every rank (labelled ``rank N`` in a job of several);
     emits ``rank_activated(rank)`` then ``finding_activated(root, path, step)``."""
 
     finding_activated = Signal(int, str, int)
     rank_activated = Signal(int)
+    #: how many rows the list holds, after each rebuild (its dock's title shows it)
+    count_changed = Signal(int)
 
     def __init__(self, parent: QWidget | None = None, theme: Theme | None = None) -> None:
         super().__init__(parent)
@@ -28,6 +52,7 @@ class FindingsPanel(QTreeWidget):
         self.setRootIsDecorated(False)
         self.setAlternatingRowColors(True)
         self.setSortingEnabled(True)
+        self.sortByColumn(0, Qt.SortOrder.AscendingOrder)   # errors first
         self.setWordWrap(True)
         self.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.header().setStretchLastSection(True)
@@ -56,14 +81,16 @@ class FindingsPanel(QTreeWidget):
         for e in model.exceptions:
             self._add("error", f"exception: {e.type}", e.root or 0, e.module or "", e.step, 1,
                       e.message, colours, e.rank)
-        self.sortItems(0, Qt.SortOrder.AscendingOrder)
+        self.sortItems(self.sortColumn() if self.topLevelItemCount() else 0,
+                       self.header().sortIndicatorOrder())
+        self.count_changed.emit(self.topLevelItemCount())
 
     def _add(self, severity, kind, root, module, step, count, message, colours,
              rank: int = 0) -> None:
         where = module or "(root)"
         if self._ranked:
             where = f"rank {rank} · {where}"
-        item = QTreeWidgetItem([severity, kind, where, str(step), str(count), message])
+        item = FindingItem([severity, kind, where, str(step), str(count), message])
         item.setData(0, Qt.ItemDataRole.UserRole, [int(root), str(module), int(step), int(rank)])
         item.setForeground(0, QBrush(colours.get(severity, self.theme.subtle)))
         item.setToolTip(5, message)

@@ -22,7 +22,7 @@ from tensorscope.ui.model.graph_model import GraphModel
 from tensorscope.ui.graph_items import text_widths
 from tensorscope.ui.graph_view import GraphView
 from tensorscope.ui.layout_runner import LayoutRunner, Prepared, checkpoint, prepare
-from tensorscope.ui.model.session_model import ModuleKey, SessionModel
+from tensorscope.ui.model.session_model import NON_FINITE, ModuleKey, SessionModel
 from tensorscope.ui.model.view_state import PausedMarker, ViewState
 from tensorscope.ui.theme import Theme
 
@@ -268,8 +268,9 @@ class GraphPanel(QWidget):
         paused_non_finite = marker.local if marker is not None and marker.non_finite else None
         for nid in self.views[kind].nodes.by_id:
             key = graph.module_of(nid)
-            if self.snapshot is not None:
-                out[nid] = self.snapshot.get(key, {}).get(metric) if key is not None else None
+            if self.snapshot is not None:   # a recorded step: red where it made NaN/Inf
+                row = self.snapshot.get(key, {}) if key is not None else {}
+                out[nid] = math.nan if row.get(NON_FINITE) else row.get(metric)
                 continue
             state = self.model.module(*key) if key is not None else None
             out[nid] = state.metric(metric) if state is not None else None

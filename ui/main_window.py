@@ -160,6 +160,8 @@ class MainWindow(QMainWindow):
         self.plots.point_selected.connect(self._point_selected)
         self.plots.step_selected.connect(lambda step: self.plots.mark_step(step))
         self.findings.rank_activated.connect(lambda rank: self.model.select_rank(rank))
+        self.findings.count_changed.connect(   # a tab behind another says it has rows
+            lambda n: self.findings_dock.setWindowTitle(f"Findings ({n})" if n else "Findings"))
         self.findings.finding_activated.connect(self._point_selected)
         pin = getattr(self.inspector, "pin_requested", None)
         if pin is not None:

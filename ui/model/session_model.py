@@ -649,6 +649,10 @@ def _finite_or_nan(value: Any) -> float:
     return v if math.isfinite(v) else float("nan")
 
 
+#: the key of ``module_metrics`` rows whose module made NaN/Inf at that step
+NON_FINITE = "non_finite"
+
+
 def module_metrics(messages: Iterable[Any]) -> dict[LocalKey, dict[str, float]]:
     """Per-module numbers of one step's messages of one rank (comparing two steps):
     its calls (``CallDigest`` or ``CallRow``: a ``StepCalls`` read through its
@@ -657,6 +661,8 @@ def module_metrics(messages: Iterable[Any]) -> dict[LocalKey, dict[str, float]]:
     for msg in messages:
         if is_call(msg):
             row = out.setdefault((msg.root, msg.path), {})
+            if not (getattr(msg, "finite", True) and getattr(msg, "grad_finite", True)):
+                row[NON_FINITE] = 1.0   # NaN/Inf at this step, whatever the statistics say
             if msg.stats:
                 row["activation_norm"] = _finite_or_nan(msg.stats.get("norm"))
                 row["zero_fraction"] = _finite_or_nan(msg.stats.get("zero_fraction"))

@@ -1,0 +1,41 @@
+"""A recorded step that made NaN/Inf shows its module red, as live."""
+from __future__ import annotations
+
+from sample_events import mlp_session, mlp_step
+from tensorscope.ui.replay import ReplayWindow
+
+
+def _record(path: str) -> None:
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+    msgs = mlp_session(3)
+    bad = mlp_step(3)
+    for m in bad:   # network.2's output went NaN at step 3; no statistics that step
+        if getattr(m, "path", None) == "network.2":
+            m.finite, m.stats, m.grad_norm = False, None, None
+    session = Session()
+    session.add_sink(Recorder(path))
+    for m in msgs + bad:
+        session.emit(m)
+    session.close()
+
+
+def test_a_module_that_made_nan_at_the_step_shown_is_red(qtbot, tmp_path):
+    """The replay coloured from the step's statistics only: a NaN step without
+    statistics (most steps take none) left the culprit's card uncoloured."""
+    path = str(tmp_path / "nan.tscope")
+    _record(path)
+    w = ReplayWindow(path, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    view = w.graph.views["module"]
+    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0 and bool(view.nodes.cards),
+                    timeout=10_000)
+    nid = w.graph.graphs["module"].visible_for_module(0, "network.2")
+    qtbot.waitUntil(lambda: w.shown_step == 3, timeout=5000)
+    assert view.nodes.colours.get(nid) == w.theme.non_finite
+    w.replay.slider.setValue(1)   # an earlier, finite step: coloured by its gradient norm
+    qtbot.waitUntil(lambda: w.shown_step == 1, timeout=5000)
+    assert view.nodes.colours.get(nid) not in (None, w.theme.non_finite)
+    w.close()
