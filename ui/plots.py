@@ -247,6 +247,7 @@ class PlotsPanel(QWidget):
         self._logged: dict[tuple[int, str], pg.PlotDataItem] = {}
         self.focus: LocalKey | None = None
         self._rank_loss: dict[int, pg.PlotDataItem] = {}   # other ranks' loss curves
+        self._loss_name = ""   # the shown rank's loss curve in the legend ("rank 0")
         self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
         self._colours: dict[LocalKey, str] = {}
         self._seen = {name: ChangeCursor() for name in ALL_PLOTS}
@@ -331,8 +332,12 @@ class PlotsPanel(QWidget):
         self.nonfinite_loss.setData([], [])
         self.eval_curve.setData([], [])
         for item in self._rank_loss.values():
+            self.loss_plot.getPlotItem().legend.removeItem(item)
             self.loss_plot.removeItem(item)
         self._rank_loss.clear()
+        if self._loss_name:
+            self.loss_plot.getPlotItem().legend.removeItem(self.loss_curve)
+            self._loss_name = ""
         self.steps.clear()
         for plot in self.plots.values():
             self._legend_shown(plot)
@@ -398,6 +403,7 @@ class PlotsPanel(QWidget):
         eval_steps, eval_values = model.eval_loss.arrays()
         self.eval_curve.setData(eval_steps, eval_values)
         self.steps.include(eval_steps)
+        self._name_shown_loss(model)
         for rank, state in model.ranks.items():
             if rank == model.rank and rank not in self._rank_loss:
                 continue
@@ -412,6 +418,25 @@ class PlotsPanel(QWidget):
                 r_steps, r_values = peak_decimate(r_steps, r_values,
                                                   self._max_points(self.loss_plot))
             item.setData(r_steps, r_values)
+            legend = self.loss_plot.getPlotItem().legend
+            listed = any(sample.item is item for sample, _label in legend.items)
+            if listed and rank == model.rank:   # the solid curve is this rank's now
+                legend.removeItem(item)
+            elif not listed and rank != model.rank:
+                legend.addItem(item, f"rank {rank}")
+
+    def _name_shown_loss(self, model: SessionModel) -> None:
+        """In a job of several ranks the legend names the solid curve's rank too (it
+        listed only the other ranks' dashed ones)."""
+        legend = self.loss_plot.getPlotItem().legend
+        name = f"rank {model.rank}" if len(model.ranks) > 1 else ""
+        if name == self._loss_name or legend is None:
+            return
+        if self._loss_name:
+            legend.removeItem(self.loss_curve)
+        if name:
+            legend.addItem(self.loss_curve, name)
+        self._loss_name = name
 
     def _mark_nonfinite_loss(self, steps: np.ndarray, values: np.ndarray) -> None:
         """A red cross at the top of the finite losses for every NaN/Inf loss."""
