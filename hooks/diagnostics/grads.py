@@ -63,7 +63,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tensorscope.hooks.diagnostics import zeroing
-from tensorscope.hooks.diagnostics.base import Diagnostic, maximal_modules, module_label
+from tensorscope.hooks.diagnostics.base import Diagnostic, is_ancestor_path, maximal_modules, \
+    module_label, root_module
 from tensorscope.hooks.observer import StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -511,12 +512,39 @@ class ParamCoverageObserver(Diagnostic):
                     continue
                 where = module_label(self.ctx, rid, mod)
                 listed = sorted(n for n in names if owners.get(n, "").startswith(mod))
+                if self._sibling_trained(rid, mod, owners):
+                    self.emit("unused_parameter", "info", "backward", rid, mod,
+                              f"The trainable parameters of {where} ({_names(listed)}) have "
+                              f"not received a gradient in {UNUSED_STEPS} training steps, "
+                              f"while other members of the same ModuleList/ModuleDict did: "
+                              f"computation routed to some members only (mixture-of-experts, "
+                              f"per-task heads, layer drop). Fix: none if the routing is "
+                              f"intended; otherwise check it (an expert that no token "
+                              f"reaches never learns).", step=step)
+                    continue
                 self.emit("unused_parameter", "warning", "backward", rid, mod,
                           f"The trainable parameters of {where} ({_names(listed)}) have not "
                           f"received a gradient in {UNUSED_STEPS} training steps: forward() "
                           f"never uses {where}, or its output does not reach the loss. Fix: "
                           f"call it in forward(), delete it, or freeze it "
                           f"(requires_grad_(False)) if that is intended.", step=step)
+
+    def _sibling_trained(self, rid: int, mod: str, owners: dict[str, str]) -> bool:
+        """Whether ``mod`` is a member of a ModuleList/ModuleDict another member of which
+        got gradients (computation routed to some members: experts, per-task heads)."""
+        if "." not in mod:
+            return False
+        parent_path, _, name = mod.rpartition(".")
+        root = root_module(self.ctx, rid)
+        try:
+            parent = root.get_submodule(parent_path) if root is not None else None
+        except AttributeError:
+            return False
+        if not isinstance(parent, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            return False
+        siblings = tuple(f"{parent_path}.{n}" for n, _ in parent.named_children() if n != name)
+        return any(r == rid and any(is_ancestor_path(sib, owners.get(p, "")) for sib in siblings)
+                   for r, p in self._got_grad)
 
     def _report_outside(self, rows: list[dict[str, Any]], outside: dict[int, set[str]],
                         step: int) -> None:

@@ -24,6 +24,17 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   batch (an implicit ``dim`` picks 0 for 3-d inputs). Metadata only (the
   node's saved ``dim``). The module named, at step end, is the one whose
   output the log-softmax made (the step's recorded outputs), else the model.
+* ``softmax_dim`` also names a softmax or log-softmax over dimension 0 anywhere
+  in the first ``BATCH_CHECKS`` training steps' loss graphs (``BATCH_SEARCH``
+  nodes, breadth first): a hand-written cross-entropy on ``F.softmax(logits,
+  dim=0)``, attention weights normalised over the batch. Only when dimension 0
+  is the batch: its size is the first dimension of a 2-d or larger input that a
+  root call took from outside the models this step, the tensor is no column
+  (``[N, 1]``: attention pooling over a bag of instances) and not square (a
+  similarity matrix normalised both ways, CLIP); a root with a sequence-first
+  RNN or attention layer (``batch_first=False``, where dimension 0 is time) is
+  left alone. The module named is the one whose forward applied the softmax
+  (the caller of the first module output under it).
 * ``target_out_of_range``: the target of a ``BinaryCrossEntropyWithLogitsBackward0``
   node (``BCEWithLogitsLoss``, ``F.binary_cross_entropy_with_logits``) leaves [0, 1]
   (its minimum and maximum deferred into the step's transfer): masks of 0/255,
@@ -40,6 +51,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 
 from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
     module_label
@@ -52,6 +64,9 @@ CONSTANT_TARGETS = 128
 _NLL = ("NllLossBackward0", "NllLoss2DBackward0")
 _BINARY = ("BinaryCrossEntropyWithLogitsBackward0", "BinaryCrossEntropyBackward0")
 _SEARCH = 24           # graph nodes looked at under the loss
+BATCH_CHECKS = 4       # training steps whose loss graphs are searched for a softmax over dim 0
+BATCH_SEARCH = 512     # graph nodes looked at in that search
+_SOFTMAX_FNS = ("SoftmaxBackward0", "LogSoftmaxBackward0")
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
 SOFTMAX, RAW_SCORES = -1, -2   # in place of a log-softmax's dim: what the NLL got instead
 # a layer's own output (a linear map, a convolution): scores that no log-softmax normalised
@@ -74,6 +89,9 @@ class TargetObserver(Diagnostic):
         # (node, dim, shape, class dim, step) of each wrong (log-)softmax this step
         self._dims: list[tuple[Any, int, list[int], int, int]] = []
         self._dim_seen: set[tuple[str, int, str]] = set()
+        # (node, shape, step) of each softmax over the batch dimension this step
+        self._over_batch: list[tuple[Any, list[int], int]] = []
+        self._seq_first: dict[int, bool] = {}   # id(root module) -> has a seq-first layer
         # (defer handle, node that made the logits, step) per BCE-with-logits loss
         self._binary_handles: list[tuple[int, Any, int]] = []
 
@@ -87,6 +105,85 @@ class TargetObserver(Diagnostic):
                 self._nll(node)
             elif name in _BINARY:
                 self._binary(node, logits=name == _BINARY[0])
+        if self._train_steps < BATCH_CHECKS and len(self._over_batch) < 4:
+            self._softmax_over_batch(loss.grad_fn)
+
+    def _softmax_over_batch(self, top: Any) -> None:
+        """Softmax nodes under the loss that normalise over dimension 0 when that is the
+        batch (see the module docstring)."""
+        nodes = [n for n in top_nodes(top, BATCH_SEARCH) if fn_name(n) in _SOFTMAX_FNS]
+        if not nodes:
+            return
+        batches = self._batch_sizes()
+        if not batches:
+            return
+        for node in nodes:
+            out = getattr(node, "_saved_result", None)
+            if not isinstance(out, torch.Tensor) or out.dim() < 2 or out.is_meta:
+                continue
+            shape = list(out.shape)
+            if _dim_of(node, out.dim()) != 0 or shape[0] < 2 or shape[0] not in batches \
+                    or shape[0] == shape[1] or out.numel() == shape[0]:
+                continue
+            if any(n is node for n, _, _ in self._over_batch) or any(
+                    d[0] is node for d in self._dims):
+                continue
+            self._over_batch.append((node, shape, self.ctx.step_index))
+
+    def _batch_sizes(self) -> set[int]:
+        """The first dimension of the 2-d or larger inputs that root calls of this step
+        took from outside the models (none for a root with a sequence-first layer)."""
+        calls = getattr(self.ctx, "step_calls", None)
+        sizes: set[int] = set()
+        for call in calls() if calls is not None else ():
+            if not call.is_root or self._is_seq_first(call.module):
+                continue
+            for ent in call.in_entries:
+                t = ent.ref() if ent.producer is None else None
+                if t is not None and t.dim() >= 2:
+                    sizes.add(int(t.shape[0]))
+        return sizes
+
+    def _is_seq_first(self, module: Any) -> bool:
+        hit = self._seq_first.get(id(module))
+        if hit is None:
+            hit = self._seq_first[id(module)] = any(
+                isinstance(m, (nn.RNNBase, nn.MultiheadAttention))
+                and not getattr(m, "batch_first", False) for m in module.modules())
+        return hit
+
+    def _report_over_batch(self, calls: list[CallRecord]) -> None:
+        """Name the module whose forward applied each softmax over the batch."""
+        found, self._over_batch = self._over_batch, []
+        made: dict[int, CallRecord] = {}
+        for c in calls:
+            for e in c.out_entries:
+                if e.producer is c and e.made_fn is not None:
+                    made.setdefault(id(e.made_fn), c)
+        for node, shape, step in found:
+            call = made.get(id(node))
+            if call is None:   # applied in a forward: the caller of the output under it
+                under = next((made[id(n)] for n in top_nodes(node, 64)[1:]
+                              if id(n) in made), None)
+                call = under.parent if under is not None and under.parent is not None \
+                    else under
+            if call is None:
+                call = next((c for c in reversed(calls) if c.is_root and c.grad_enabled),
+                            None)
+            rid, path = (call.root, call.path) if call is not None else (0, "")
+            if ("softmax_dim", rid, path) in self._dim_seen:
+                continue
+            self._dim_seen.add(("softmax_dim", rid, path))
+            what = "log-softmax" if fn_name(node) == "LogSoftmaxBackward0" else "softmax"
+            self.emit("softmax_dim", "warning", "forward", rid, path,
+                      f"A {what} in {module_label(self.ctx, rid, path)} normalises a "
+                      f"{shape} tensor over dimension 0, the batch, at step {step}: each "
+                      f"column sums to 1 across the samples, so every sample's "
+                      f"probabilities (or attention weights) depend on the other samples "
+                      f"in the batch and do not sum to 1 over its own classes (or "
+                      f"positions). Fix: {what.replace('-', '_')}(x, dim=-1) (the classes, "
+                      f"or the keys of the attention), or raw logits into "
+                      f"nn.CrossEntropyLoss.", step=step)
 
     def _binary(self, node: Any, logits: bool) -> None:
         """Defer the range of a binary cross-entropy's target: for the logits form it
@@ -236,6 +333,8 @@ class TargetObserver(Diagnostic):
         handles, self._handles = self._handles, []
         if self._dims:
             self._report_dims(record.calls)
+        if self._over_batch:
+            self._report_over_batch(record.calls)
         if self._binary_handles:
             self._report_binary(record)
         if self._done or record.kind != "train":

@@ -327,3 +327,61 @@ def test_zero_grad_every_micro_batch_of_an_accumulation() -> None:
 
 def test_input_gradient_backward_thrown_away_is_not_accumulation() -> None:
     assert not _accumulate(zero_each=True, input_grad=True, accum=1).findings
+
+
+def _hand_written_ce(dim: int, batch: int = 16, classes: int = 4) -> FindingSink:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, classes), nn.Softmax(dim))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for _ in range(2):
+        opt.zero_grad()
+        probs = net(torch.randn(batch, 6))
+        (-(F.one_hot(torch.randint(0, classes, (batch,)), classes) * probs.log()).sum(1)
+         .mean()).backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+def test_softmax_over_the_batch_outside_a_nll_loss() -> None:
+    sink = _hand_written_ce(dim=0)
+    assert ("softmax_dim", "3") in sink.findings
+    assert "over dimension 0, the batch" in sink.findings[("softmax_dim", "3")].message
+    assert not _hand_written_ce(dim=1).findings
+    assert not _hand_written_ce(dim=0, batch=4).findings   # square: a similarity matrix
+    assert not _hand_written_ce(dim=0, classes=1).findings   # a column: pooling weights
+
+
+class _Routed(nn.Module):
+    """Task-specific heads in a ModuleList; only head 0 is ever routed to, or (``forgot``)
+    a layer defined and never called."""
+
+    def __init__(self, forgot: bool) -> None:
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.heads = nn.ModuleList(nn.Linear(8, 2) for _ in range(3))
+        self.extra = nn.Linear(8, 8) if forgot else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.heads[0](self.body(x))
+
+
+def _routed(forgot: bool) -> FindingSink:
+    torch.manual_seed(0)
+    net = _Routed(forgot)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for _ in range(4):
+        opt.zero_grad()
+        net(torch.randn(4, 4)).pow(2).mean().backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+def test_members_of_a_routed_module_list_are_info_only() -> None:
+    sink = _routed(forgot=True)
+    assert sink.findings[("unused_parameter", "extra")].severity == "warning"
+    for head in ("heads.1", "heads.2"):
+        assert sink.findings[("unused_parameter", head)].severity == "info"
