@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -67,6 +68,15 @@ FINITE_PASSING = (torch.nn.ReLU, torch.nn.LeakyReLU, torch.nn.Identity, torch.nn
 MAX_STEP_CALLS = 50_000
 
 
+def _param_state(module: torch.nn.Module) -> tuple[weakref.ref, int] | None:
+    """A weak reference to the first parameter of ``module`` and its version."""
+    try:
+        p = next(module.parameters(), None)
+        return None if p is None else (weakref.ref(p), p._version)
+    except Exception:   # an odd parameter (no version counter, no weak reference)
+        return None
+
+
 class Capture:
     """The hooks and the step state of one watch.
 
@@ -103,6 +113,10 @@ class Capture:
         self.step = self._new_step(0)
         self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
         self.optimizers_known = optimizers_known
+        self.join_repeats = True   # a repeated root may join its step (_builds_graph)
+        # before an optimizer is known: the step's first root's first parameter and
+        # its version when the step began (_accumulates)
+        self._first_param: tuple[weakref.ref, int] | None = None
         self.probe = self.mode != "shapes"
         self.meter = OverheadMeter()
         self.passes_finite: dict[type, bool] = {}   # module type -> in FINITE_PASSING
@@ -220,7 +234,7 @@ class Capture:
                 # call, a root or a step of its own
                 return
             self.thread_active = True
-            self._root_starting(loc[0])
+            self._root_starting(loc[0], module)
         step = self.step
         calls = step.calls
         grad_on = _grad_enabled()
@@ -308,31 +322,75 @@ class Capture:
         step.flow[id(v)] = ent
         return ent
 
-    def _root_starting(self, rid: int) -> None:
+    def _root_starting(self, rid: int, module: torch.nn.Module) -> None:
         if self.raised_open:
             self.host.exception_caught()
         step = self.step
         if step.calls and (len(step.calls) >= MAX_STEP_CALLS or (
-                not self.explicit_steps and self._root_starts_step(step, rid))):
+                not self.explicit_steps and self._root_starts_step(step, module))):
             self.end_step("train" if step.saw_backward else "inference")
             step = self.step
         if self.stack:  # left behind by an interrupted forward (KeyboardInterrupt)
             self.stack.clear()
-        step.roots_called.add(rid)
+        step.roots_called.add(id(module))
         if not step.calls:
             self.host.step_beginning(step.index)
+            if not self.optimizers_known:
+                self._first_param = _param_state(module)
 
-    def _root_starts_step(self, step: StepBuffer, rid: int) -> bool:
+    def _root_starts_step(self, step: StepBuffer, module: torch.nn.Module) -> bool:
         """Whether a root call starting now begins a new step.
 
         An inference step (roots called with gradients off) groups the model
-        and its loss, and ends when a root repeats or training resumes. With
-        no optimizer known, a repeated root or a finished backward also ends
-        the step.
+        and its loss, and ends when a module called from outside any forward is
+        called again (``model.decode(z)`` calling two children is one step; a
+        frozen teacher's forward joins the student's training step after it).
+        With no optimizer known, a finished backward also ends the step, and so
+        does a repeated root unless its step is building a graph for a backward
+        to come (``_builds_graph``).
         """
         if step.inference_open:
-            return rid in step.roots_called or torch.is_grad_enabled()
-        return not self.optimizers_known and (rid in step.roots_called or step.saw_backward)
+            return id(module) in step.roots_called
+        if self.optimizers_known:
+            return False
+        if step.saw_backward:
+            self.join_repeats = True
+            return not self._accumulates(module)
+        return id(module) in step.roots_called and not self._builds_graph(step, module)
+
+    def _accumulates(self, module: torch.nn.Module) -> bool:
+        """Whether a root called after a backward, before any optimizer step names
+        the optimizer, is the next micro-batch of gradient accumulation (or the
+        next phase of a GAN's step): the module is in training mode with
+        gradients on, and the first parameter of the step's first root has its
+        gradient, unchanged in place since the step began (a manual update, or
+        ``zero_grad()``, begins the next step)."""
+        state = self._first_param
+        if state is None or not (_grad_enabled() and getattr(module, "training", False)):
+            return False
+        p = state[0]()
+        return p is not None and p.grad is not None and p._version == state[1]
+
+    def _builds_graph(self, step: StepBuffer, module: torch.nn.Module) -> bool:
+        """Whether a root called again, before any optimizer step names the
+        optimizer, belongs to the step's graph: a policy called at every move of
+        an episode, a siamese pair, a sequence decoded token by token. It does
+        when the module is in training mode, gradients are on and an output of
+        the step's first root call that needs a gradient is still alive (in a
+        variable, a list, or saved by the graph built on it). A forward whose output was
+        dropped is inference: one step per root call, and no root joins a step
+        again until a backward is seen."""
+        if not (self.join_repeats and _grad_enabled() and getattr(module, "training", False)):
+            return False
+        outputs = step.root_outputs
+        first = outputs[0][0] if outputs else None
+        for call, ent in outputs:   # the outputs of the step's first root call
+            if call is not first:
+                break
+            if ent.grad is not None and ent.ref() is not None:
+                return True
+        self.join_repeats = False
+        return False
 
     # ---------------------------------------------------------------- forward
     def forward(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
@@ -643,6 +701,8 @@ class Capture:
         if (not self.explicit_steps and not call.grad_enabled and not step.any_grad
                 and not step.saw_backward):
             step.inference_open = True  # ended by the next step's first root call, or close()
+        elif step.inference_open and call.grads:   # training follows a frozen model's forward
+            step.inference_open = False
 
     def _note_loss(self, call: CallRecord, step: StepBuffer) -> None:
         scalars = [(p, v) for p, v in call.outputs

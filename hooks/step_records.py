@@ -117,7 +117,7 @@ class StepBuffer:
         self.output_loss: _Tensor | None = None     # a loss returned by an evaluation forward
         self.saw_backward = False
         self.any_grad = False
-        self.roots_called: set[int] = set()
+        self.roots_called: set[int] = set()   # id() of each module called outside a forward
         self.root_outputs: list[tuple[CallRecord, FlowEntry]] = []
         self.optimizer_steps = 0
         self.inference_open = False   # a root forward ran with grad off: an inference step

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
+import warnings
 from typing import Any, Callable, Iterable
 
 import torch
@@ -155,12 +157,66 @@ def functional_wrapper(wrapper: Callable[..., Any], orig: Callable[..., Any]) ->
     """``wrapper`` made a stand-in for ``orig``, a function of ``torch.nn.functional``
     (set there while attached, marked ``__tensorscope_wrapped__``). It lives in that
     module's globals: TorchScript compiles the original's source (``__wrapped__``),
-    then resolves its names there."""
+    then resolves its names there. A warning ``orig`` gives its caller names the
+    wrapper's caller (``WarningsShim``)."""
     out = types.FunctionType(wrapper.__code__, vars(F), orig.__name__, None,
                              wrapper.__closure__)
     functools.update_wrapper(out, orig)
     out.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
+    WRAPPER_CODES.add(wrapper.__code__)
     return out
+
+
+#: the code of every wrapper ``functional_wrapper`` made: frames a warning skips
+WRAPPER_CODES: set[types.CodeType] = set()
+
+
+class WarningsShim(types.ModuleType):
+    """The ``warnings`` module as ``torch.nn.functional`` sees it while its functions
+    are wrapped. A function there warns its caller (``stacklevel=2``: the
+    broadcasting warning of ``F.mse_loss``); that caller is now a wrapper, so
+    the warning would name TensorScope's line (and be shown once for all the
+    script's lines). Its ``warn`` steps over the wrappers' frames: the warning
+    names the script's line, as it does without TensorScope. Everything else is
+    the real module's. TorchScript, compiling a function of ``F``, resolves
+    ``warnings.warn`` to its own warn op here too (``_register_builtin``)."""
+
+    def __init__(self, real: types.ModuleType) -> None:
+        super().__init__(real.__name__, real.__doc__)
+        self._real = real
+        real_warn = real.warn
+
+        def warn(message: Any, category: Any = None, stacklevel: int = 1,
+                 source: Any = None, **kwargs: Any) -> None:
+            level = max(1, int(stacklevel))
+            try:
+                frame: types.FrameType | None = sys._getframe(level)
+                while frame is not None and frame.f_code in WRAPPER_CODES:
+                    frame = frame.f_back
+                    level += 1
+            except (ValueError, TypeError):   # fewer frames than that: as asked
+                pass
+            real_warn(message, category, level + 1, source, **kwargs)
+
+        self.warn = warn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def _shim_for_torchscript(shim: WarningsShim) -> WarningsShim | None:
+    """``shim``, its ``warn`` known to TorchScript as ``aten::warn``; None where this
+    torch has no such registry (then the warnings are left as they are)."""
+    try:
+        from torch.jit._builtins import _register_builtin
+        _register_builtin(shim.warn, "aten::warn")
+    except Exception:
+        return None
+    return shim
+
+
+_SHIM = _shim_for_torchscript(WarningsShim(warnings))
+_SHIM_USERS: list["FunctionalPatches"] = []   # the patches that need the shim set
 
 
 class FunctionalPatches:
@@ -171,6 +227,7 @@ class FunctionalPatches:
 
     def __init__(self) -> None:
         self._patched: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+        self._shimmed = False   # counted in _SHIM_USERS
 
     def install(self, names: Iterable[str],
                 wrap: Callable[[Callable[..., Any], str], Callable[..., Any]]) -> None:
@@ -182,6 +239,11 @@ class FunctionalPatches:
             wrapper = wrap(orig, name)
             setattr(F, name, wrapper)
             self._patched[name] = (orig, wrapper)
+        if self._patched and not self._shimmed and _SHIM is not None:
+            self._shimmed = True
+            _SHIM_USERS.append(self)
+            if vars(F).get("warnings") is warnings:
+                F.warnings = _SHIM  # type: ignore[attr-defined]
 
     def restore(self) -> None:
         """Put the original functions back."""
@@ -189,3 +251,8 @@ class FunctionalPatches:
             if getattr(F, name, None) is wrapper:
                 setattr(F, name, orig)
         self._patched.clear()
+        if self._shimmed:
+            self._shimmed = False
+            _SHIM_USERS.remove(self)
+            if not _SHIM_USERS and vars(F).get("warnings") is _SHIM:
+                F.warnings = warnings  # type: ignore[attr-defined]

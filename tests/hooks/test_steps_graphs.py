@@ -177,3 +177,104 @@ def test_global_hooks_see_keyword_inputs_and_nested_roots():
     assert {d.root for d in log.digests(0)} == {0}  # submodules are not roots of their own
     flow = log.graphs("module")[0]
     assert any(n["kind"] == "input" and n["dtype"] == "bool" for n in flow.nodes)
+
+
+def _global_watch() -> tuple[Watch, EventLog]:
+    """A watch as ``tensorscope run`` makes it: roots and optimizers found as they run."""
+    w = Watch([], None, connect=False, global_hooks=True)
+    log = EventLog()
+    w.session.add_sink(log)
+    return w, log
+
+
+def test_an_episode_before_the_first_optimizer_step_is_one_step():
+    """A policy called at every move of an episode, then one backward and one
+    optimizer step: the first episode was cut into one inference step per move
+    (the optimizer was not known yet)."""
+    torch.manual_seed(0)
+    w, log = _global_watch()
+    policy = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2), nn.Softmax(dim=1))
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    with w:
+        for _ in range(3):
+            log_probs = []
+            for _ in range(5):
+                dist = torch.distributions.Categorical(policy(torch.randn(1, 4)))
+                log_probs.append(dist.log_prob(dist.sample()))
+            loss = -torch.cat(log_probs).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert [(s.kind, s.calls) for s in log.summaries()] == [("train", 25)] * 3
+
+
+def test_repeated_forwards_whose_outputs_are_dropped_stay_one_step_each():
+    """Without an optimizer, forwards in training mode whose graphs are dropped at
+    once are inference, one step each, even after one kept its graph alive."""
+    w, log = _global_watch()
+    model = Classifier()
+    with w:
+        for x, _ in _batches(4):
+            model(x)
+    assert [s.kind for s in log.summaries()] == ["inference"] * 4
+
+
+def test_a_frozen_teachers_forward_joins_the_students_training_step():
+    """Distillation: the teacher runs under no_grad before the student; its
+    forward was an inference step of its own at every iteration."""
+    torch.manual_seed(0)
+    teacher, student = Classifier().eval(), Classifier()
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    w, log = watch(student, opt)
+    w2, log2 = _global_watch()
+    with w2:
+        for x, _ in _batches(3):
+            with torch.no_grad():
+                target = teacher(x).softmax(1)
+            loss = nn.functional.cross_entropy(student(x), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert [s.kind for s in log2.summaries()] == ["train"] * 3
+    w.close()
+
+
+def test_children_called_from_a_method_of_the_model_are_one_inference_step():
+    """``model.decode(z)`` calls two children of the model outside its forward: the
+    second began a step of its own (its root had been called in the step)."""
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+    w, log = watch(model)
+    with w, torch.no_grad():
+        for _ in range(3):
+            model[2](model[0](torch.randn(2, 4)))
+    assert [(s.kind, s.calls) for s in log.summaries()] == [("inference", 2)] * 3
+
+
+def test_gradient_accumulation_before_the_first_optimizer_step_is_one_step():
+    """Micro-batches accumulate gradients until ``optimizer.step()``: before it named
+    the optimizer, each micro-batch of the first step was a step of its own. A
+    manual update with ``zero_grad()`` still begins a step per iteration."""
+    torch.manual_seed(0)
+    w, log = _global_watch()
+    model = Classifier()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with w:
+        for _ in range(2):
+            for x, y in _batches(3):
+                (nn.functional.cross_entropy(model(x), y) / 3).backward()
+            opt.step()
+            opt.zero_grad()
+    assert [(s.kind, s.calls) for s in log.summaries()] == [("train", 21)] * 2
+
+
+def test_manual_updates_without_an_optimizer_are_one_step_each():
+    torch.manual_seed(0)
+    w, log = _global_watch()
+    model = Classifier()
+    with w:
+        for x, y in _batches(3):
+            model.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-0.1)
+    assert [s.kind for s in log.summaries()] == ["train"] * 3
