@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QEvent, QObject, QSize, Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
 #: a zero-width space: where a wrapped label may break a dotted path or a long name
@@ -99,3 +99,36 @@ class WrappedLabel(QLabel):
     def text(self) -> str:
         """The text as given (without the break opportunities)."""
         return self._full
+
+
+class CentredNote(QLabel):
+    """Grey text over the middle of an empty widget (a plot, a list) saying why it is
+    empty; mouse events pass through to the widget. ``left``: px kept clear at the
+    left (a plot's axis labels)."""
+
+    def __init__(self, over: QWidget, colour: str, left: int = 12) -> None:
+        super().__init__(over)
+        self.left = left
+        self.setWordWrap(True)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setStyleSheet(f"color: {colour}; background: transparent;")
+        over.installEventFilter(self)
+        self.hide()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        """Follow the widget's size."""
+        if event.type() == QEvent.Type.Resize:
+            self._place()
+        return False
+
+    def _place(self) -> None:
+        self.setGeometry(self.parentWidget().rect().adjusted(self.left, 28, -12, -28))
+
+    def say(self, text: str) -> None:
+        """Show ``text`` (empty: hide)."""
+        if text != self.text():
+            self.setText(text)
+            self._place()
+        if self.isVisibleTo(self.parentWidget()) != bool(text):
+            self.setVisible(bool(text))

@@ -9,6 +9,7 @@ from PySide6.QtGui import QBrush, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (QHeaderView, QLineEdit, QStyledItemDelegate, QStyleOptionViewItem,
                                QTreeView, QVBoxLayout, QWidget)
 
+from tensorscope.ui.elided import CentredNote
 from tensorscope.ui.model.cards import shape_text
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.model.changes import ChangeCursor
@@ -129,6 +130,8 @@ class ModuleTreePanel(QWidget):
         self._seen = ChangeCursor()
         self._rank = 0
         self._quiet = False
+        self.note = CentredNote(self.view.viewport(), self.theme.subtle.name())
+        self.note.say("Modules appear with the script's first forward pass")
 
     def clear(self) -> None:
         """Forget every row (a new session starts)."""
@@ -150,6 +153,10 @@ class ModuleTreePanel(QWidget):
         changed = model.changes.take(self._seen, "structure", "calls", "findings")
         if "structure" in changed:
             self._add_missing(model)
+        if changed or not self.items:
+            self.note.say("" if self.items else
+                          "No module was recorded" if model.steps_seen or model.ended else
+                          "Modules appear with the script's first forward pass")
         if changed & {"calls", "findings"}:
             for key, state in model.rank_modules().items():
                 row = self.items.get(key)

@@ -27,6 +27,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from tensorscope.common.statistics import PLOTTED
+from tensorscope.ui.elided import CentredNote
 from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import LocalKey, ModuleKey, SessionModel
 from tensorscope.ui.theme import Theme, make_theme
@@ -114,6 +115,35 @@ def peak_decimate(steps: np.ndarray, values: np.ndarray, max_points: int
     idx = np.stack([base + first, base + second], axis=1).ravel()
     idx = np.concatenate([idx, np.arange(m, n)])   # the tail that fills no bin
     return steps[idx], values[idx]
+
+
+#: what an empty plot says: before any step, and once steps came without its values
+EMPTY_NOTES = {
+    "loss": ("The loss appears with the first training step",
+             "No loss in these steps: none of their backward passes started from a loss "
+             "TensorScope saw"),
+    "grad": ("Gradient norms appear after the first backward pass",
+             "No gradient norms: no module received a gradient in these steps"),
+    "stat": ("Activation statistics appear on the first statistics step",
+             "No activation statistics in these steps (they are taken every --stats-every "
+             "steps, or not in --mode shapes)"),
+}
+
+
+class StepAxis(pg.AxisItem):
+    """The step axis: whole steps only (a few steps were labelled 0, 0.5, 1.0)."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float):  # noqa: N802 (pyqtgraph API)
+        """pyqtgraph's spacings, none finer than one step."""
+        levels = [(spacing, offset) for spacing, offset in super().tickSpacing(minVal, maxVal, size)
+                  if spacing >= 1]
+        return levels or [(1.0, 0.0)]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph API)
+        """Steps as integers (``1,000`` past four digits, as the status bar writes them)."""
+        if spacing < 1 or scale != 1:
+            return super().tickStrings(values, scale, spacing)
+        return [f"{int(round(v)):,}" if abs(v) >= 10_000 else str(int(round(v))) for v in values]
 
 
 class StepRange:
@@ -255,6 +285,8 @@ class PlotsPanel(QWidget):
         self._turn = 0
         self._budget = NEW_CURVES_PER_REFRESH
         self.step_line = None
+        self.notes = {kind: CentredNote(self.plots[kind], self.theme.subtle.name(), 48)
+                      for kind in PLOTS}
         self._lay_out()
 
     def _lay_out(self) -> None:
@@ -281,7 +313,8 @@ class PlotsPanel(QWidget):
         box.addLayout(row, 1)
 
     def _plot(self, title: str, fg: str, log: bool = False) -> pg.PlotWidget:
-        w = pg.PlotWidget(self, background=self.theme.background)
+        w = pg.PlotWidget(self, background=self.theme.background,
+                          axisItems={"bottom": StepAxis("bottom")})
         w.setTitle(title, color=self.theme.text.name(), size="9pt")
         w.showGrid(x=True, y=True, alpha=0.15)
         for axis in ("left", "bottom"):
@@ -361,6 +394,7 @@ class PlotsPanel(QWidget):
         a new selection) never stalls the GUI.
         """
         now = self.clock()
+        self._say_empty(model)
         names = ALL_PLOTS if model.scalars else PLOTS
         for i in range(len(names)):
             name = names[(self._turn + i) % len(names)]
@@ -384,6 +418,24 @@ class PlotsPanel(QWidget):
                     # which marks the curves dirty again and paints the plot twice.
                     plot.getViewBox().prepareForPaint()
                 return
+
+    def _say_empty(self, model: SessionModel) -> None:
+        """An empty plot says why (no steps yet, or steps without its values); cheap:
+        it runs every refresh."""
+        seen = model.steps_seen > 0
+        for kind, note in self.notes.items():
+            if kind == "loss":
+                has = len(model.loss) > 0 or len(model.eval_loss) > 0 or any(
+                    len(state.loss) for state in model.ranks.values())
+            else:
+                has = any(tag[0] == kind for tag in self._curves)
+                if not has and seen and not model.modules:
+                    note.say("No module was recorded")
+                    continue
+                if not has and seen and self.module_filter.text().strip():
+                    note.say("No module matches the filter")
+                    continue
+            note.say("" if has else EMPTY_NOTES[kind][seen])
 
     def settled(self, model: SessionModel) -> bool:
         """Whether every plot shows all of ``model`` (no change left to draw, no curve
