@@ -25,7 +25,7 @@ KINDS = (
     "dead_activation", "vanishing_gradient", "exploding_gradient", "fp16_overflow",
     "host_sync_in_forward", "compiled", "tiny_updates", "huge_updates",
     "zero_grad_before_step", "single_class_batches", "softmax_dim", "ineffective_freeze",
-    "batchnorm_batch_of_one", "target_out_of_range",
+    "batchnorm_batch_of_one", "target_out_of_range", "double_step",
 )
 
 

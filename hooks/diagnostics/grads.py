@@ -41,6 +41,12 @@ None of these reads a device value.
   called with backwards between the calls, and that never stepped in the whole
   run (judged on detach): the gradients are thrown away, the weights never
   change.
+* ``double_step``: an optimizer steps again with no backward since its last
+  step and its gradients untouched since (a sampled gradient is the same tensor
+  at the same version, and no ``zero_grad()`` was called), at two of its steps:
+  the same gradients are applied twice (``step()`` called in the loop and again
+  in a helper or callback). A closure optimizer runs its backward inside
+  ``step()``, before the check at the step's end, so it never matches.
 * ``unused_parameter``: when an optimizer steps, a trainable parameter of a
   root that took part in the backward has no gradient (``p.grad is None``,
   read on the host); after
@@ -97,6 +103,9 @@ class GradAccumulationObserver(Diagnostic):
         # (each list: the calls that emptied one backward's gradients)
         self._discards: list[list[tuple[weakref.ref, bool]]] = []
         self._discarding: dict[int, int] = {}       # id(optimizer) -> steps in a row
+        # _key(opt) -> (backwards seen, a gradient's ref, id, version) at its last step's end
+        self._last_step: dict[int, tuple[int, weakref.ref, int, int]] = {}
+        self._repeats: dict[int, int] = {}           # _key(opt) -> steps on stale gradients
         self._backwards = 0                         # backwards seen (graph generations)
         self._stepped: set[int] = set()             # _key of the optimizers that stepped
         # _key(opt): (zero_grads with a backward before them and no step, backwards
@@ -119,6 +128,48 @@ class GradAccumulationObserver(Diagnostic):
         self._backward_ran = False
         self._zeroed.clear()
         self._discards.clear()
+        self._check_repeated(optimizer, entries)
+
+    def _check_repeated(self, optimizer: Any, entries: list) -> None:
+        """A step with no backward since the last one, on the very same gradients."""
+        key = _key(optimizer)
+        last = self._last_step.get(key)
+        if not entries:   # zeroed in place before the step: read one gradient here
+            g = next((p.grad for group in optimizer.param_groups for p in group["params"]
+                      if p.grad is not None), None)
+            sample = None if g is None else (weakref.ref(g), id(g), g._version)
+        else:
+            ref, gid, version = entries[0]
+            p = ref()
+            g = p.grad if p is not None else None
+            sample = None if g is None else (weakref.ref(g), gid, version)
+        if sample is None:
+            self._last_step.pop(key, None)
+            return
+        self._last_step[key] = (self._backwards, *sample)
+        if last is None or last[0] != self._backwards:
+            return
+        g_then = last[1]()
+        if g_then is None or id(g_then) != last[2] or g_then._version != last[3] \
+                or g_then is not g:
+            return
+        count = self._repeats[key] = self._repeats.get(key, 0) + 1
+        if count != CLEARED_STEPS:
+            return
+        hit = next((h for group in optimizer.param_groups for h in map(
+            self.ctx.param_name, group["params"]) if h is not None), None)
+        if hit is None:
+            return
+        name = type(optimizer).__name__
+        step = self.ctx.step_index
+        self.emit("double_step", "warning", "optimizer", hit[0], "",
+                  f"{name}.step() ran again at step {step} with no backward since its "
+                  f"previous step and the very same gradients: each gradient is applied "
+                  f"twice (or more), so the effective learning rate is doubled and "
+                  f"momentum/Adam statistics count each batch twice. Usually step() is "
+                  f"called both in the training loop and in a helper (a train_step "
+                  f"function, a callback). Fix: call optimizer.step() once per backward.",
+                  step=step)
 
     def on_attach(self, ctx: Any) -> None:
         """Listen to the graph observer's node hooks."""
@@ -140,8 +191,12 @@ class GradAccumulationObserver(Diagnostic):
         next optimizer step (the place where it empties the step)."""
         if self._backward_ran and not self._closed and len(self._zeroed) < 64:
             self._zeroed.append((weakref.ref(obj), set_to_none))
-        if isinstance(obj, torch.optim.Optimizer) and _key(obj) not in self._stepped:
-            self._never_stepped(obj)
+        if isinstance(obj, torch.optim.Optimizer):
+            self._last_step.pop(_key(obj), None)
+            if _key(obj) not in self._stepped:
+                self._never_stepped(obj)
+        elif self._last_step:
+            self._last_step.clear()
         if self._after_step:
             self._unmark(obj)
 

@@ -385,3 +385,27 @@ def test_members_of_a_routed_module_list_are_info_only() -> None:
     assert sink.findings[("unused_parameter", "extra")].severity == "warning"
     for head in ("heads.1", "heads.2"):
         assert sink.findings[("unused_parameter", head)].severity == "info"
+
+
+def _steps(extra_step: bool, zero_between: bool = False) -> FindingSink:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for _ in range(4):
+        opt.zero_grad()
+        net(torch.randn(4, 4)).pow(2).mean().backward()
+        opt.step()
+        if zero_between:
+            for p in net.parameters():
+                p.grad.zero_()       # zeroed by hand: the next step has no gradient left
+        if extra_step:
+            opt.step()
+    w.close()
+    return sink
+
+
+def test_a_second_step_on_the_same_gradients() -> None:
+    assert ("double_step", "") in _steps(extra_step=True).findings
+    assert not _steps(extra_step=False).findings
+    assert "double_step" not in {k for k, _ in _steps(extra_step=True, zero_between=True).findings}
