@@ -142,6 +142,7 @@ class MainWindow(QMainWindow):
         a.fit.triggered.connect(lambda: self.graph.view.fit_all())
         a.zoom_in.triggered.connect(lambda: self.graph.view.zoom(1.25))
         a.zoom_out.triggered.connect(lambda: self.graph.view.zoom(0.8))
+        a.find.triggered.connect(self._find)
         a.expand_all.triggered.connect(self.graph.expand_all)
         a.collapse_default.triggered.connect(self.graph.collapse_default)
         a.fold_runs.toggled.connect(self.graph.set_fold_runs)
@@ -414,11 +415,22 @@ class MainWindow(QMainWindow):
         self.actions.show_module.setChecked(kind == "module")
         self.actions.show_autograd.setChecked(kind == "autograd")
 
+    def _find(self) -> None:
+        """Ctrl+F: into the search box, its text selected."""
+        self.actions.search.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.actions.search.selectAll()
+
+    def _needs_selection(self, what: str) -> None:
+        self.statusBar().showMessage(f"Select a module first (in the graph or the tree) to "
+                                     f"{what}", 5000)
+
     def toggle_breakpoint(self) -> None:
         """F9: toggle a forward breakpoint on the selected module."""
         sel = self.view_state.selection
         if sel is not None:
             self.view_state.toggle_module_break(*sel.local)
+        else:   # the key did nothing, silently
+            self._needs_selection("toggle its breakpoint (F9)")
 
     def edit_conditions(self) -> None:
         """The condition breakpoints dialog (module prefilled from the selection)."""
@@ -450,6 +462,8 @@ class MainWindow(QMainWindow):
         sel = self.view_state.selection
         if sel is not None:
             self.view_state.toggle_pin(*sel.local)
+        else:
+            self._needs_selection("pin its tensors (Ctrl+P)")
 
     def _ask_run_to(self) -> None:
         step, ok = QInputDialog.getInt(self, "Run to step", "Pause before step:",

@@ -30,6 +30,7 @@ class WindowActions:
     fit: QAction
     zoom_in: QAction
     zoom_out: QAction
+    find: QAction
     expand_all: QAction
     collapse_default: QAction
     fold_runs: QAction
@@ -78,6 +79,7 @@ def build_actions(win: QMainWindow, parent: QWidget) -> WindowActions:
         fit=_action(win, "Fit", "Ctrl+0", "Fit the graph to the window"),
         zoom_in=_action(win, "Zoom in", "Ctrl++"),
         zoom_out=_action(win, "Zoom out", "Ctrl+-"),
+        find=_action(win, "Find module…", "Ctrl+F", "Search the modules by path or class"),
         expand_all=_action(win, "Expand all", "Ctrl+E"),
         collapse_default=_action(win, "Collapse to default", "Ctrl+Shift+E"),
         fold_runs=_action(win, "Fold repeated blocks", "Ctrl+R",
@@ -88,6 +90,8 @@ def build_actions(win: QMainWindow, parent: QWidget) -> WindowActions:
         show_module=_action(win, "Module graph", "Ctrl+1", checkable=True),
         show_autograd=_action(win, "Autograd graph", "Ctrl+2", checkable=True),
         metric=QComboBox(parent), search=QLineEdit(parent))
+    # Ctrl+= too: the unshifted key most keyboards zoom in with (Ctrl++ needs Shift)
+    a.zoom_in.setShortcuts([QKeySequence("Ctrl++"), QKeySequence("Ctrl+=")])
     a.show_module.setChecked(True)
     for key, label in METRICS.items():
         a.metric.addItem(label, key)
@@ -143,7 +147,8 @@ def _menus(win: QMainWindow, a: WindowActions) -> None:
     for act in (a.show_module, a.show_autograd):
         view.addAction(act)
     view.addSeparator()
-    for act in (a.fit, a.zoom_in, a.zoom_out, a.expand_all, a.collapse_default, a.fold_runs):
+    for act in (a.fit, a.zoom_in, a.zoom_out, a.expand_all, a.collapse_default, a.fold_runs,
+                a.find):
         view.addAction(act)
     win.view_menu = view
 

@@ -1,0 +1,46 @@
+"""Keyboard shortcuts do what they say (and say why when they cannot)."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from peer import TrainingPeer
+from sample_events import mlp_session
+from tensorscope.ui.main_window import MainWindow
+from tensorscope.ui.theme import make_theme
+from windows import laid_out_window
+
+CTRL = Qt.KeyboardModifier.ControlModifier
+
+
+def test_ctrl_equals_zooms_in_and_ctrl_f_goes_to_the_search_box(qtbot):
+    """Ctrl+= (the unshifted zoom key) and Ctrl+F did nothing."""
+    w = laid_out_window(qtbot, mlp_session(3), (1400, 900))
+    view = w.graph.views["module"]
+    before = view.transform().m11()
+    QTest.keyClick(view, Qt.Key.Key_Equal, CTRL)
+    assert view.transform().m11() > before
+    QTest.keyClick(view, Qt.Key.Key_F, CTRL)
+    qtbot.waitUntil(lambda: w.actions.search.hasFocus(), timeout=2000)
+
+
+def test_f9_without_a_selection_says_what_to_do(qtbot):
+    """F9 with nothing selected did nothing, silently."""
+    peer = TrainingPeer()
+    w = MainWindow(make_theme(False), settings_key=None)
+    qtbot.addWidget(w)
+    w.show()
+    w.accept_connection(peer.connect())
+    qtbot.waitUntil(lambda: w.connection is not None, timeout=5000)
+    for msg in mlp_session(3):
+        peer.send(msg)
+    qtbot.waitUntil(lambda: w.model.steps_seen == 3 and w.actions.toggle_break.isEnabled(),
+                    timeout=5000)
+    view = w.graph.views["module"]
+    QTest.keyClick(view, Qt.Key.Key_F9)
+    assert "Select a module first" in w.statusBar().currentMessage()
+    w.select_module(0, "network.2")
+    QTest.keyClick(view, Qt.Key.Key_F9)
+    assert (0, "network.2") in w.view_state.module_breaks
+    w.close()
+    peer.close()
