@@ -320,8 +320,10 @@ class ModeObserver(Diagnostic):
         pending, self._pending = self._pending, {}
         mixed, self._train_mode_roots = self._train_mode_roots, set()
         self._frozen_roots.clear()
+        trained = self._opt_roots[id(optimizer)][1]   # set by _note_trained
         for (rid, path), (call, module, step) in pending.items():
-            if rid in mixed or self._deliberately_frozen(rid, path, module):
+            if (rid in mixed or (trained and rid not in trained)   # another model's forward
+                    or self._deliberately_frozen(rid, path, module)):
                 continue
             kind = _kind(module)
             effect = ("is switched off, so the model trains without its regularisation"
