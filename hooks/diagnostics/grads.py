@@ -106,6 +106,7 @@ class GradAccumulationObserver(Diagnostic):
         # _key(opt) -> (backwards seen, a gradient's ref, id, version) at its last step's end
         self._last_step: dict[int, tuple[int, weakref.ref, int, int]] = {}
         self._repeats: dict[int, int] = {}           # _key(opt) -> steps on stale gradients
+        self._reported_not_reached: set[int] = set()  # roots no backward reached
         self._backwards = 0                         # backwards seen (graph generations)
         self._stepped: set[int] = set()             # _key of the optimizers that stepped
         # _key(opt): (zero_grads with a backward before them and no step, backwards
@@ -318,6 +319,9 @@ class GradAccumulationObserver(Diagnostic):
             return
         rid = hit[0]
         step = self.ctx.step_index
+        if how == "zero_grad()" and self._graphs.reached(rid) is False:
+            self._not_reached(optimizer, trainable, rid, step - count + 1, step)
+            return
         effect = ("every gradient is zero, so each update changes the weights only "
                   "through momentum or weight decay" if "False" in how else
                   "none of its parameters has a gradient, so every update is empty")
@@ -327,6 +331,31 @@ class GradAccumulationObserver(Diagnostic):
                   f"and optimizer.step(): {effect} ({len(trainable)} trainable parameters), "
                   f"and nothing is learned. Fix: call optimizer.zero_grad() before the "
                   f"forward (or right after step()).", step=step - count + 1)
+
+    def _not_reached(self, optimizer: Any, trainable: list[torch.Tensor], rid: int,
+                     first: int, step: int) -> None:
+        """Every gradient of the optimizer is None after a backward that never reached
+        the model its parameters belong to (whose forward ran): the loss does not
+        depend on it."""
+        if not self._first_not_reached(rid):
+            return
+        where = module_label(self.ctx, rid, "")
+        self.emit("unused_parameter", "warning", "backward", rid, "",
+                  f"{type(optimizer).__name__}.step() ran at steps {first}-{step} after a "
+                  f"backward, but none of its {len(trainable)} trainable parameters (of "
+                  f"{where}) had a gradient: {where}'s forward ran, yet the backward never "
+                  f"reached it, so the loss does not depend on it and it never learns. "
+                  f"Usually a .detach() (or torch.no_grad()) on the path from its output to "
+                  f"the loss, e.g. a GAN's generator loss computed on fake.detach(). Fix: "
+                  f"detach only where the other network trains (the discriminator's "
+                  f"loss), not in this model's own loss.", step=first)
+
+    def _first_not_reached(self, rid: int) -> bool:
+        seen = self._reported_not_reached
+        if rid in seen:
+            return False
+        seen.add(rid)
+        return True
 
     def _check_discarded(self, optimizer: Any, trainable: list[torch.Tensor]) -> None:
         """Backwards of this step whose gradients a zero_grad() of this optimizer's

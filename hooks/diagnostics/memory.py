@@ -87,6 +87,7 @@ class GraphObserver(Diagnostic):
         self._cut = 0   # backward() calls that reached no tagged graph since one did
         self._collected = -COLLECT_EVERY   # the training step of the last gc.collect()
         self._optimizer_seen = False
+        self._latest: dict[int, GraphState] = {}   # root -> its latest graph (not a loss's)
 
     def add_backward_listener(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` whenever a backward runs through a tagged graph node (before
@@ -108,6 +109,8 @@ class GraphObserver(Diagnostic):
                 if not loss:
                     self._model_tagged = call.step
                 state = GraphState(call.root, self._train_steps, loss, self._backwards)
+                if not loss:
+                    self._latest[call.root] = state
                 token = GraphToken(state, self)
                 v.grad_fn.register_hook(token)
                 ref = weakref.ref(token, self._released)
@@ -138,6 +141,12 @@ class GraphObserver(Diagnostic):
         self._unused_roots.clear()
         for fn in self._listeners:
             fn()
+
+    def reached(self, root: int) -> bool | None:
+        """Whether a backward used the latest graph built by a forward of ``root`` (None:
+        no graph of it was built)."""
+        state = self._latest.get(root)
+        return None if state is None else state.used
 
     def _released(self, ref: weakref.ref) -> None:
         """The token (and so the graph) was freed; may run wherever the graph died."""

@@ -409,3 +409,24 @@ def test_a_second_step_on_the_same_gradients() -> None:
     assert ("double_step", "") in _steps(extra_step=True).findings
     assert not _steps(extra_step=False).findings
     assert "double_step" not in {k for k, _ in _steps(extra_step=True, zero_between=True).findings}
+
+
+def test_generator_loss_on_a_detached_fake_is_unused_parameter() -> None:
+    """G's optimizer steps with every gradient None after a backward that never reached G
+    (no zero_grad between backward and step): G is not connected to its loss."""
+    torch.manual_seed(0)
+    g, d = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), nn.Linear(2, 1)
+    opt_g, opt_d = torch.optim.SGD(g.parameters(), lr=0.01), torch.optim.SGD(d.parameters(), lr=0.01)
+    w, sink = _watch([g, d], [opt_g, opt_d])
+    for _ in range(4):
+        fake = g(torch.randn(8, 4))
+        opt_d.zero_grad()
+        (d(torch.randn(8, 2)).mean() - d(fake.detach()).mean()).backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        d(fake.detach()).mean().backward()      # the mistake: fake, not fake.detach()
+        opt_g.step()
+    w.close()
+    kinds = {k for k, _ in sink.findings}
+    assert ("unused_parameter", "") in sink.findings and "zero_grad_before_step" not in kinds
+    assert "detach" in sink.findings[("unused_parameter", "")].message
