@@ -207,7 +207,7 @@ class GraphView(QGraphicsView):
         self.nodes.colours = colour_lookup(values, lo, hi, log, self.theme)
         self.nodes.update()
         self.minimap.refresh(force=False)
-        self.legend.set_range(metric, lo, hi, log, bool(self.nodes.colours))
+        self.legend.set_range(metric, lo, hi, log, bool(self.nodes.colours), bool(finite))
 
     def set_difference_values(self, diffs: Mapping[str, float | None], metric: str) -> None:
         """Colour nodes by relative change between two steps (diverging)."""

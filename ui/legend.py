@@ -28,14 +28,18 @@ class MetricLegend(QWidget):
         self.lo = self.hi = 0.0
         self.log = False
         self.diverging = False
+        self.finite = True   # some node has a finite value (else the range says so)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.resize(230, 64)
         self.hide()
 
-    def set_range(self, metric: str, lo: float, hi: float, log: bool, visible: bool) -> None:
-        """Show a sequential ramp for ``metric`` over [lo, hi]."""
+    def set_range(self, metric: str, lo: float, hi: float, log: bool, visible: bool,
+                  finite: bool = True) -> None:
+        """Show a sequential ramp for ``metric`` over [lo, hi]; ``finite`` False: no node
+        has a finite value (the range is not one: it says so)."""
         self.title = METRICS.get(metric, metric) + (" (log)" if log else "")
         self.lo, self.hi, self.log, self.diverging = lo, hi, log, False
+        self.finite = finite
         self.setVisible(visible)
         self.reposition()
         self.update()
@@ -43,7 +47,7 @@ class MetricLegend(QWidget):
     def set_diverging(self, metric: str, span: float) -> None:
         """Show the diverging ramp of a two-step comparison."""
         self.title = f"Δ {METRICS.get(metric, metric)} (step B vs A)"
-        self.lo, self.hi, self.diverging = -span, span, True
+        self.lo, self.hi, self.diverging, self.finite = -span, span, True, True
         self.show()
         self.reposition()
         self.update()
@@ -81,6 +85,11 @@ class MetricLegend(QWidget):
         p.setPen(t.subtle)
         p.drawText(QRectF(nan.right() + 4, 22, 40, 18), Qt.AlignmentFlag.AlignVCenter, "NaN")
         row = QRectF(10, 40, bar.width(), 18)
+        if not self.finite:   # every value NaN/Inf or missing: 0 and 1 would be made up
+            p.drawText(row, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                       "no finite value")
+            p.end()
+            return
         p.drawText(row, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                    format_number(self.lo))
         p.drawText(row, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,

@@ -276,8 +276,13 @@ class ModuleTreePanel(QWidget):
             if item.text() != text:
                 item.setText(text)
                 item.setData(sort, SORT_ROLE)
-        bad = not s.finite or not s.grad_finite
-        row[6].setForeground(QBrush(self.theme.non_finite) if bad else QBrush())
+        # red where the NaN/Inf is: the name for an output, the gradient norm for a gradient
+        # (a finite gradient norm in red read as a bad gradient)
+        row[0].setForeground(QBrush(self.theme.non_finite) if not s.finite else QBrush())
+        row[6].setForeground(QBrush(self.theme.non_finite) if not s.grad_finite else QBrush())
+        tip = (s.path or "(root)") + ("\noutput holds NaN/Inf" if not s.finite else "")
+        if row[0].toolTip() != tip:
+            row[0].setToolTip(tip)
         row[7].setForeground(QBrush(self.theme.precision_change) if s.findings else QBrush())
 
     # --------------------------------------------------------- selection ---

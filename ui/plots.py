@@ -273,6 +273,7 @@ class PlotsPanel(QWidget):
             label.setWordWrap(True)
             label.setTextFormat(Qt.TextFormat.RichText)
         self._paths: list[str] = []
+        self._root_names: dict[int, str] = {}   # of the rank shown, for bare-index paths
         self._legend_entries: dict[str, list[str]] = {kind: [] for kind in self.legends}
         self._logged: dict[tuple[int, str], pg.PlotDataItem] = {}
         self.focus: LocalKey | None = None
@@ -432,6 +433,10 @@ class PlotsPanel(QWidget):
                 if not has and seen and not model.modules:
                     note.say("No module was recorded")
                     continue
+                if not has and seen and any(len(v) for v in model.module_series.values()):
+                    note.say("Only NaN/Inf values in these steps: nothing finite to plot "
+                             "(the modules in red made them)")
+                    continue
                 if not has and seen and self.module_filter.text().strip():
                     note.say("No module matches the filter")
                     continue
@@ -559,6 +564,7 @@ class PlotsPanel(QWidget):
             self._update_curve((kind, key), model.module_series.get(key), column)
         if len(self._paths) != len(model.module_series):
             self._paths = sorted({k[2] for k in model.module_series})
+        self._root_names = dict(model.root_names)
         self._update_legend(kind, keys)
 
     def _update_legend(self, kind: str, keys: list[ModuleKey]) -> None:
@@ -568,6 +574,8 @@ class PlotsPanel(QWidget):
             if (kind, key) not in self._curves:
                 continue
             label = legend_label(key[2], self._paths) if key[2] else "(root)"
+            if key[2].split(".", 1)[0].isdigit():   # a Sequential root's "0": its name first
+                label = f"{self._root_names.get(key[1], 'root')}.{label}"
             if key[0]:
                 label += f" r{key[0]}"
             plain.append(label)

@@ -1,0 +1,58 @@
+"""NaN/Inf everywhere: each view says where, and nothing made up."""
+from __future__ import annotations
+
+from sample_events import mlp_session, mlp_step
+from tensorscope.common.events import CallDigest, GraphStructure, Hello, ModuleTree, StepSummary
+from tensorscope.common.tensors import tensor_meta
+from tensorscope.ui.theme import make_theme
+from windows import laid_out_window
+
+
+def test_the_tree_reds_the_name_of_a_nan_output_not_its_finite_gradient_norm(qtbot):
+    """A module whose output was NaN showed its finite gradient norm in red."""
+    w = laid_out_window(qtbot, mlp_session(3) + mlp_step(3, nan_at=3))
+    with qtbot.waitSignal(w.refreshed, timeout=5000):
+        pass
+    red = make_theme(False).non_finite
+    row = w.tree.items[(0, "network.2")]
+    assert row[0].foreground().color() == red and "NaN/Inf" in row[0].toolTip()
+    assert row[6].text() != "NaN/Inf" and row[6].foreground().color() != red
+    assert w.tree.items[(0, "network.0")][0].foreground().color() != red
+
+
+def _sequential(steps: int) -> list:
+    """A Sequential root (paths "0", "1") whose every value is NaN."""
+    mods = [{"path": "", "type": "Sequential", "children": ["0", "1"]},
+            {"path": "0", "type": "Linear"}, {"path": "1", "type": "ReLU"}]
+    nodes = [{"id": "in0", "kind": "input", "label": "input", "shape": [8, 3]},
+             {"id": "c0", "kind": "call", "label": "Linear", "root": 0, "path": "0", "call": 0,
+              "shape": [8, 4]},
+             {"id": "c1", "kind": "call", "label": "ReLU", "root": 0, "path": "1", "call": 1,
+              "shape": [8, 4]},
+             {"id": "out0", "kind": "output", "label": "output", "shape": [8, 4]}]
+    msgs: list = [Hello(), ModuleTree(roots=[{"root": 0, "name": "Sequential",
+                                              "type": "Sequential", "modules": mods}]),
+                  GraphStructure(kind="module", hash="s", nodes=nodes,
+                                 edges=[["in0", "c0", [8, 3]], ["c0", "c1", [8, 4]],
+                                        ["c1", "out0", [8, 4]]])]
+    out = [tensor_meta("out", shape=[8, 4], dtype="float32", device="cpu")]
+    for step in range(steps):
+        for i, (path, kind) in enumerate((("0", "Linear"), ("1", "ReLU"))):
+            msgs.append(CallDigest(step=step, index=i, root=0, path=path, type=kind,
+                                   outputs=out, finite=False, grad_finite=i == 0,
+                                   grad_norm=2.0 if i == 0 else float("nan"),
+                                   stats={"norm": float("nan"), "mean": float("nan")}))
+        msgs.append(StepSummary(step=step, loss=float("nan")))
+    return msgs
+
+
+def test_all_nan_legend_plots_and_names(qtbot):
+    """The legend read 0 … 1 with no finite value; the statistics plot called itself
+    empty for want of statistics; a Sequential's modules were labelled 0, 1."""
+    w = laid_out_window(qtbot, _sequential(4))
+    w.graph.set_metric("activation_norm")
+    view = w.graph.views["module"]
+    assert view.legend.isVisible() and not view.legend.finite
+    qtbot.waitUntil(lambda: w.plots.legend_entries("grad") == ["Sequential.0"], timeout=5000)
+    qtbot.waitUntil(lambda: "Only NaN/Inf" in w.plots.notes["stat"].text(), timeout=5000)
+    assert not w.plots.notes["grad"].isVisible()
