@@ -26,6 +26,7 @@ KINDS = (
     "host_sync_in_forward", "compiled", "tiny_updates", "huge_updates",
     "zero_grad_before_step", "single_class_batches", "softmax_dim", "ineffective_freeze",
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
+    "ineffective_clipping",
 )
 
 
@@ -39,6 +40,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.activations import DeadActivationObserver, \
         Fp16OverflowObserver
     from tensorscope.hooks.diagnostics.backward_errors import BackwardErrorObserver
+    from tensorscope.hooks.diagnostics.clipping import ClipObserver
     from tensorscope.hooks.diagnostics.cuda import HostSyncObserver
     from tensorscope.hooks.diagnostics.device import DeviceObserver
     from tensorscope.hooks.diagnostics.freezing import FreezeObserver
@@ -56,7 +58,7 @@ def default_observers(mode: str) -> "list[Observer]":
     observers: list[Observer] = [
         ModeObserver(), LossInputObserver(), graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(), NonFiniteObserver(),   # the loss is checked in every mode
-        BackwardErrorObserver(), FreezeObserver(),
+        BackwardErrorObserver(), FreezeObserver(), ClipObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())

@@ -430,3 +430,33 @@ def test_generator_loss_on_a_detached_fake_is_unused_parameter() -> None:
     kinds = {k for k, _ in sink.findings}
     assert ("unused_parameter", "") in sink.findings and "zero_grad_before_step" not in kinds
     assert "detach" in sink.findings[("unused_parameter", "")].message
+
+
+def _clipped(where: str, max_norm: float = 1.0) -> FindingSink:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w, sink = _watch(net, opt)
+    for _ in range(4):
+        opt.zero_grad()
+        if where == "before":
+            torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
+        net(torch.randn(4, 4)).pow(2).mean().backward()
+        if where == "between":
+            torch.nn.utils.clip_grad_value_(net.parameters(), 0.1)
+        opt.step()
+        if where == "after":
+            torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm)
+    w.close()
+    assert torch.nn.utils.clip_grad_norm_.__module__ == "torch.nn.utils.clip_grad"
+    assert not getattr(torch.nn.utils.clip_grad_norm_, "__tensorscope_wrapped__", False)
+    return sink
+
+
+def test_clipping_before_the_backward_or_after_the_step() -> None:
+    for where in ("before", "after"):
+        sink = _clipped(where)
+        assert ("ineffective_clipping", "") in sink.findings, where
+        assert f"{where} " in sink.findings[("ineffective_clipping", "")].message
+    assert not _clipped("between").findings
+    assert not _clipped("after", max_norm=float("inf")).findings   # measuring the norm
