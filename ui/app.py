@@ -147,7 +147,9 @@ def attach_command(args: argparse.Namespace) -> int:
         try:
             window.accept_connection(attach(address, token))
         except (OSError, ValueError) as exc:
-            window.bridge.post_error(f"Could not attach to {address}: {exc}")
+            hint = (" (is a script serving there? Start it with `tensorscope run --listen "
+                    f"{address} train.py`)" if isinstance(exc, ConnectionRefusedError) else "")
+            window.bridge.post_error(f"Could not attach to {address}: {exc}{hint}")
 
     def start(address: str) -> None:
         threading.Thread(target=connect, args=(address,), name="tensorscope-attach",
@@ -163,7 +165,7 @@ def attach_command(args: argparse.Namespace) -> int:
 def job_attacher(address: str, start: "Callable[[str], None]") -> "Callable[[Any, Any], None]":
     """For ``attach``: once the first rank's Hello says it is rank k of a job of N
     serving on ``PORT``, attach to the others at ``PORT - k + r`` (base port + rank)."""
-    from tensorscope.transport import parse_address
+    from tensorscope.common.transport import parse_address
     host, port = parse_address(address)
     done: list[bool] = []
 

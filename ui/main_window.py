@@ -213,6 +213,8 @@ class MainWindow(QMainWindow):
         log.error("%s", message)
         self._connection_text = message
         self.statusBar().showMessage(message, 15000)
+        if not self.model.ranks:   # nothing to show yet: the empty graph says it, and stays
+            self.graph.views["module"].set_empty_text(message)
 
     def reset_session(self) -> None:
         """Forget the previous session's data (a new script connected); breakpoints

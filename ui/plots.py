@@ -433,7 +433,9 @@ class PlotsPanel(QWidget):
                 if not has and seen and not model.modules:
                     note.say("No module was recorded")
                     continue
-                if not has and seen and any(len(v) for v in model.module_series.values()):
+                if not has and seen and any(
+                        not (m.grad_finite if kind == "grad" else m.finite)
+                        for m in model.modules.values() if m.rank == model.rank):
                     note.say("Only NaN/Inf values in these steps: nothing finite to plot "
                              "(the modules in red made them)")
                     continue
