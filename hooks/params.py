@@ -216,6 +216,7 @@ class ParamTracker:
         return self._layout
 
     def _build_rows(self) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
+        self.index.reread_parameters()   # rare: roots or optimizers changed
         in_opt: dict[int, str] = {}
         for k, opt in enumerate(self.optimizers):
             for g, group in enumerate(opt.param_groups):

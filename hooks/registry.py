@@ -114,6 +114,18 @@ class ModelIndex:
                 self._params.setdefault(id(p), (rid, mpath, full, p))
         self.version += 1
 
+    def reread_parameters(self) -> None:
+        """Name every root's parameters as they are now: one replaced since it was
+        indexed (``to_empty`` off the meta device, an assigned ``nn.Parameter``)
+        is named in place of the old one, which is no longer kept alive."""
+        params: dict[int, tuple[int, str, str, nn.Parameter]] = {}
+        for rid, root in enumerate(self.roots):
+            for mpath, mod in root.named_modules():
+                for pname, p in mod.named_parameters(recurse=False):
+                    full = f"{mpath}.{pname}" if mpath else pname
+                    params.setdefault(id(p), (rid, mpath, full, p))
+        self._params = params
+
     def refresh(self, rid: int) -> None:
         """Re-read a root's modules (a submodule was added after attach)."""
         self._index_root(rid)

@@ -18,7 +18,7 @@ import os
 import runpy
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable, NoReturn
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #: the script's uncaught KeyboardInterrupt, raised again as the command ends
@@ -97,11 +97,40 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
 
     spawned = SpawnedChildren(watch, args, connect)
     try:
-        with spawned:
+        with spawned, HardExitGuard(lambda status: _finish(args, watch, status, spawned)):
             code = _execute(args.script, list(args.args), watch)
     finally:
         _finish(args, watch, code, spawned)
     return code
+
+
+class HardExitGuard:
+    """While the script runs, ``os._exit`` in this process first finishes the run
+    (report, recording, summary), then exits as asked: it skips the ``finally``
+    that would. A forked child (a DataLoader worker, a ``fork`` Process) exits
+    straight away, as before."""
+
+    def __init__(self, finish: Callable[[int], None]) -> None:
+        self._finish = finish
+        self._pid = os.getpid()
+        self._real = os._exit
+        self._done = False
+
+    def __enter__(self) -> "HardExitGuard":
+        os._exit = self._exit
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if os._exit is self._exit:
+            os._exit = self._real
+
+    def _exit(self, status: int) -> NoReturn:
+        try:
+            if os.getpid() == self._pid and not self._done:
+                self._done = True
+                self._finish(status)   # a boundary itself: never raises an Exception
+        finally:
+            self._real(status)
 
 
 def _follow_frameworks() -> None:

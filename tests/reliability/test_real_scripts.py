@@ -187,3 +187,33 @@ def test_spawned_workers_without_a_process_group_are_not_called_diverged(tmp_pat
     kinds = [f["kind"] for f in report["findings"]] + [
         f["kind"] for r in report["ranks"] for f in r["findings"]]
     assert "rank_divergence" not in kinds
+
+
+HARD_EXIT = """
+    import os
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4, num_workers=2)
+    for (x,) in data:   # forked workers leave through os._exit too
+        loss = model(x).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        print("loss", repr(loss.item()), flush=True)
+    os._exit(5)
+"""
+
+
+def test_os_exit_still_writes_the_report(tmp_path):
+    """``os._exit`` skips every ``finally``: the report was never written."""
+    script = runs.write(tmp_path, "hard_exit.py", HARD_EXIT)
+    report = tmp_path / "r.json"
+    base = runs.plain(script)
+    res = runs.under(script, options=("--headless", "--report", str(report)))
+    assert base.rc == 5 and base.out.count("loss") == 2, base.err
+    assert (res.rc, res.out) == (base.rc, base.out), res.err
+    data = json.loads(report.read_text())
+    assert data["exit_code"] == 5 and data["steps"] == 2
