@@ -88,6 +88,8 @@ class CaptureCallbacks:
         self.index = index
         self.params = params
         self.optimizers = optimizers   # the watch's list: optimizers seen stepping join it
+        self.trailing: set[int] = set()   # id() of optimizers that step right after another
+        self._ended_with_calls = False    # the last step an optimizer ended had module calls
         self.refresh_rank = refresh_rank
         self._resolve = resolve_module
 
@@ -214,13 +216,38 @@ class CaptureCallbacks:
 
     def _optimizer_post(self, optimizer: Any) -> None:
         t0 = _ns()
+        cap = self.capture
         try:
-            self.capture.step.optimizer_steps += 1
+            cap.step.optimizer_steps += 1
             if self.observers.opt:
                 self.observers.call(self.observers.opt, "on_optimizer_step", optimizer)
         finally:
-            self.capture.meter.train_ns += _ns() - t0
-        self.capture.end_step("train")   # the step end counts itself (hooks.meter)
+            cap.meter.train_ns += _ns() - t0
+        if self._ends_later(optimizer):
+            return
+        cap.end_pending = False
+        cap.end_step("train")   # the step end counts itself (hooks.meter)
+
+    def _ends_later(self, optimizer: Any) -> bool:
+        """Whether the step goes on after this optimizer's step: another optimizer
+        steps right after it with no module call in between (an encoder's and a
+        decoder's, an actor's and a critic's). Such an optimizer is learned the
+        first time it steps in a step of no module call after one with calls
+        (that step goes on into the next iteration's); from then on the step ends
+        with it, or at the next root call if it does not step."""
+        cap = self.capture
+        if cap.explicit_steps:
+            return False
+        key = id(optimizer)
+        if key not in self.trailing:
+            if not cap.step.calls and self._ended_with_calls:
+                self.trailing.add(key)
+                return True
+            if self.trailing:
+                cap.end_pending = True
+                return True
+        self._ended_with_calls = bool(cap.step.calls)
+        return False
 
 
 def _tensors(pairs: Sequence[tuple[str, Any]]) -> dict[str, torch.Tensor]:

@@ -114,6 +114,7 @@ class Capture:
         self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
         self.optimizers_known = optimizers_known
         self.join_repeats = True   # a repeated root may join its step (_builds_graph)
+        self.end_pending = False   # an optimizer stepped, another follows (callbacks._ends_later)
         # before an optimizer is known: the step's first root's first parameter and
         # its version when the step began (_accumulates)
         self._first_param: tuple[weakref.ref, int] | None = None
@@ -326,6 +327,10 @@ class Capture:
         if self.raised_open:
             self.host.exception_caught()
         step = self.step
+        if self.end_pending:   # the optimizer that usually follows did not step
+            self.end_pending = False
+            self.end_step("train")
+            step = self.step
         if step.calls and (len(step.calls) >= MAX_STEP_CALLS or (
                 not self.explicit_steps and self._root_starts_step(step, module))):
             self.end_step("train" if step.saw_backward else "inference")

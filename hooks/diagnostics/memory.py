@@ -2,7 +2,8 @@
 
 Both follow the lifetime of each root call's autograd graph without keeping
 it alive: a tiny callable *token* is registered as a hook on the ``grad_fn``
-of the root call's first output that has one. The node owns the hook, so
+of the root call's first output that has one (the nodes of its other outputs
+hold the token too, ``TokenHolder``). The node owns the hook, so
 the token is freed exactly when the node (the graph) is freed; a weak
 reference to the token tells whether the graph is still alive. The token is
 marked *used* when the hook runs (a backward went through the node). Cost:
@@ -36,6 +37,7 @@ UNUSED_GRAPHS = 3      # graphs freed unused in a row, no backward in between
 COLLECT_EVERY = 20   # training steps between two cycle collections before a report
 RETAINED_GRAPHS = 3    # old-step graphs alive at once (and growing)
 MAX_TRACKED = 2048     # graphs followed at once
+MAX_HOLDERS = 8        # other outputs of a root call whose graphs keep its token alive
 
 
 class GraphState:
@@ -65,6 +67,35 @@ class GraphToken:
         self.state.used = True
         self.observer.backward_seen()
         return None
+
+
+class TokenHolder:
+    """A no-op post-hook on the node of another output of the same root call: it
+    keeps the call's token alive while that output's graph lives (an RNN's
+    ``output, hidden`` whose output is dropped and whose hidden state is used),
+    and marks the graph used when a backward goes through it."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: GraphToken) -> None:
+        self.token = token
+
+    def __call__(self, *args: Any) -> None:
+        self.token.state.used = True
+        return None
+
+
+def _hold_from_other_outputs(token: GraphToken, first: Any, more: Any) -> None:
+    """Hang a ``TokenHolder`` on the nodes of up to ``MAX_HOLDERS`` more outputs."""
+    seen = [first]
+    for _, v in more:
+        fn = v.grad_fn if isinstance(v, torch.Tensor) else None
+        if fn is None or any(fn is s for s in seen):
+            continue
+        seen.append(fn)
+        fn.register_hook(TokenHolder(token))
+        if len(seen) > MAX_HOLDERS:
+            return
 
 
 class GraphObserver(Diagnostic):
@@ -104,7 +135,8 @@ class GraphObserver(Diagnostic):
             # the loss's graph holds the model's graph tagged this step: that
             # token already tells when it is used and freed (one hook less a step)
             return
-        for _, v in call.outputs:
+        outputs = call.outputs
+        for i, (_, v) in enumerate(outputs):
             if isinstance(v, torch.Tensor) and v.grad_fn is not None:
                 if not loss:
                     self._model_tagged = call.step
@@ -113,6 +145,8 @@ class GraphObserver(Diagnostic):
                     self._latest[call.root] = state
                 token = GraphToken(state, self)
                 v.grad_fn.register_hook(token)
+                if len(outputs) > i + 1:
+                    _hold_from_other_outputs(token, v.grad_fn, outputs[i + 1:])
                 ref = weakref.ref(token, self._released)
                 self._live[id(ref)] = (ref, state)
                 if len(self._live) > MAX_TRACKED:   # a leak we already reported: stay O(1)

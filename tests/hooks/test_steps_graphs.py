@@ -278,3 +278,41 @@ def test_manual_updates_without_an_optimizer_are_one_step_each():
             for p in model.parameters():
                 p.data.add_(p.grad, alpha=-0.1)
     assert [s.kind for s in log.summaries()] == ["train"] * 3
+
+
+def test_two_optimizers_stepping_one_after_the_other_end_one_step():
+    """An encoder's and a decoder's optimizer step one after the other: the second
+    made a step of its own with no module call in it, every iteration."""
+    torch.manual_seed(0)
+    enc, dec = nn.Linear(4, 8), nn.Linear(8, 2)
+    eo, do = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (enc, dec))
+    w, log = _global_watch()
+    with w:
+        for _ in range(4):
+            loss = dec(enc(torch.randn(3, 4))).pow(2).mean()
+            eo.zero_grad()
+            do.zero_grad()
+            loss.backward()
+            eo.step()
+            do.step()
+    assert [(s.kind, s.calls) for s in log.summaries()] == [("train", 2)] * 4
+
+
+def test_an_actor_and_a_critic_updated_in_turn_are_one_step():
+    """Two losses, two backwards, two optimizers; the critic's own step had no call."""
+    torch.manual_seed(0)
+    actor, critic = nn.Linear(4, 2), nn.Linear(4, 1)
+    ao, co = torch.optim.Adam(actor.parameters()), torch.optim.Adam(critic.parameters())
+    w, log = _global_watch()
+    with w:
+        for _ in range(3):
+            s = torch.randn(5, 4)
+            value = critic(s)
+            actor_loss = -(actor(s).log_softmax(1)[:, 0] * value.detach().squeeze(1)).mean()
+            ao.zero_grad()
+            actor_loss.backward()
+            ao.step()
+            co.zero_grad()
+            value.pow(2).mean().backward()
+            co.step()
+    assert [(s.kind, s.calls) for s in log.summaries()] == [("train", 2)] * 3

@@ -1,6 +1,8 @@
 # MISTAKE: a GAN whose generator loss is computed on fake.detach(): the backward never
 # reaches the generator, so its optimizer steps with no gradient and it never learns.
 # expect: unused_parameter ""
+import torch
+from torch import nn
 torch.manual_seed(0)
 G = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2)); D = nn.Sequential(nn.Linear(2, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
 oG, oD = torch.optim.Adam(G.parameters(), 2e-4), torch.optim.Adam(D.parameters(), 2e-4); bce = nn.BCEWithLogitsLoss()
