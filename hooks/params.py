@@ -229,6 +229,8 @@ class ParamTracker:
             if is_lazy(p):
                 self._lazy.append(p)
                 continue
+            if p.is_meta:   # no values to take numbers of (a model still on the meta device)
+                continue
             rows.append(_row(name, rid, mpath, p, id(p) in in_opt))
             tensors.append(p)
         for opt in self.optimizers:
@@ -238,6 +240,8 @@ class ParamTracker:
                         seen.add(id(p))
                         if is_lazy(p):
                             self._lazy.append(p)
+                            continue
+                        if p.is_meta:
                             continue
                         rows.append(_row(in_opt[id(p)], None, "", p, True))
                         tensors.append(p)

@@ -138,6 +138,8 @@ class GraphObserver(Diagnostic):
         outputs = call.outputs
         for i, (_, v) in enumerate(outputs):
             if isinstance(v, torch.Tensor) and v.grad_fn is not None:
+                if v.is_meta:   # a sizing pass on the meta device stores no activations
+                    return
                 if not loss:
                     self._model_tagged = call.step
                 state = GraphState(call.root, self._train_steps, loss, self._backwards)

@@ -70,10 +70,15 @@ def set_default_rank(info: RankInfo) -> None:
 
 
 def env_rank() -> RankInfo:
-    """The rank the launcher's environment variables give (else the default: 0 of 1)."""
+    """The rank the launcher's environment variables give (else the default: 0 of 1).
+    Without ``RANK`` (Lightning's launcher sets ``LOCAL_RANK`` and ``WORLD_SIZE``
+    only, until the group is made), a single node's ``LOCAL_RANK`` is the rank."""
     if "RANK" not in os.environ and "WORLD_SIZE" not in os.environ:
         return _default
-    rank = max(0, _env_int("RANK", 0))
+    if "RANK" in os.environ or _env_int("NODE_RANK", 0) != 0:
+        rank = max(0, _env_int("RANK", 0))
+    else:
+        rank = max(0, _env_int("LOCAL_RANK", 0))
     return RankInfo(rank, max(0, _env_int("LOCAL_RANK", rank)),
                     max(1, _env_int("WORLD_SIZE", 1)))
 

@@ -26,7 +26,12 @@ _FLAG_OPTIONS = (("headless", "--headless"), ("allow_remote", "--allow-remote"),
 
 def rank_command(args: argparse.Namespace) -> list[str]:
     """The ``tensorscope run`` arguments each rank gets (no ``--nproc-per-node``)."""
-    out = ["run"]
+    return ["run", *run_options(args), args.script, *list(args.args or [])]
+
+
+def run_options(args: argparse.Namespace) -> list[str]:
+    """The options of ``tensorscope run`` that another rank of the same job takes."""
+    out: list[str] = []
     for name, flag in _VALUE_OPTIONS:
         value = getattr(args, name, None)
         if value not in (None, ""):
@@ -34,7 +39,7 @@ def rank_command(args: argparse.Namespace) -> list[str]:
     for name, flag in _FLAG_OPTIONS:
         if getattr(args, name, False):
             out.append(flag)
-    return out + [args.script, *list(args.args or [])]
+    return out
 
 
 def launch_job(args: argparse.Namespace) -> int:

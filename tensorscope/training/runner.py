@@ -94,10 +94,12 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
     code = 1
     _follow_frameworks()
     from tensorscope.hooks.spawn import SpawnedChildren
+    from tensorscope.training.relaunch import ScriptReruns
 
     spawned = SpawnedChildren(watch, args, connect)
     try:
-        with spawned, HardExitGuard(lambda status: _finish(args, watch, status, spawned)):
+        with spawned, HardExitGuard(lambda status: _finish(args, watch, status, spawned)), \
+                ScriptReruns(args, connect):
             code = _execute(args.script, list(args.args), watch)
     finally:
         _finish(args, watch, code, spawned)

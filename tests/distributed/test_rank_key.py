@@ -34,6 +34,19 @@ def test_rank_from_env_and_per_rank_paths(monkeypatch, rank1):
     assert rank_path("out/r.json", 0, 1) == "out/r.json"
 
 
+def test_a_launcher_that_sets_local_rank_only_names_that_rank(monkeypatch):
+    """Lightning's launcher gives its children LOCAL_RANK and WORLD_SIZE, no RANK, until
+    the group is made: each rank must still write its own files, not rank 0's."""
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("NODE_RANK", raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert env_rank() == RankInfo(1, 1, 2)
+    monkeypatch.setenv("NODE_RANK", "1")   # another node: its local rank is not the rank
+    monkeypatch.setenv("RANK", "3")
+    assert env_rank().rank == 3
+
+
 def test_tensor_refs_name_the_rank():
     ref = tensor_ref(2, 0, "enc.layers.0", 7, "in[1]")
     assert ref == "r2/0:enc.layers.0#7/in[1]"

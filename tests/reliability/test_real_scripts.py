@@ -72,6 +72,13 @@ def test_a_meta_forward_is_no_diagnostic_failure(tmp_path):
     assert base.rc == 0 and base.out.count("loss") == 2, base.err
     assert (res.rc, res.out) == (base.rc, base.out), res.err
     assert "internal error" not in res.err and "internal_error" not in res.err
+    # the meta forwards store nothing: no unused-graph warning; the replaced parameters
+    # (to_empty) are the ones tracked, under their names
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["findings"] == []
+    assert sorted(p["name"] for p in report["parameters"]) == [
+        "0.bias", "0.weight", "2.bias", "2.weight"]
+    assert all(p["in_optimizer"] for p in report["parameters"])
 
 
 LAZY = """
