@@ -69,7 +69,7 @@ class ScriptReruns:
             original(popen, args, *rest, **kwargs)
 
         __init__.__doc__ = original.__doc__
-        subprocess.Popen.__init__ = __init__   # type: ignore[method-assign]
+        subprocess.Popen.__init__ = __init__   # type: ignore[method-assign, assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
