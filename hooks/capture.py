@@ -638,9 +638,12 @@ class Capture:
 
     # --------------------------------------------------------------- backward
     def on_grad(self, entry: GradEntry, grad: _Tensor) -> None:
-        """``Tensor.register_hook`` callback (autograd's thread; never changes the gradient)."""
+        """``Tensor.register_hook`` callback (autograd's thread; never changes the gradient).
+        ``grad`` is None where autograd passes an undefined gradient (an output of a
+        multi-output node that the loss does not use, e.g. behind DDP's output sink):
+        no gradient arrived there."""
         step = self.step
-        if not self.active or entry.step != step.index:
+        if not self.active or entry.step != step.index or grad is None:
             return None
         t0 = _ns()
         try:
