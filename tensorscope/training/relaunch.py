@@ -6,8 +6,10 @@ start each further rank as ``subprocess.Popen([sys.executable, script, *argv])``
 a fresh interpreter that would train uninstrumented, leaving a job whose
 report misses every rank but the first. While ``tensorscope run`` runs a
 script, ``ScriptReruns`` rewrites exactly that command, the same interpreter
-running the same script, into ``python -m tensorscope run [the run's options]
-script *argv``. The options are the ones a rank of ``--nproc-per-node`` gets
+running the same script as a rank of a job (its environment names a rank or a
+world size: a helper run of the script is left alone, it would write the same
+files), into ``python -m tensorscope run [the run's options] script *argv``.
+The options are the ones a rank of ``--nproc-per-node`` gets
 (``launch.run_options``), with the GUI the parent found; the token and the job
 id travel in the environment the child inherits, never on its command line.
 Any other command is left as it is.
@@ -19,6 +21,9 @@ import os
 import subprocess
 import sys
 from typing import Any
+
+#: what a launcher sets in the environment of a rank it starts
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -41,9 +46,14 @@ class ScriptReruns:
         self.prefix = [sys.executable, "-m", "tensorscope", "run", *options]
         self._original: Any = None
 
-    def command(self, args: Any, cwd: Any = None) -> Any:
-        """``args`` rewritten when it runs this script with this interpreter, else ``args``."""
+    def command(self, args: Any, cwd: Any = None, env: Any = None) -> Any:
+        """``args`` rewritten when it runs this script with this interpreter as a rank
+        of a job (its environment, ``env`` or this process's, names a rank or a world
+        size), else ``args``."""
         if not isinstance(args, (list, tuple)) or len(args) < 2:
+            return args
+        env = os.environ if env is None else env
+        if not any(k in env for k in RANK_VARIABLES):   # a helper run of the script
             return args
         exe, script = args[0], args[1]
         if not isinstance(exe, (str, os.PathLike)) or not isinstance(script, (str, os.PathLike)):
@@ -63,7 +73,7 @@ class ScriptReruns:
 
         def __init__(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
             try:
-                args = reruns.command(args, kwargs.get("cwd"))
+                args = reruns.command(args, kwargs.get("cwd"), kwargs.get("env"))
             except Exception:   # never in the way of the user's subprocess
                 pass
             original(popen, args, *rest, **kwargs)

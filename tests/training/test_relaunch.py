@@ -23,18 +23,20 @@ def _args(tmp_path, **options) -> argparse.Namespace:
 def test_the_same_script_run_again_is_run_under_tensorscope(tmp_path):
     args = _args(tmp_path)
     reruns = ScriptReruns(args, False)
-    got = reruns.command([sys.executable, args.script, "--lr", "0.1"])
+    rank1 = {"LOCAL_RANK": "1", "WORLD_SIZE": "2"}
+    got = reruns.command([sys.executable, args.script, "--lr", "0.1"], env=rank1)
     assert got[:4] == [sys.executable, "-m", "tensorscope", "run"]
     assert got[-3:] == [args.script, "--lr", "0.1"]
     assert "--headless" in got and got[got.index("--report") + 1] == args.report
     # relative to the child's working directory
-    assert reruns.command([sys.executable, "train.py"], cwd=tmp_path)[-1] == str(
+    assert reruns.command([sys.executable, "train.py"], cwd=tmp_path, env=rank1)[-1] == str(
         tmp_path / "train.py")
 
 
 def test_the_gui_the_parent_found_is_passed_on_and_its_own_connect_replaced(tmp_path):
     args = _args(tmp_path, headless=False, report=None, connect="127.0.0.1:1")
-    got = ScriptReruns(args, "127.0.0.1:5555").command([sys.executable, args.script])
+    got = ScriptReruns(args, "127.0.0.1:5555").command([sys.executable, args.script],
+                                                       env={"WORLD_SIZE": "2"})
     assert got.count("--connect") == 1 and got[got.index("--connect") + 1] == "127.0.0.1:5555"
 
 
@@ -43,10 +45,13 @@ def test_other_commands_are_left_alone(tmp_path):
     other = tmp_path / "other.py"
     other.write_text("")
     reruns = ScriptReruns(args, False)
+    # the script run again outside a job (a helper process): it would write the same files
+    helper = [sys.executable, args.script, "--worker"]
+    assert reruns.command(helper, env={"PATH": "/bin"}) is helper
     for cmd in ([sys.executable, str(other)], [sys.executable, "-c", "print(1)"],
                 ["/bin/echo", args.script], [sys.executable], "python train.py",
                 [sys.executable, "-m", "train"]):
-        assert reruns.command(cmd) is cmd
+        assert reruns.command(cmd, env={"WORLD_SIZE": "2"}) is cmd
 
 
 def test_popen_is_restored_and_runs_the_rewritten_command(tmp_path):
@@ -56,7 +61,7 @@ def test_popen_is_restored_and_runs_the_rewritten_command(tmp_path):
     with ScriptReruns(args, False) as reruns:
         reruns.prefix = [sys.executable, "-c", "import sys; print(sys.argv[1:])"]
         out = subprocess.run([sys.executable, args.script, "x"], capture_output=True, text=True,
-                             check=True).stdout
+                             check=True, env={"WORLD_SIZE": "2"}).stdout
         seen.append(out)
         assert subprocess.run([sys.executable, "-c", "print(7)"], capture_output=True,
                               text=True, check=True).stdout == "7\n"
