@@ -493,6 +493,36 @@ class MainWindow(QMainWindow):
         if isinstance(state, QByteArray):
             self.restoreState(state)
 
+    #: the least share of the window's width the graph keeps when the window narrows
+    GRAPH_SHARE = 0.4
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        """A narrower window: the side panels give way before the graph becomes a strip
+        (Qt shrinks only the central widget: at 1024 px it was 150 px wide)."""
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            if getattr(self, "_room_timer", None) is None:   # a child: it dies with the window
+                self._room_timer = QTimer(self)
+                self._room_timer.setSingleShot(True)
+                self._room_timer.setInterval(0)
+                self._room_timer.timeout.connect(self._keep_graph_room)
+            self._room_timer.start()
+
+    def _keep_graph_room(self) -> None:
+        width = self.width()
+        graph = self.graph.width()
+        sides = [d for d in (self.tree_dock, self.inspector_dock)
+                 if d.isVisible() and not d.isFloating()
+                 and self.dockWidgetArea(d) in (Qt.DockWidgetArea.LeftDockWidgetArea,
+                                                Qt.DockWidgetArea.RightDockWidgetArea)]
+        want = int(width * self.GRAPH_SHARE)
+        taken = sum(d.width() for d in sides)
+        if graph >= want or not sides or taken <= 0:
+            return
+        room = max(0, taken - (want - graph))
+        self.resizeDocks(sides, [max(1, d.width() * room // taken) for d in sides],
+                         Qt.Orientation.Horizontal)
+
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         if self._settings_key is not None:
             s = QSettings("TensorScope", "TensorScope")

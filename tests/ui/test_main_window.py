@@ -389,3 +389,11 @@ def test_a_small_window_shrinks_its_panels_instead_of_refusing_to_shrink(qtbot):
     qtbot.waitUntil(lambda: w.height() <= 400, timeout=5000)
     assert w.inspector.width() == scroll.viewport().width()
     assert w.inspector.height() >= w.inspector.minimumSizeHint().height()
+
+
+def test_a_narrower_window_keeps_room_for_the_graph(qtbot):
+    """At 1024 px the side panels kept their widths and the graph was a 150 px strip."""
+    w = laid_out_window(qtbot, mlp_session(3), (1600, 1000))
+    w.resize(1024, 700)
+    qtbot.waitUntil(lambda: w.graph.width() >= 0.3 * w.width(), timeout=5000)
+    assert w.tree_dock.isVisible() and w.inspector_dock.isVisible()
