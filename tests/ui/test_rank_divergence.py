@@ -37,3 +37,26 @@ def test_spawn_sweep_children_are_not_called_diverged(qtbot):
 @pytest.mark.parametrize("replicated", [True, None])   # None: a recording of an older sender
 def test_replicas_of_one_job_that_differ_are_flagged(qtbot, replicated):
     assert _shown_kinds(qtbot, _job(replicated)) == ["rank_divergence"]
+
+
+# replicas are compared after the same update, not at the same step index
+def _summary(rank: int, step: int, update: int, norm: float) -> StepSummary:
+    return StepSummary(step=step, rank=rank, kind="train", updates=update, params=[
+        {"name": "fc.weight", "root": 0, "module": "fc", "norm": norm}])
+
+
+def _hellos() -> list:
+    return [Hello(rank=r, world_size=2, job="j", replicated=True) for r in (0, 1)]
+
+
+def test_rank_0_evaluating_in_between_is_not_called_diverged(qtbot):
+    """Rank 0's evaluations put its step 10 after update 7 and rank 1's after update
+    11: different weights at one index, the same after the same update."""
+    msgs = _hellos() + [_summary(0, 10, 7, 1.0), _summary(1, 10, 11, 1.5),
+                        _summary(0, 15, 11, 1.5), _summary(1, 12, 7, 1.0)]
+    assert _shown_kinds(qtbot, msgs) == []
+
+
+def test_replicas_that_differ_after_the_same_update_are_flagged(qtbot):
+    msgs = _hellos() + [_summary(0, 15, 11, 1.5), _summary(1, 10, 11, 2.5)]
+    assert _shown_kinds(qtbot, msgs) == ["rank_divergence"]
