@@ -84,6 +84,14 @@ def _finite(x: Any) -> bool:
     return x is None or (isinstance(x, (int, float)) and math.isfinite(x))
 
 
+def _synced(wrapper: str, world: int, step: int) -> str:
+    """Why a replica's parameters or their gradients can turn NaN/Inf with no cause on
+    its own rank (the gradient all-reduce), and where to look."""
+    return (f"The model is {wrapper}: its parameter gradients are averaged over the {world} "
+            f"ranks, so a NaN/Inf on any rank reaches every rank. Look at the other ranks' "
+            f"non_finite findings of step {step}: the cause is there.")
+
+
 def _value(values: list[float], handle: int | None) -> float | None:
     return values[handle] if handle is not None and 0 <= handle < len(values) else None
 
@@ -342,12 +350,9 @@ class NonFiniteObserver(Diagnostic):
             self.emit("non_finite", "error", "optimizer", call.root, call.path,
                       f"After the optimizer update of step {updated}, parameters of {name} "
                       f"({listed}) are NaN/Inf, although this rank's forward and activation "
-                      f"gradients of that step were finite. The model is {wrapper}: its "
-                      f"parameter gradients are averaged over the {world} ranks, so a NaN/Inf "
-                      f"on any rank reaches every rank's weights. Look at the other ranks' "
-                      f"non_finite findings of step {updated}: the cause is there. If no rank "
-                      f"has one, the update itself diverged: lower the learning rate or clip "
-                      f"gradients (torch.nn.utils.clip_grad_norm_).", step=updated)
+                      f"gradients of that step were finite. {_synced(wrapper, world, updated)} "
+                      f"If no rank has one, the update itself diverged: lower the learning "
+                      f"rate or clip gradients (torch.nn.utils.clip_grad_norm_).", step=updated)
             return
         self.emit("non_finite", "error", "optimizer", call.root, call.path,
                   f"After the optimizer update of step {updated}, parameters of "
@@ -366,12 +371,8 @@ class NonFiniteObserver(Diagnostic):
         world = current_rank().world_size
         if root is None or world < 2:
             return None
-        for mod in root.modules():
-            cls = type(mod)
-            names = {c.__name__ for c in cls.__mro__}
-            if names & _SYNCED_WRAPPERS:
-                return cls.__name__, world
-        return None
+        return next(((type(m).__name__, world) for m in root.modules()
+                     if any(c.__name__ in _SYNCED_WRAPPERS for c in type(m).__mro__)), None)
 
     # --------------------------------------------------------------- backward
     def _backward(self, record: StepRecord) -> bool:
@@ -433,11 +434,8 @@ class NonFiniteObserver(Diagnostic):
                 wrapper, world = synced
                 self.emit("non_finite", "error", "backward", rid, mpath,
                           f"The gradient of {listed} is NaN/Inf at step {record.step} although "
-                          f"this rank's forward and activation gradients were finite. The model "
-                          f"is {wrapper}: its parameter gradients are averaged over the {world} "
-                          f"ranks, so a NaN/Inf on any rank reaches every rank's gradients. Look "
-                          f"at the other ranks' non_finite findings of step {record.step}: the "
-                          f"cause is there.", step=record.step)
+                          f"this rank's forward and activation gradients were finite. "
+                          f"{_synced(wrapper, world, record.step)}", step=record.step)
                 continue
             self.emit("non_finite", "error", "backward", rid, mpath,
                       f"The gradient of {listed} is NaN/Inf at step {record.step} although the "

@@ -18,8 +18,7 @@ RANK_FIELD = "{rank}"
 # What a collective raises when another rank of the job went away first (gloo,
 # NCCL, the store): the error is a consequence, the cause is on that rank.
 PEER_LOST = re.compile(r"Connection (?:closed|reset) by peer|NCCL communicator was aborted|"
-                       r"Watchdog caught collective operation timeout|Broken pipe|"
-                       r"(?:DistBackendError|DistNetworkError|DistStoreError)\b")
+                       r"Watchdog caught collective operation timeout|Broken pipe")
 PEER_ERRORS = frozenset({"DistBackendError", "DistNetworkError", "DistStoreError"})
 
 

@@ -39,9 +39,9 @@ class ScriptReruns:
     def __init__(self, args: argparse.Namespace, connect: bool | str) -> None:
         from tensorscope.training.launch import run_options
 
-        options = _drop_connect(run_options(args))
-        if isinstance(connect, str) and connect:   # the GUI the parent found, found again
-            options += ["--connect", connect]
+        # the GUI the parent found, found again (in place of the run's own --connect)
+        found = connect if isinstance(connect, str) and connect else None
+        options = run_options(argparse.Namespace(**{**vars(args), "connect": found}))
         self.script = os.path.abspath(args.script)
         self.prefix = [sys.executable, "-m", "tensorscope", "run", *options]
         self._original: Any = None
@@ -86,17 +86,3 @@ class ScriptReruns:
         if self._original is not None:
             subprocess.Popen.__init__ = self._original   # type: ignore[method-assign]
             self._original = None
-
-
-def _drop_connect(options: list[str]) -> list[str]:
-    """``options`` without a ``--connect VALUE`` pair (the parent's connection is given anew)."""
-    out, skip = [], False
-    for o in options:
-        if skip:
-            skip = False
-            continue
-        if o == "--connect":
-            skip = True
-            continue
-        out.append(o)
-    return out
