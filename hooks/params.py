@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.nn.parameter import is_lazy
 
+from tensorscope.hooks.registry import synced_parameters
 from tensorscope.hooks.stats import VectorRef, sq_norm
 from tensorscope.hooks.tensor_kinds import kind_of, values_view
 
@@ -224,6 +225,7 @@ class ParamTracker:
                     in_opt.setdefault(id(p), f"optimizer{k}.group{g}.param{i}")
         rows, tensors, seen = [], [], set()
         self._lazy = []
+        synced = synced_parameters(self.index.roots)
         for rid, mpath, name, p in self.index.parameters():
             seen.add(id(p))
             if is_lazy(p):
@@ -231,7 +233,7 @@ class ParamTracker:
                 continue
             if p.is_meta:   # no values to take numbers of (a model still on the meta device)
                 continue
-            rows.append(_row(name, rid, mpath, p, id(p) in in_opt))
+            rows.append(_row(name, rid, mpath, p, id(p) in in_opt, id(p) in synced))
             tensors.append(p)
         for opt in self.optimizers:
             for group in opt.param_groups:
@@ -243,7 +245,7 @@ class ParamTracker:
                             continue
                         if p.is_meta:
                             continue
-                        rows.append(_row(in_opt[id(p)], None, "", p, True))
+                        rows.append(_row(in_opt[id(p)], None, "", p, True, id(p) in synced))
                         tensors.append(p)
         return rows, tensors
 
@@ -275,10 +277,13 @@ def _filled(templates: list[dict[str, Any]], flags: tuple[bool, ...]) -> list[di
     return rows
 
 
-def _row(name: str, root: int | None, module: str, p: torch.Tensor, in_opt: bool) -> dict[str, Any]:
+def _row(name: str, root: int | None, module: str, p: torch.Tensor, in_opt: bool,
+         replicated: bool = False) -> dict[str, Any]:
     row = {"name": name, "root": root, "module": module, "shape": list(p.shape),
            "grad_norm": None, "norm": None, "update_ratio": None,
            "in_optimizer": in_opt, "requires_grad": p.requires_grad}
+    if replicated:   # under DDP: the same on every rank after each update (rank_divergence)
+        row["replicated"] = True
     local = local_shard(p)
     if local is not p:  # FSDP: the shard this rank holds; its norms are the shard's
         row.update(sharded=True, shape=list(local.shape), full_shape=list(p.shape))

@@ -76,6 +76,29 @@ def _count(params: Iterable[nn.Parameter]) -> tuple[int, int]:
     return total, trainable
 
 
+# Wrappers that keep their parameters replicated over the ranks of a job by averaging
+# the parameter gradients in the backward (FSDP's sharded rows are marked ``sharded``).
+SYNCED_WRAPPERS = frozenset({"DistributedDataParallel", "FullyShardedDataParallel",
+                             "FSDPModule"})
+
+
+def _is_synced(module: nn.Module) -> bool:
+    return any(c.__name__ in SYNCED_WRAPPERS for c in type(module).__mro__)
+
+
+def synced_wrapper(module: nn.Module) -> str | None:
+    """The class name of the first module in ``module``'s tree (itself included) that
+    averages its parameters' gradients over the ranks (``SYNCED_WRAPPERS``), else None."""
+    return next((type(m).__name__ for m in module.modules() if _is_synced(m)), None)
+
+
+def synced_parameters(roots: list[nn.Module]) -> set[int]:
+    """The ids of the parameters that a wrapper of ``SYNCED_WRAPPERS`` in one of
+    ``roots``' trees keeps replicated over the ranks."""
+    return {id(p) for root in roots for m in root.modules() if _is_synced(m)
+            for p in m.parameters()}
+
+
 class ModelIndex:
     """Names of roots, modules and parameters."""
 

@@ -58,10 +58,8 @@ from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maxim
     module_label
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord, StepRecord
+from tensorscope.hooks.registry import synced_wrapper
 
-# Wrappers that average parameter gradients over the ranks in the backward.
-_SYNCED_WRAPPERS = frozenset({"DistributedDataParallel", "FullyShardedDataParallel",
-                              "FSDPModule"})
 
 # Root inputs whose name marks an additive mask or bias (``-inf`` on purpose).
 MASK_NAMES = ("mask", "bias")
@@ -371,8 +369,8 @@ class NonFiniteObserver(Diagnostic):
         world = current_rank().world_size
         if root is None or world < 2:
             return None
-        return next(((type(m).__name__, world) for m in root.modules()
-                     if any(c.__name__ in _SYNCED_WRAPPERS for c in type(m).__mro__)), None)
+        wrapper = synced_wrapper(root)
+        return None if wrapper is None else (wrapper, world)
 
     # --------------------------------------------------------------- backward
     def _backward(self, record: StepRecord) -> bool:

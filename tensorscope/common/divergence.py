@@ -12,6 +12,12 @@ Only the ranks of one ``torch.distributed`` job are compared (``compares_ranks``
 from ``Hello.replicated``): the children of an ``mp.spawn`` that never made a
 process group (a hyperparameter sweep) train independent models.
 
+A parameter is compared once it is known to be replicated: its row says so
+(``replicated``: under a wrapper that averages gradients over the ranks, DDP),
+or every rank held the same value of it at an earlier comparison (replicas
+synchronised by hand). Ranks that hold different models under the same names
+(pipeline stages, an ensemble with one seed per rank) are never compared.
+
 Only parameters are compared: buffers such as BatchNorm's running statistics
 legitimately differ across ranks without SyncBatchNorm. Parameters marked
 ``sharded`` (FSDP) hold different shards on each rank and are skipped.
@@ -36,17 +42,18 @@ def compares_ranks(hello: Hello | None) -> bool:
     return hello is not None and hello.world_size > 1 and hello.replicated is not False
 
 
-def _norms(params: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int | None, str]]:
+def _norms(params: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int | None, str, bool]]:
     out = {}
     for p in params:
         norm = p.get("norm")
         if norm is None or p.get("sharded") or not isinstance(norm, (int, float)):
             continue
-        out[str(p.get("name"))] = (float(norm), p.get("root"), str(p.get("module") or ""))
+        out[str(p.get("name"))] = (float(norm), p.get("root"), str(p.get("module") or ""),
+                                   bool(p.get("replicated")))
     return out
 
 
-_Norms = dict[str, tuple[float, int | None, str]]
+_Norms = dict[str, tuple[float, int | None, str, bool]]
 
 
 class DivergenceCheck:
@@ -63,6 +70,7 @@ class DivergenceCheck:
         self.rtol = rtol
         self._steps: dict[tuple[str, int], dict[int, tuple[int, _Norms]]] = {}
         self._done: set[tuple[str, int]] = set()
+        self._agreed: set[str] = set()   # parameters every rank held equal at a comparison
 
     def add(self, rank: int, step: int, params: Iterable[dict[str, Any]],
             world_size: int | None = None, update: int | None = None) -> list[Finding]:
@@ -92,16 +100,23 @@ class DivergenceCheck:
         for name in sorted(names):
             values = {r: at[r][name][0] for r in ranks}
             odd = _odd_ones(values, self.rtol)
+            wrapped = any(at[r][name][3] for r in ranks)
+            if not odd:
+                self._agreed.add(name)
+            elif not (wrapped or name in self._agreed):
+                continue   # not known to be a replica: another model under the same name
+            why = ("DDP keeps parameters replicated" if wrapped else
+                   "every rank held the same value before, as replicas do")
             for rank in odd:
                 step = got[rank][0]
-                _norm, root, module = at[rank][name]
+                _norm, root, module, _ = at[rank][name]
                 shown = ", ".join(f"rank {r} {values[r]:.6g}" for r in ranks)
                 findings.append(Finding(
                     kind=KIND, severity="error", step=step, rank=rank, phase="optimizer",
                     root=root or 0, module=module,
                     message=(f"parameter {name} differs across ranks after the optimizer step "
-                             f"of step {step} (norms: {shown}); DDP keeps parameters "
-                             f"replicated, so rank {rank} trains a different model. Causes: "
+                             f"of step {step} (norms: {shown}); {why}, "
+                             f"so rank {rank} trains a different model. Causes: "
                              f"rank-dependent initialisation without a broadcast, a parameter "
                              f"changed outside DDP's buckets (after step(), or not registered), "
                              f"or gradients accumulated under no_sync() and never synced")))
@@ -131,7 +146,8 @@ def report_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[s
     out: dict[tuple, dict[str, Any]] = {}
     for report in ranks:
         for entry in report.get("parameter_checks") or []:
-            rows = [{"name": n, "norm": v[0], "root": v[1], "module": v[2]}
+            rows = [{"name": n, "norm": v[0], "root": v[1], "module": v[2],
+                     "replicated": len(v) > 3 and bool(v[3])}
                     for n, v in (entry.get("norms") or {}).items()]
             update = entry.get("update")
             for f in check.add(int(report.get("rank", 0)), int(entry.get("step", 0)), rows,

@@ -255,7 +255,9 @@ class StepSummary(Message):
     ``kind`` is ``"train"`` (ended by an optimizer step or ``Watch.step()``)
     or ``"inference"`` (a root forward with no optimizer). ``params`` holds
     dicts ``{"name", "root", "module", "shape", "grad_norm", "norm",
-    "update_ratio", "in_optimizer", "requires_grad"}``. ``dropped`` counts
+    "update_ratio", "in_optimizer", "requires_grad"}``, with ``"replicated": True``
+    for a parameter a DDP-like wrapper keeps equal over the ranks and
+    ``"sharded"``/``"full_shape"`` for an FSDP shard. ``dropped`` counts
     events the live stream dropped since the previous summary. ``loop`` names
     the framework loop that ran the step (``"train"``, ``"validation"``,
     ``"test"``, ``"predict"``, ``"evaluate"``; ``""`` outside a framework

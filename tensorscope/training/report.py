@@ -182,7 +182,8 @@ class ReportBuilder:
                 self._params_seen = msg.params
                 self._fold_params(msg.params)
                 self._seen_norms = {
-                    str(p.get("name")): [p["norm"], p.get("root"), p.get("module", "")]
+                    str(p.get("name")): [p["norm"], p.get("root"), p.get("module", ""),
+                                         bool(p.get("replicated"))]
                     for p in msg.params if p.get("norm") is not None and not p.get("sharded")}
             norms = self._seen_norms
             # replicas are compared after the same update (``updates``; step indices differ
@@ -579,4 +580,6 @@ def _param(p: dict[str, Any]) -> dict[str, Any]:
            "requires_grad": p.get("requires_grad", True)}
     if p.get("sharded"):  # FSDP: shape and numbers are this rank's shard's
         row.update(sharded=True, full_shape=p.get("full_shape"))
+    if p.get("replicated"):  # under DDP: compared across the ranks (rank_divergence)
+        row["replicated"] = True
     return row

@@ -1,11 +1,13 @@
-"""The cross-rank parameter check compares replicas after the same update."""
+"""The cross-rank parameter check compares replicas after the same update, and only
+parameters known to be replicas."""
 from __future__ import annotations
 
 from tensorscope.common.divergence import DivergenceCheck
 
 
-def _rows(norm: float) -> list[dict]:
-    return [{"name": "fc.weight", "norm": norm, "root": 0, "module": "fc"}]
+def _rows(norm: float, replicated: bool = True) -> list[dict]:
+    row = {"name": "fc.weight", "norm": norm, "root": 0, "module": "fc"}
+    return [{**row, "replicated": True} if replicated else row]
 
 
 def test_ranks_at_different_step_indices_are_compared_after_the_same_update():
@@ -30,3 +32,23 @@ def test_rows_of_older_senders_without_an_update_count_are_compared_by_step():
     assert check.add(0, 4, _rows(1.0)) == []
     found = check.add(1, 4, _rows(3.0))
     assert [f.rank for f in found] == [1]
+
+
+def test_parameters_of_other_models_under_the_same_names_are_never_compared():
+    # pipeline stages (or one model per rank): no wrapper keeps them replicated, and
+    # they never held the same values
+    check = DivergenceCheck(world_size=2)
+    for update, (a, b) in enumerate([(1.0, 3.0), (1.1, 3.2), (1.2, 3.3)]):
+        assert check.add(0, update, _rows(a, False), update=update) == []
+        assert check.add(1, update, _rows(b, False), update=update) == []
+
+
+def test_replicas_kept_equal_by_hand_are_compared_once_they_were_equal():
+    # no DDP (gradients all-reduced by the script): equal at update 0, then rank 1 drifts
+    check = DivergenceCheck(world_size=2)
+    assert check.add(0, 0, _rows(1.0, False), update=0) == []
+    assert check.add(1, 0, _rows(1.0, False), update=0) == []
+    assert check.add(0, 1, _rows(1.5, False), update=1) == []
+    found = check.add(1, 1, _rows(1.75, False), update=1)
+    assert [f.rank for f in found] == [1]
+    assert "held the same value before" in found[0].message

@@ -133,6 +133,26 @@ def test_a_rank_divergence_is_found_and_named(tmp_path):
     assert "module.3.weight" in found[0]["message"]
     rank1 = next(r for r in report["ranks"] if r["rank"] == 1)
     assert any(f["kind"] == "rank_divergence" for f in rank1["findings"])
+    # DDP's parameters are marked replicated (what the comparison relies on)
+    assert all(p.get("replicated") for p in rank1["parameters"])
+
+
+def test_pipeline_stages_are_different_models_never_a_divergence(tmp_path):
+    script = str(HERE / "pipeline_train.py")
+    plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                    "--standalone", script], tmp_path)
+    traced = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                     "--headless", "--report", "r.json", "--stats-every", "1", script],
+                    tmp_path)
+    out, _ = _finish(traced)
+    plain_out, _ = _finish(plain)
+    losses = re.findall(r"LOSS \d+ -?\d+\.\d{8}", out)
+    assert losses == re.findall(r"LOSS \d+ -?\d+\.\d{8}", plain_out) and len(losses) == 4
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["missing_ranks"] == [] and len(report["ranks"]) == 2
+    stage0 = {p["name"]: p for p in report["ranks"][0]["parameters"]}
+    assert stage0["0.weight"]["norm"] is not None and not stage0["0.weight"].get("replicated")
+    assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]
 
 
 def test_a_nan_on_one_rank_is_named_there_and_traced_to_the_all_reduce_on_the_other(tmp_path):

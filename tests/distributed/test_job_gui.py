@@ -84,7 +84,7 @@ def test_another_job_starts_a_new_session():
 
 def test_divergence_is_a_finding_of_the_odd_rank_and_counted():
     model, _jc, _conns = _job(world=3)
-    rows = [{"name": "fc.weight", "root": 0, "module": "fc", "norm": 1.0},
+    rows = [{"name": "fc.weight", "root": 0, "module": "fc", "norm": 1.0, "replicated": True},
             {"name": "bn.weight", "root": 0, "module": "bn", "norm": 2.0, "sharded": True}]
     odd = [dict(rows[0], norm=1.5), dict(rows[1], norm=9.0)]
     for step in (10, 12):
@@ -98,7 +98,7 @@ def test_a_divergence_is_sent_once_to_the_odd_rank_for_its_finding_breakpoint():
     from tensorscope.common.events import JobFinding
 
     model, jc, conns = _job(world=3)
-    rows = [{"name": "fc.weight", "root": 0, "module": "fc", "norm": 1.0}]
+    rows = [{"name": "fc.weight", "root": 0, "module": "fc", "norm": 1.0, "replicated": True}]
     for step in (10, 12):   # found at step 10, counted again at 12
         for rank in range(3):
             msg = StepSummary(step=step, rank=rank,

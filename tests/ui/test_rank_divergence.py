@@ -13,7 +13,7 @@ def _job(replicated: bool | None) -> list:
     msgs: list = [Hello(rank=r, world_size=2, job="j", replicated=replicated) for r in (0, 1)]
     for rank, norm in ((0, 1.0), (1, 1.5)):
         msgs.append(StepSummary(step=10, rank=rank, params=[
-            {"name": "fc.weight", "root": 0, "module": "fc", "norm": norm}]))
+            {"name": "fc.weight", "root": 0, "module": "fc", "norm": norm, "replicated": True}]))
     return msgs
 
 
@@ -42,7 +42,7 @@ def test_replicas_of_one_job_that_differ_are_flagged(qtbot, replicated):
 # replicas are compared after the same update, not at the same step index
 def _summary(rank: int, step: int, update: int, norm: float) -> StepSummary:
     return StepSummary(step=step, rank=rank, kind="train", updates=update, params=[
-        {"name": "fc.weight", "root": 0, "module": "fc", "norm": norm}])
+        {"name": "fc.weight", "root": 0, "module": "fc", "norm": norm, "replicated": True}])
 
 
 def _hellos() -> list:
