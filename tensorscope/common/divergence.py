@@ -14,9 +14,12 @@ process group (a hyperparameter sweep) train independent models.
 
 A parameter is compared once it is known to be replicated: its row says so
 (``replicated``: under a wrapper that averages gradients over the ranks, DDP),
-or every rank held the same value of it at an earlier comparison (replicas
-synchronised by hand). Ranks that hold different models under the same names
-(pipeline stages, an ensemble with one seed per rank) are never compared.
+every rank held the same value of it at an earlier comparison (replicas
+synchronised by hand), or every rank has the same non-zero gradient norm (an
+all-reduced gradient: replicas whose weights differ although they take the
+same updates started from different values). Ranks that hold different
+models under the same names (pipeline stages, an ensemble with one seed per
+rank) have their own gradients, and are never compared.
 
 Only parameters are compared: buffers such as BatchNorm's running statistics
 legitimately differ across ranks without SyncBatchNorm. Parameters marked
@@ -42,18 +45,29 @@ def compares_ranks(hello: Hello | None) -> bool:
     return hello is not None and hello.world_size > 1 and hello.replicated is not False
 
 
-def _norms(params: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int | None, str, bool]]:
+def _norms(params: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int | None, str, bool,
+                                                                 float | None]]:
     out = {}
     for p in params:
-        norm = p.get("norm")
+        norm, grad = p.get("norm"), p.get("grad_norm")
         if norm is None or p.get("sharded") or not isinstance(norm, (int, float)):
             continue
         out[str(p.get("name"))] = (float(norm), p.get("root"), str(p.get("module") or ""),
-                                   bool(p.get("replicated")))
+                                   bool(p.get("replicated")),
+                                   float(grad) if isinstance(grad, (int, float)) else None)
     return out
 
 
-_Norms = dict[str, tuple[float, int | None, str, bool]]
+# parameter name -> (norm, root, module, replicated, gradient norm)
+_Norms = dict[str, tuple[float, int | None, str, bool, float | None]]
+
+
+def _same_gradient(grads: list[float | None], rtol: float) -> bool:
+    """Whether every rank's gradient norm is the same non-zero finite number (an
+    all-reduced gradient)."""
+    first = grads[0]
+    return (first is not None and first != 0.0 and math.isfinite(first)
+            and all(g is not None and math.isclose(g, first, rel_tol=rtol) for g in grads))
 
 
 class DivergenceCheck:
@@ -103,13 +117,19 @@ class DivergenceCheck:
             wrapped = any(at[r][name][3] for r in ranks)
             if not odd:
                 self._agreed.add(name)
-            elif not (wrapped or name in self._agreed):
+                continue
+            if wrapped:
+                why = "DDP keeps parameters replicated"
+            elif name in self._agreed:
+                why = "every rank held the same value before, as replicas do"
+            elif _same_gradient([at[r][name][4] for r in ranks], self.rtol):
+                why = ("every rank has the same (all-reduced) gradient for it, as replicas "
+                       "do, applied to different weights")
+            else:
                 continue   # not known to be a replica: another model under the same name
-            why = ("DDP keeps parameters replicated" if wrapped else
-                   "every rank held the same value before, as replicas do")
             for rank in odd:
                 step = got[rank][0]
-                _norm, root, module, _ = at[rank][name]
+                _norm, root, module = at[rank][name][:3]
                 shown = ", ".join(f"rank {r} {values[r]:.6g}" for r in ranks)
                 findings.append(Finding(
                     kind=KIND, severity="error", step=step, rank=rank, phase="optimizer",
@@ -147,7 +167,8 @@ def report_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[s
     for report in ranks:
         for entry in report.get("parameter_checks") or []:
             rows = [{"name": n, "norm": v[0], "root": v[1], "module": v[2],
-                     "replicated": len(v) > 3 and bool(v[3])}
+                     "replicated": len(v) > 3 and bool(v[3]),
+                     "grad_norm": v[4] if len(v) > 4 else None}
                     for n, v in (entry.get("norms") or {}).items()]
             update = entry.get("update")
             for f in check.add(int(report.get("rank", 0)), int(entry.get("step", 0)), rows,

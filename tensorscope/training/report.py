@@ -183,7 +183,7 @@ class ReportBuilder:
                 self._fold_params(msg.params)
                 self._seen_norms = {
                     str(p.get("name")): [p["norm"], p.get("root"), p.get("module", ""),
-                                         bool(p.get("replicated"))]
+                                         bool(p.get("replicated")), p.get("grad_norm")]
                     for p in msg.params if p.get("norm") is not None and not p.get("sharded")}
             norms = self._seen_norms
             # replicas are compared after the same update (``updates``; step indices differ

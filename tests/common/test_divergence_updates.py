@@ -52,3 +52,18 @@ def test_replicas_kept_equal_by_hand_are_compared_once_they_were_equal():
     found = check.add(1, 1, _rows(1.75, False), update=1)
     assert [f.rank for f in found] == [1]
     assert "held the same value before" in found[0].message
+
+
+def test_replicas_that_never_were_equal_are_named_by_their_shared_gradient():
+    # hand-written data parallelism, each rank seeded differently and never broadcast:
+    # the all-reduced gradient is the same on every rank, the weights never were
+    check = DivergenceCheck(world_size=2)
+    row = {"name": "fc.weight", "root": 0, "module": "fc"}
+    assert check.add(0, 0, [{**row, "norm": 1.0, "grad_norm": 0.25}], update=0) == []
+    found = check.add(1, 0, [{**row, "norm": 1.4, "grad_norm": 0.25}], update=0)
+    assert [f.rank for f in found] == [1] and "all-reduced" in found[0].message
+    # a pipeline stage's own gradient (or none, or zero) is no sign of a replica
+    for grads in ((0.25, 0.5), (None, None), (0.0, 0.0)):
+        check = DivergenceCheck(world_size=2)
+        assert check.add(0, 0, [{**row, "norm": 1.0, "grad_norm": grads[0]}], update=0) == []
+        assert check.add(1, 0, [{**row, "norm": 1.4, "grad_norm": grads[1]}], update=0) == []

@@ -137,6 +137,21 @@ def test_a_rank_divergence_is_found_and_named(tmp_path):
     assert all(p.get("replicated") for p in rank1["parameters"])
 
 
+@pytest.mark.parametrize("bug", [False, True])
+def test_hand_written_data_parallelism_is_compared_by_its_shared_gradients(tmp_path, bug):
+    script = [str(HERE / "manual_dp_train.py")] + (["--bug"] if bug else [])
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", "--stats-every", "2", *script], tmp_path)
+    _finish(proc)
+    report = json.loads((tmp_path / "r.json").read_text())
+    found = [f for f in report["findings"] if f["kind"] == "rank_divergence"]
+    if not bug:
+        assert found == []
+        return
+    assert found and {f["rank"] for f in found} <= {0, 1}
+    assert "all-reduced" in found[0]["message"]
+
+
 def test_pipeline_stages_are_different_models_never_a_divergence(tmp_path):
     script = str(HERE / "pipeline_train.py")
     plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
