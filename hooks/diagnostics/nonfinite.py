@@ -52,7 +52,7 @@ from typing import Any, Iterable
 import torch
 from torch.nn.parameter import is_lazy
 
-from tensorscope.common.distributed import current_rank
+from tensorscope.common.distributed import current_rank, in_process_group
 from tensorscope.common.step_calls import FINITE, GRAD_FINITE, AnyCall
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
     module_label
@@ -88,6 +88,15 @@ def _synced(wrapper: str, world: int, step: int) -> str:
     return (f"The model is {wrapper}: its parameter gradients are averaged over the {world} "
             f"ranks, so a NaN/Inf on any rank reaches every rank. Look at the other ranks' "
             f"non_finite findings of step {step}: the cause is there.")
+
+
+def _by_hand(world: int, step: int) -> str:
+    """The same, for a rank of a job with no such wrapper: the script may average the
+    gradients itself (``dist.all_reduce`` of each ``p.grad``)."""
+    return (f" This rank is one of the {world} ranks of a torch.distributed job: if the "
+            f"script averages gradients over the ranks itself (dist.all_reduce), a NaN/Inf "
+            f"on any rank reaches every rank, so look first at the other ranks' non_finite "
+            f"findings of step {step}.")
 
 
 def _value(values: list[float], handle: int | None) -> float | None:
@@ -358,7 +367,14 @@ class NonFiniteObserver(Diagnostic):
                   f"although that step's forward and gradients were finite: the update "
                   f"diverged (step {record.step}'s forward is the first to use them). Fix: "
                   f"lower the learning rate, clip gradients (torch.nn.utils.clip_grad_norm_), "
-                  f"or check optimizer settings (eps=0, weight decay).", step=updated)
+                  f"or check optimizer settings (eps=0, weight decay).{self._job(updated)}",
+                  step=updated)
+
+    @staticmethod
+    def _job(step: int) -> str:
+        """``_by_hand`` for a rank of a job of several (no synchronising wrapper), else ""."""
+        world = current_rank().world_size
+        return _by_hand(world, step) if world > 1 and in_process_group() else ""
 
     def _synchronized(self, rid: int) -> tuple[str, int] | None:
         """``(wrapper class, world size)`` when root ``rid`` averages its gradients
@@ -440,8 +456,8 @@ class NonFiniteObserver(Diagnostic):
                       f"forward and the gradients of the activations were finite: an "
                       f"operation on the weight itself (sqrt, log, division, a norm) has an "
                       f"infinite derivative. Fix: add an epsilon or clamp where "
-                      f"{module_label(self.ctx, rid, mpath)} transforms its weight.",
-                      step=record.step)
+                      f"{module_label(self.ctx, rid, mpath)} transforms its weight."
+                      f"{self._job(record.step)}", step=record.step)
         return bool(by_owner)
 
     # -------------------------------------------------------------- optimizer

@@ -1,6 +1,8 @@
 """Data parallelism by hand on gloo (launched by torchrun): each rank all-reduces its
 gradients itself, no DDP. ``--bug`` seeds each rank differently and never broadcasts
-the weights: the ranks apply the same averaged gradient to different models. Prints
+the weights: the ranks apply the same averaged gradient to different models.
+``--nan-at N`` puts a NaN in rank 1's data at step N (the all-reduce carries it to
+rank 0). Prints
 ``LOSS <rank> <step> <loss>``."""
 import os
 import sys
@@ -15,6 +17,8 @@ model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 for step in range(6):
     x = torch.randn(8, 4, generator=torch.Generator().manual_seed(step * 7 + rank))
+    if rank == 1 and f"--nan-at={step}" in sys.argv:
+        x[0, 1] = float("nan")
     loss = model(x).pow(2).mean()
     loss.backward()
     for p in model.parameters():

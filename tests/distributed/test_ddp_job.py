@@ -152,6 +152,19 @@ def test_hand_written_data_parallelism_is_compared_by_its_shared_gradients(tmp_p
     assert "all-reduced" in found[0]["message"]
 
 
+def test_a_nan_through_a_hand_written_all_reduce_points_to_the_other_ranks(tmp_path):
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", str(HERE / "manual_dp_train.py"),
+                   "--nan-at=2"], tmp_path)
+    _finish(proc)
+    report = json.loads((tmp_path / "r.json").read_text())
+    by_rank = {r["rank"]: [f for f in r["findings"] if f["kind"] == "non_finite"]
+               for r in report["ranks"]}
+    assert by_rank[1] and "input" in by_rank[1][0]["message"].lower()   # rank 1: its data
+    assert by_rank[0] and all("dist.all_reduce" in f["message"] for f in by_rank[0])
+    assert "other ranks' non_finite findings of step 2" in by_rank[0][0]["message"]
+
+
 def test_pipeline_stages_are_different_models_never_a_divergence(tmp_path):
     script = str(HERE / "pipeline_train.py")
     plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
