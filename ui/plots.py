@@ -394,8 +394,13 @@ class PlotsPanel(QWidget):
         added ``NEW_CURVES_PER_REFRESH`` per update so that the first data (or
         a new selection) never stalls the GUI.
         """
+        try:
+            self._refresh_one(model)
+        finally:   # after the update: a curve drawn this call hides its plot's note now
+            self._say_empty(model)
+
+    def _refresh_one(self, model: SessionModel) -> None:
         now = self.clock()
-        self._say_empty(model)
         names = ALL_PLOTS if model.scalars else PLOTS
         for i in range(len(names)):
             name = names[(self._turn + i) % len(names)]
