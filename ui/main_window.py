@@ -352,7 +352,7 @@ class MainWindow(QMainWindow):
         if show is None:
             return
         state = self.model.module(root, path)
-        stats = self.module_stats(root, path)
+        stats, note = self._stats_shown(root, path)
         entries = paused_choices(self.model, root, path)
         if entries:   # every input, output, gradient, parameter and .grad kept at this pause
             self.inspector.show_choices(entries, stats)
@@ -365,6 +365,7 @@ class MainWindow(QMainWindow):
             why = self._availability(root, path, stats is not None)
             self._run_to = why.run_to if live and why is not None else None
             text = why.text if why is not None else self._unavailable(root, path)
+            text = f"{text}. {note}" if note else text
             action = why.action(pinned) if live and why is not None else ""
             show(None, meta, stats, unavailable=text, can_pin=live and not pinned,
                  **({"action": action} if action else {}))
@@ -373,6 +374,32 @@ class MainWindow(QMainWindow):
         """The statistics the inspector shows for a module (live: the latest)."""
         state = self.model.module(root, path)
         return state.stats if state is not None else None
+
+    def stats_steps(self, root: int, path: str) -> tuple[int | None, int | None, bool]:
+        """(the step ``module_stats`` were taken at, the step shown, whether the
+        module's output held NaN/Inf at the step shown); live: its latest call."""
+        state = self.model.module(root, path)
+        if state is None or state.stats is None:
+            return None, None, False
+        return state.stats_step, state.last_step, not state.finite
+
+    def _stats_shown(self, root: int, path: str) -> tuple[dict | None, str]:
+        """The statistics the inspector shows for a module, and what it says of them.
+
+        Statistics are taken every few steps. Those of an earlier step are shown
+        with their step named; but not when the module's output held NaN/Inf at
+        the step shown: the earlier, finite numbers (nan 0) would read as the
+        current ones.
+        """
+        stats = self.module_stats(root, path)
+        taken, shown, non_finite = self.stats_steps(root, path)
+        if stats is None or taken is None or shown is None or taken == shown:
+            return stats, ""
+        if non_finite:
+            return None, (f"Its output held NaN/Inf at step {shown}, which took no "
+                          f"statistics (the latest, of step {taken}, no longer apply)")
+        return stats, (f"Statistics are not taken every step: these are of step {taken}, "
+                       f"the latest before step {shown}")
 
     def _availability(self, root: int, path: str, stats_shown: bool) -> Availability | None:
         """At a pause, what of module ``(root, path)`` can be seen and how to get the rest."""

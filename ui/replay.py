@@ -164,6 +164,7 @@ class ReplayWindow(MainWindow):
         self.reader = self.readers[0]
         self.shown_step: int | None = None
         self._step_stats: dict | None = None   # the shown step's statistics per module
+        self._non_finite_out: set = set()   # modules whose output held NaN/Inf at that step
         self._taken: dict[str, dict[int, dict]] = {}   # file → step → statistics taken
         self.setWindowTitle(f"TensorScope — {path}")
         self._lock = threading.Lock()    # the readers: one thread at a time
@@ -270,15 +271,18 @@ class ReplayWindow(MainWindow):
         def work() -> None:
             reader = self._shown_reader()
             msgs = reader.calls(reader.step_messages(step))
+            bad = {(m.root, m.path) for m in msgs if is_call(m) and not m.finite}
             self.bridge.post_response(lambda got: self._show_metrics(step, *got),
                                       (module_metrics(msgs), step_statistics(
                                           reader, step, msgs, self._taken.setdefault(
-                                              reader.path, {}))))
+                                              reader.path, {})), bad))
         self._in_background(work)
 
-    def _show_metrics(self, step: int, metrics: dict, stats: dict | None = None) -> None:
+    def _show_metrics(self, step: int, metrics: dict, stats: dict | None = None,
+                      non_finite: set | None = None) -> None:
         self.graph.set_snapshot(metrics)
         self.shown_step, self._step_stats = step, stats or {}
+        self._non_finite_out = non_finite or set()
         sel = self.view_state.selection
         if sel is not None:   # the inspector follows the timeline
             self._inspect(*sel.local)
@@ -292,14 +296,13 @@ class ReplayWindow(MainWindow):
         got = self._step_stats.get((root, path))
         return got[1] if got is not None else None
 
-    def _unavailable(self, root: int, path: str) -> str:
-        """As live; says when the statistics shown are of an earlier step."""
-        text = super()._unavailable(root, path)
-        got = (self._step_stats or {}).get((root, path))
-        if got is not None and got[0] != self.shown_step:
-            text += (f". Statistics are not taken every step: these are of step {got[0]}, "
-                     f"the latest before step {self.shown_step}")
-        return text
+    def stats_steps(self, root: int, path: str) -> tuple[int | None, int | None, bool]:
+        """As live, of the step the timeline shows."""
+        if self._step_stats is None:
+            return super().stats_steps(root, path)
+        got = self._step_stats.get((root, path))
+        return (None if got is None else got[0], self.shown_step,
+                (root, path) in self._non_finite_out)
 
     def display_name(self, root: int, path: str) -> str:
         """A module's name in the compare table: its path, with the root's name in

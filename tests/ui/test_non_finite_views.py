@@ -56,3 +56,20 @@ def test_all_nan_legend_plots_and_names(qtbot):
     qtbot.waitUntil(lambda: w.plots.legend_entries("grad") == ["Sequential.0"], timeout=5000)
     qtbot.waitUntil(lambda: "Only NaN/Inf" in w.plots.notes["stat"].text(), timeout=5000)
     assert not w.plots.notes["grad"].isVisible()
+
+
+def test_a_live_nan_step_without_statistics_shows_no_earlier_counts(qtbot):
+    """A module whose output went NaN at a step that took no statistics showed the
+    previous step's counts (nan 0) as current."""
+    bad = mlp_step(3, nan_at=3)
+    for m in bad:
+        if getattr(m, "stats", None) is not None:
+            m.stats = None   # statistics every few steps: none this step
+    w = laid_out_window(qtbot, mlp_session(3) + bad)
+    w.select_module(0, "network.2")
+    assert w.inspector.state.stats is None
+    assert w.inspector.header.value_text("nan") == "–"
+    assert "held NaN/Inf at step 3" in w.inspector.state.hint
+    w.select_module(0, "network.0")   # finite at step 3: step 2's statistics, said so
+    assert w.inspector.header.value_text("nan") == "0"
+    assert "these are of step 2, the latest before step 3" in w.inspector.state.hint

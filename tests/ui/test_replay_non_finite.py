@@ -39,3 +39,23 @@ def test_a_module_that_made_nan_at_the_step_shown_is_red(qtbot, tmp_path):
     qtbot.waitUntil(lambda: w.shown_step == 1, timeout=5000)
     assert view.nodes.colours.get(nid) not in (None, w.theme.non_finite)
     w.close()
+
+
+def test_a_nan_step_without_statistics_shows_no_earlier_counts(qtbot, tmp_path):
+    """Step 3 made NaN and took no statistics: the inspector showed step 2's (nan 0)
+    as if they were step 3's."""
+    path = str(tmp_path / "nan.tscope")
+    _record(path)
+    w = ReplayWindow(path, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    qtbot.waitUntil(lambda: w.shown_step == 3, timeout=5000)
+    w.select_module(0, "network.2")
+    assert w.inspector.state.stats is None
+    assert w.inspector.header.value_text("nan") == "–"
+    assert "held NaN/Inf at step 3" in w.inspector.state.hint
+    w.replay.slider.setValue(2)   # a finite step with its own statistics
+    qtbot.waitUntil(lambda: w.shown_step == 2, timeout=5000)
+    assert w.inspector.header.value_text("nan") == "0"
+    w.close()

@@ -113,6 +113,7 @@ class ModuleState:
     dtype: str = ""
     device: str = ""
     stats: dict[str, float] | None = None
+    stats_step: int = -1                 # the step ``stats`` were taken at
     #: the TensorMeta of the output ``stats`` describe (``stats_output``)
     stats_meta: dict[str, Any] | None = None
     grad_norm: float | None = None
@@ -478,7 +479,7 @@ class SessionModel:
             if state.device:
                 self.devices.add(state.device)
         if msg.stats is not None:
-            state.stats = msg.stats
+            state.stats, state.stats_step = msg.stats, msg.step
             state.stats_meta = stats_output(msg.outputs)
         state.finite = msg.finite
         if msg.grad_enabled:  # an eval pass under no_grad keeps the last training gradients
