@@ -291,3 +291,16 @@ def test_a_long_module_path_does_not_widen_the_inspector(inspector):
     inspector.resize(360, 800)
     title = inspector.header.title
     assert title.width() <= 360 and path in title.toolTip()
+
+
+def test_an_all_nan_line_says_so_and_marks_each_element(inspector):
+    """An all-NaN 1-d slice drew bare axes: no line, no marker, no word."""
+    data = np.array([np.nan, np.nan, np.inf, np.nan], dtype=np.float32)
+    show(inspector, data)
+    assert inspector.stack.currentWidget() is inspector.line
+    assert inspector.line.marked() == {"NaN": [0, 1, 3], "+Inf": [2], "−Inf": []}
+    assert inspector.line.note.isVisibleTo(inspector.line)
+    assert "No finite value" in inspector.line.note.text()
+    show(inspector, np.array([1.0, np.nan, 3.0], dtype=np.float32))   # a gap, marked
+    assert inspector.line.marked()["NaN"] == [1]
+    assert not inspector.line.note.isVisibleTo(inspector.line)

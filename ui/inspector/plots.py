@@ -6,10 +6,11 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from tensorscope.ui.elided import CentredNote
 from tensorscope.ui.model.received import finite_range, format_value
 from tensorscope.ui.model.inspector_state import COLORMAPS
 from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLOR, accent_color,
-                                            mute, plot_colors, style_plot)
+                                            css, mute, plot_colors, style_plot)
 
 MAX_LOCKED_ASPECT = 12.0   # beyond this rows:cols ratio a 1:1 aspect would leave a sliver
 MIN_PLOT_HEIGHT = 160
@@ -199,8 +200,15 @@ class HeatmapView(_PlotHost):
 
 
 
+#: where a line plot marks its non-finite elements: (name, test, marker colour, at the top)
+NONFINITE_MARKS = (("NaN", np.isnan, NAN_COLOR, False), ("+Inf", np.isposinf, POSINF_COLOR, True),
+                   ("−Inf", np.isneginf, NEGINF_COLOR, False))
+
+
 class LineView(_PlotHost):
-    """A 1-d slice as a line plot over its tensor indices (gaps at NaN/Inf)."""
+    """A 1-d slice as a line plot over its tensor indices; NaN and ±Inf leave gaps
+    in the line and are marked with crosses in their legend colours (+Inf along
+    the top, NaN and −Inf along the bottom), so an all-NaN slice is not bare axes."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -212,6 +220,12 @@ class LineView(_PlotHost):
         self.curve = self.plot.plot(pen=pg.mkPen(color, width=1.5), connect="finite")
         self.points = pg.ScatterPlotItem(size=5, brush=pg.mkBrush(color), pen=None)
         self.plot.addItem(self.points)
+        self.marks = {name: pg.ScatterPlotItem(symbol="x", size=8, brush=None,
+                                               pen=pg.mkPen(css(colour), width=2))
+                      for name, _test, colour, _top in NONFINITE_MARKS}
+        for item in self.marks.values():
+            self.plot.addItem(item)
+        self.note = CentredNote(self.graphics, plot_colors(self)[1].name(), left=48)
         self.x = np.arange(0)
         self.y = np.arange(0, dtype=np.float64)
 
@@ -223,8 +237,32 @@ class LineView(_PlotHost):
         few = len(x) <= 64
         self.points.setData(x[np.isfinite(finite_y)] if few else [],
                             finite_y[np.isfinite(finite_y)] if few else [])
+        self._mark_nonfinite(x)
         self.plot.setLabel("bottom", label)
         self.plot.autoRange(padding=0.05)
+        nothing = not self.note.isHidden()
+        self.plot.getAxis("left").setStyle(showValues=not nothing)   # no value to scale
+        if nothing:   # the crosses above and below the note, clear of it
+            self.plot.setYRange(-1.6, 1.6, padding=0)
+
+    def _mark_nonfinite(self, x: np.ndarray) -> None:
+        """Crosses at the non-finite elements, just outside the finite values' range;
+        with no finite value, a note says so over the crosses."""
+        span = finite_range(self.y)
+        lo, hi = span if span is not None else (-0.5, 0.5)
+        pad = 0.06 * (hi - lo) if hi > lo else 0.5
+        for name, test, _colour, top in NONFINITE_MARKS:
+            bad = test(self.y)
+            at = hi + pad if top else lo - pad
+            self.marks[name].setData(x[bad], np.full(int(bad.sum()), at))
+        self.note.say("" if span is not None or not len(self.y) else
+                      f"No finite value to draw: all {len(self.y):,} are NaN or ±Inf "
+                      "(marked ✕)")
+
+    def marked(self) -> dict[str, list[int]]:
+        """The tensor indices marked as NaN, +Inf and −Inf (for tests)."""
+        return {name: [int(v) for v in (item.getData()[0] if len(item.getData()[0]) else [])]
+                for name, item in self.marks.items()}
 
     def describe(self, x: float, y: float) -> str:
         """The element nearest the cursor's x."""
