@@ -95,7 +95,7 @@ class GraphView(QGraphicsView):
         self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
         self.setBackgroundBrush(self.theme.background)
         self.legend = MetricLegend(self.viewport(), self.theme)
-        self.minimap = Minimap(self, self._scene, self.theme)
+        self.minimap = Minimap(self, self._scene, self.theme, covers=self._has_card_in)
         self._empty_text = "Waiting for a training script…"
         self.auto_fit = True   # refit on resize until the user zooms or pans
         self._fitting = False
@@ -327,6 +327,10 @@ class GraphView(QGraphicsView):
         area = self.mapToScene(box).boundingRect()
         return any(card.rect.intersects(area) for card in self.nodes.cards)
 
+    def _has_card_in(self, area: QRectF) -> bool:
+        """Whether a card lies in ``area`` (scene coordinates)."""
+        return any(card.rect.intersects(area) for card in self.nodes.cards)
+
     def fit_all(self) -> None:
         """Fit the whole graph in the window."""
         rect = self.nodes.boundingRect().united(self.edges.boundingRect())
@@ -348,6 +352,8 @@ class GraphView(QGraphicsView):
     def scrollContentsBy(self, dx: int, dy: int) -> None:  # noqa: N802 (Qt API)
         super().scrollContentsBy(dx, dy)
         self.legend.reposition()   # a viewport child: the viewport's scroll moves it too
+        if self.minimap.isVisible():
+            self.minimap.reposition()   # off the cards scrolled under it
         self.minimap.update()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)

@@ -7,24 +7,40 @@ live recolouring never repaint thousands of nodes twice.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
-from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QWidget
 
 from tensorscope.ui.theme import Theme
 
 RERENDER_S = 2.0
+#: px between the overview and the view's edges
+MARGIN = 12
+#: how opaque the overview is drawn while it lies over cards (until hovered)
+FADED = 0.3
 #: the least size of the main view, in overview sizes each way, that shows the overview
 ROOM = 3
 
 
 class Minimap(QWidget):
-    """Overview in the main view's bottom-right corner; click or drag to jump there."""
+    """Overview in a corner of the main view; click or drag to jump there.
 
-    def __init__(self, main: QGraphicsView, scene: QGraphicsScene, theme: Theme) -> None:
+    It takes the bottom-right corner, or the bottom-left or top-left one when
+    cards show under the first (the top-right one is the metric legend's);
+    with cards under all three it stays bottom-right, faded so that they show
+    through, until the pointer is over it. ``covers(scene_rect)``: whether a
+    card lies in that part of the scene.
+    """
+
+    def __init__(self, main: QGraphicsView, scene: QGraphicsScene, theme: Theme,
+                 covers: Callable[[QRectF], bool] | None = None) -> None:
         super().__init__(main)
         self.main, self._scene, self.theme = main, scene, theme
+        self._covers = covers or (lambda _rect: False)
+        self.faded = False
+        self.setAttribute(Qt.WidgetAttribute.WA_Hover)
         self._pixmap: QPixmap | None = None
         self._source = QRectF()
         self._target = QRectF()
@@ -72,9 +88,27 @@ class Minimap(QWidget):
         return self.main.mapToScene(self.main.viewport().rect()).boundingRect()
 
     def reposition(self) -> None:
-        """Stick to the bottom-right corner of the main view."""
+        """Take the first corner with no card under it (bottom-right, bottom-left,
+        top-left), else bottom-right, faded (GUI thread; cheap enough for every scroll)."""
         vp = self.main.viewport()
-        self.move(vp.width() - self.width() - 12, vp.height() - self.height() - 12)
+        right, bottom = vp.width() - self.width() - MARGIN, vp.height() - self.height() - MARGIN
+        corners = (QPoint(right, bottom), QPoint(MARGIN, bottom), QPoint(MARGIN, MARGIN))
+        free = next((c for c in corners if not self._covers(
+            self.main.mapToScene(QRect(c, self.size())).boundingRect())), None)
+        faded = free is None
+        self.move(free or corners[0])
+        if faded != self.faded:
+            self.faded = faded
+            self.update()
+
+    def covered_cards(self) -> bool:
+        """Whether a card lies under the overview where it is now."""
+        return self._covers(self.main.mapToScene(self.geometry()).boundingRect())
+
+    def event(self, event) -> bool:  # noqa: D102 (Qt API)
+        if event.type() in (event.Type.HoverEnter, event.Type.HoverLeave) and self.faded:
+            self.update()   # drawn opaque while the pointer is over it
+        return super().event(event)
 
     def _to_minimap(self, r: QRectF) -> QRectF:
         s = self._target.width() / self._source.width() if self._source.width() else 1.0
@@ -84,6 +118,8 @@ class Minimap(QWidget):
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
         p = QPainter(self)
+        if self.faded and not self.underMouse():
+            p.setOpacity(FADED)
         if self._pixmap is not None:
             p.drawPixmap(0, 0, self._pixmap)
             colour = QColor(self.theme.accent)   # a copy: the theme's colours are shared

@@ -397,3 +397,30 @@ def test_a_narrower_window_keeps_room_for_the_graph(qtbot):
     w.resize(1024, 700)
     qtbot.waitUntil(lambda: w.graph.width() >= 0.3 * w.width(), timeout=5000)
     assert w.tree_dock.isVisible() and w.inspector_dock.isVisible()
+
+
+def test_the_minimap_moves_off_a_card_in_its_corner_or_fades(qtbot):
+    """The overview sat in the bottom-right corner over whatever card scrolled there."""
+    from PySide6.QtCore import QPointF, QRect
+    w = laid_out_window(qtbot, mlp_session(10), (1600, 1000))
+    view = w.graph.views["module"]
+    qtbot.waitUntil(view.minimap.fits, timeout=5000)
+    view.zoom(4.0)
+    view.minimap.refresh()
+    assert view.minimap.isVisible()
+    mm, vp = view.minimap, view.viewport()
+    corner = QRect(vp.width() - mm.width() - 12, vp.height() - mm.height() - 12,
+                   mm.width(), mm.height())
+    card = view.nodes.by_id[w.graph.graphs["module"].visible_for_module(0, "network.2")]
+    # scroll so that the card lies under the bottom-right corner
+    offset = view.mapToScene(corner.center()) - view.mapToScene(vp.rect().center())
+    view.centerOn(QPointF(card.rect.center() - offset))
+    assert card.rect.intersects(view.mapToScene(corner).boundingRect())
+    assert not mm.covered_cards() and mm.pos() != corner.topLeft() and not mm.faded
+    view.nodes.cards.append(type(card)(**{**vars(card), "id": "wall",   # cards everywhere
+                                           "rect": view.mapToScene(vp.rect()).boundingRect()}))
+    mm.reposition()
+    assert mm.faded and mm.pos() == corner.topLeft()   # drawn faded where it was
+    view.nodes.cards.pop()
+    mm.reposition()
+    assert not mm.faded
