@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from PySide6.QtCore import (QEvent, QItemSelectionModel, QModelIndex, QObject,
-                            QSortFilterProxyModel, Qt, Signal)
+                            QSortFilterProxyModel, Qt, QTimer, Signal)
 from PySide6.QtGui import QBrush, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (QHeaderView, QLineEdit, QStyledItemDelegate, QStyleOptionViewItem,
                                QTreeView, QVBoxLayout, QWidget)
@@ -118,9 +118,15 @@ class ModuleTreePanel(QWidget):
         self._shapes = _MiddleElided(self.view)
         self.view.setItemDelegateForColumn(COLUMNS.index("Output shape"), self._shapes)
         self._name_min = COLUMN_MINS[0]   # px the deepest open row's name needs
-        # an opened row shows deeper names: the Module column grows to show them too
-        self.view.expanded.connect(lambda _index: self._measure(only_names=True))
-        self.view.collapsed.connect(lambda _index: self._measure(only_names=True))
+        # an opened row shows deeper names: the Module column grows to show them too,
+        # measured once per burst (expandToDepth/expandAll signal every row they open:
+        # a measure each took 12 s on a model of 700 blocks)
+        self._remeasure = QTimer(self)
+        self._remeasure.setSingleShot(True)
+        self._remeasure.setInterval(0)
+        self._remeasure.timeout.connect(lambda: self._measure(only_names=True))
+        self.view.expanded.connect(lambda _index: self._remeasure.start())
+        self.view.collapsed.connect(lambda _index: self._remeasure.start())
         self.view.viewport().installEventFilter(self)
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         box = QVBoxLayout(self)
@@ -186,6 +192,7 @@ class ModuleTreePanel(QWidget):
         if added:
             self.view.expandToDepth(1)
             self._measure()
+            self._remeasure.stop()   # measured just now, the opened rows included
 
     def _measure(self, only_names: bool = False) -> None:
         """The columns' natural widths for the rows in view (capped), then fit them.

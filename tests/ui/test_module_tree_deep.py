@@ -63,3 +63,31 @@ def test_siblings_are_in_pytorch_order_not_alphabetical(qtbot):
     assert names(root) == ["resnet", "classifier"]
     assert names(panel.items[(0, "resnet")][0]) == ["embedder", "encoder", "pooler"]
     assert names(panel.items[(0, "resnet.encoder.stages.0.layers.0")][0]) == ["shortcut", "layer"]
+
+
+def test_opening_many_rows_at_once_measures_the_columns_once(qtbot):
+    """expandToDepth signals every row it opens, and each signal measured every
+    open row again: opening a recording of 700 blocks froze the GUI for 12 s."""
+    blocks = 300
+    mods = [{"path": "", "type": "Sequential", "children": [str(i) for i in range(blocks)]}]
+    for i in range(blocks):
+        mods.append({"path": str(i), "type": "Sequential", "children": [f"{i}.0", f"{i}.1"]})
+        mods += [{"path": f"{i}.0", "type": "Linear", "params": 72},
+                 {"path": f"{i}.1", "type": "ReLU"}]
+    panel = ModuleTreePanel()
+    qtbot.addWidget(panel)
+    panel.resize(400, 500)
+    panel.show()
+    qtbot.waitExposed(panel)
+    measured = []
+    deepest = panel._deepest_name_room
+    panel._deepest_name_room = lambda: measured.append(1) or deepest()
+    model = SessionModel()
+    model.ingest_many([Hello(), ModuleTree(roots=[{"root": 0, "name": "Sequential",
+                                                   "type": "Sequential", "modules": mods}])])
+    panel.refresh(model)
+    assert len(panel.items) == 1 + 3 * blocks
+    assert len(measured) == 1 and not panel._remeasure.isActive()   # none left to come
+    panel.filter.setText("relu")   # opens every row: one more measure, not 300
+    qtbot.waitUntil(lambda: not panel._remeasure.isActive(), timeout=2000)
+    assert len(measured) == 2
