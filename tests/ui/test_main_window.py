@@ -424,3 +424,25 @@ def test_the_minimap_moves_off_a_card_in_its_corner_or_fades(qtbot):
     view.nodes.cards.pop()
     mm.reposition()
     assert not mm.faded
+
+
+def test_a_selection_keeps_the_edge_labels_where_they_were(qtbot):
+    """Each selection placed every edge label again against every card (a second
+    on a graph of 2,000 cards); the cards have not moved, nor have the labels."""
+    w = _open(qtbot, transformer_session(4))
+    view = w.graph.views["module"]
+    before = view.edges.labels
+    assert before
+    w.select_module(0, "encoder.layers.1")
+    assert view.nodes.related and view.edges.labels is before   # not placed again
+
+
+def test_the_rect_index_finds_overlaps_across_cells_and_signs():
+    from PySide6.QtCore import QRectF
+
+    from tensorscope.ui.graph_view import RectIndex
+    index = RectIndex([QRectF(-300, -10, 600, 20)])   # spans three cells, left of 0 too
+    assert index.intersects(QRectF(-290, 0, 5, 5)) and index.intersects(QRectF(250, 5, 5, 5))
+    assert not index.intersects(QRectF(0, 30, 5, 5))
+    index.add(QRectF(0, 30, 5, 5))
+    assert index.intersects(QRectF(2, 32, 1, 1))
