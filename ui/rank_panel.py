@@ -1,6 +1,6 @@
 """The ranks dock of a distributed job: a rank selector with each rank's status.
 
-One row per rank: step, steps/s and state (running, paused, waiting in a
+One row per rank: step, steps/s and state (running, paused, failed, waiting in a
 collective, stalled, ended). The straggler (the rank furthest behind) and
 stalled ranks are highlighted. Clicking a row shows that rank in the graph,
 tree, inspector and status bar (``SessionModel.select_rank``).
@@ -53,7 +53,7 @@ class RankPanel(QTableWidget):
             rate = state.recorded_steps_per_s() if self.recorded else state.steps_per_s()
             cells = (f"{rank}{' ◀' if rank == model.rank else ''}", str(max(state.step, 0)),
                      "—" if rate is None else f"{rate:.1f}", text)
-            flag = text.startswith(("stalled", "waiting in")) or rank == straggler
+            flag = text.startswith(("stalled", "waiting in", "failed")) or rank == straggler
             for col, value in enumerate(cells):
                 item = self.item(row, col)
                 if item is None:

@@ -128,3 +128,28 @@ def test_ranks_dock_shows_each_rank_and_selects(qtbot):
     with qtbot.waitSignal(panel.rank_selected) as sig:
         panel.cellClicked.emit(1, 0)
     assert sig.args == [1]
+
+
+def test_the_ranks_dock_says_which_rank_failed_and_which_lost_its_peer(qtbot):
+    from tensorscope.common.events import Bye, ExceptionRaised
+    from tensorscope.ui.rank_panel import RankPanel
+
+    model, _jc, _conns = _job(world=3)
+    model.ingest_many([
+        ExceptionRaised(step=2, rank=1, type="RuntimeError", message="rank 1 stops on purpose"),
+        Bye(exit_code=1, steps=3, rank=1),
+        ExceptionRaised(step=3, rank=0, type="DistBackendError",
+                        message="[../gloo/transport/tcp/pair.cc:534] Connection closed by peer"),
+        Bye(exit_code=1, steps=3, rank=0),
+        # a module's exception the script caught, then a clean end: just ended
+        ExceptionRaised(step=1, rank=2, type="ValueError", message="caught and handled"),
+        Bye(exit_code=0, steps=6, rank=2)])
+    panel = RankPanel()
+    qtbot.addWidget(panel)
+    panel.refresh(model)
+    assert panel.state_text(1) == "failed: RuntimeError: rank 1 stops on purpose (step 2)"
+    assert panel.state_text(0).startswith("failed: lost its peer at step 3")
+    assert panel.state_text(2) == "ended"
+    model.ingest(Bye(exit_code=137, rank=3))   # killed: no exception of its own
+    panel.refresh(model)
+    assert panel.state_text(3) == "failed (exit code 137)"

@@ -25,6 +25,7 @@ import numpy as np
 
 from tensorscope.common import statistics
 from tensorscope.common.divergence import DivergenceCheck, compares_ranks
+from tensorscope.common.distributed import lost_peer
 from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped,
                                        ExceptionRaised, Finding, GraphStructure, Hello, Message,
                                        ModuleKey, ModuleTree, PausedAt, Resumed, Scalars,
@@ -192,6 +193,8 @@ class RankState:
         self.durations: deque[float] = deque(maxlen=32)
         #: why its connection closed before it said Bye (None: connected, or ended)
         self.disconnected: str | None = None
+        #: the last exception it reported (the one that ended it, when it failed)
+        self.raised: ExceptionRaised | None = None
 
     def overhead(self) -> float | None:
         """TensorScope's share of this rank's step time over its last steps (their
@@ -225,7 +228,7 @@ class RankState:
         all-reduce waits for it), ``stalled`` (no step for ``STALL_AFTER_S`` while
         another rank steps: a straggler, or hung) or ``waiting`` (no step yet)."""
         if self.ended is not None:
-            return "ended"
+            return "ended" if self.ended.exit_code == 0 else self._failed()
         if self.disconnected is not None:
             return "disconnected"
         if self.paused is not None:
@@ -238,6 +241,19 @@ class RankState:
                 and now - self.last_step_at > STALL_AFTER_S):
             return "stalled"
         return "running"
+
+
+    def _failed(self) -> str:
+        """The state of a rank that ended with a non-zero exit code: its exception, or
+        that it lost its peer (another rank's exit broke its collective)."""
+        exc, code = self.raised, self.ended.exit_code if self.ended else 1
+        if exc is None:
+            return f"failed (exit code {code})"
+        if lost_peer(exc.type, exc.message):
+            return f"failed: lost its peer at step {exc.step} (another rank exited first)"
+        text = " ".join(exc.message.split())
+        text = text if len(text) <= 80 else text[:79] + "…"
+        return f"failed: {exc.type}: {text} (step {exc.step})"
 
 
 class RateMeter:
@@ -567,7 +583,8 @@ class SessionModel:
 
     def _exception(self, msg: ExceptionRaised) -> None:
         self.exceptions.append(msg)
-        self.changes.mark("findings")
+        self.rank_state(msg.rank).raised = msg
+        self.changes.mark("findings", "pause")
 
     def _paused(self, msg: PausedAt) -> None:
         rank = self.rank_state(msg.rank)
