@@ -23,7 +23,6 @@ from typing import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from tensorscope.common.statistics import PLOTTED
@@ -268,17 +267,18 @@ class PlotsPanel(QWidget):
         self.module_filter.textChanged.connect(lambda _t: self._filter_changed())
         self._matches: Callable[[str], bool] = lambda _path: True
         # legends sit under the plots, never over the curves
-        self.legends = {kind: QLabel(self) for kind in ("grad", "stat")}
+        self.legends = {kind: QLabel(self) for kind in ALL_PLOTS}
         for label in self.legends.values():
             label.setWordWrap(True)
             label.setTextFormat(Qt.TextFormat.RichText)
         self._paths: list[str] = []
         self._root_names: dict[int, str] = {}   # of the rank shown, for bare-index paths
         self._legend_entries: dict[str, list[str]] = {kind: [] for kind in self.legends}
+        for kind in ("loss", LOGGED):
+            self.legends[kind].hide()   # shown with entries: one line less for the curve
         self._logged: dict[tuple[int, str], pg.PlotDataItem] = {}
         self.focus: LocalKey | None = None
         self._rank_loss: dict[int, pg.PlotDataItem] = {}   # other ranks' loss curves
-        self._loss_name = ""   # the shown rank's loss curve in the legend ("rank 0")
         self._curves: dict[tuple[str, ModuleKey], pg.PlotDataItem] = {}
         self._colours: dict[LocalKey, str] = {}
         self._seen = {name: ChangeCursor() for name in ALL_PLOTS}
@@ -326,20 +326,7 @@ class PlotsPanel(QWidget):
         w.getAxis("left").setStyle(autoReduceTextSpace=False)
         w.setLogMode(y=log)
         w.setMinimumHeight(120)
-        bg = QColor(self.theme.card)   # a copy: the theme's colours are shared
-        bg.setAlpha(200)
-        legend = w.addLegend(offset=(40, 2), labelTextColor=self.theme.subtle,
-                             labelTextSize="7pt", brush=bg, verSpacing=-8, horSpacing=6)
-        legend.setColumnCount(3)
-        legend.hide()   # an empty legend still paints its box: shown once it has entries
         return w
-
-    @staticmethod
-    def _legend_shown(plot: pg.PlotWidget) -> None:
-        """Show a plot's in-plot legend only while it has entries."""
-        legend = plot.getPlotItem().legend
-        if legend is not None and legend.isVisible() != bool(legend.items):
-            legend.setVisible(bool(legend.items))
 
     def _force(self, *names: str) -> None:
         for name in names or ALL_PLOTS:
@@ -356,25 +343,19 @@ class PlotsPanel(QWidget):
             self._legend_entries[kind] = []
         self._paths = []
         for item in self._logged.values():
-            self.logged_plot.getPlotItem().legend.removeItem(item)
             self.logged_plot.removeItem(item)
         self._logged.clear()
         self.logged_choice.clear()
-        for w in (self.logged_plot, self.logged_label, self.logged_choice):
+        for w in (self.logged_plot, self.logged_label, self.logged_choice,
+                  self.legends["loss"], self.legends[LOGGED]):
             w.hide()
         self.loss_curve.setData([], [])
         self.nonfinite_loss.setData([], [])
         self.eval_curve.setData([], [])
         for item in self._rank_loss.values():
-            self.loss_plot.getPlotItem().legend.removeItem(item)
             self.loss_plot.removeItem(item)
         self._rank_loss.clear()
-        if self._loss_name:
-            self.loss_plot.getPlotItem().legend.removeItem(self.loss_curve)
-            self._loss_name = ""
         self.steps.clear()
-        for plot in self.plots.values():
-            self._legend_shown(plot)
         self._force()
 
     def set_focus(self, key: LocalKey | None) -> None:
@@ -417,7 +398,6 @@ class PlotsPanel(QWidget):
                     self._update_logged(model)
                 else:
                     self._update_modules(name, model)
-                self._legend_shown(self.plots[name])
                 moved = self.steps.apply()
                 for plot in self.plots.values() if moved else (self.plots[name],):
                     # Apply the new ranges now: pyqtgraph applies them while painting,
@@ -467,40 +447,48 @@ class PlotsPanel(QWidget):
         eval_steps, eval_values = model.eval_loss.arrays()
         self.eval_curve.setData(eval_steps, eval_values)
         self.steps.include(eval_steps)
-        self._name_shown_loss(model)
         for rank, state in model.ranks.items():
             if rank == model.rank and rank not in self._rank_loss:
                 continue
             item = self._rank_loss.get(rank)
             if item is None:
                 item = self._rank_loss[rank] = self.loss_plot.plot(
-                    pen=pg.mkPen(self.theme.subtle, width=1, dash=RANK_DASHES[rank % 4] or [2, 2]),
-                    name=f"rank {rank}")
+                    pen=pg.mkPen(self.theme.subtle, width=1, dash=RANK_DASHES[rank % 4] or [2, 2]))
             r_steps, r_values = state.loss.arrays() if rank != model.rank else ([], [])
             if len(r_steps):
                 self.steps.include(r_steps)
                 r_steps, r_values = peak_decimate(r_steps, r_values,
                                                   self._max_points(self.loss_plot))
             item.setData(r_steps, r_values)
-            legend = self.loss_plot.getPlotItem().legend
-            listed = any(sample.item is item for sample, _label in legend.items)
-            if listed and rank == model.rank:   # the solid curve is this rank's now
-                legend.removeItem(item)
-            elif not listed and rank != model.rank:
-                legend.addItem(item, f"rank {rank}")
+        self._loss_legend(model, len(eval_steps) > 0)
 
-    def _name_shown_loss(self, model: SessionModel) -> None:
-        """In a job of several ranks the legend names the solid curve's rank too (it
-        listed only the other ranks' dashed ones)."""
-        legend = self.loss_plot.getPlotItem().legend
-        name = f"rank {model.rank}" if len(model.ranks) > 1 else ""
-        if name == self._loss_name or legend is None:
-            return
-        if self._loss_name:
-            legend.removeItem(self.loss_curve)
-        if name:
-            legend.addItem(self.loss_curve, name)
-        self._loss_name = name
+    def _loss_legend(self, model: SessionModel, evaluated: bool) -> None:
+        """Under the loss plot: in a job of several ranks the solid curve's rank and
+        each other rank's dashed one; evaluation points and NaN/Inf marks when drawn."""
+        entries: list[tuple[str, str, str]] = []   # (mark, its colour, label)
+        if len(model.ranks) > 1:
+            entries.append(("━", self.theme.accent.name(), f"rank {model.rank}"))
+            entries += [("╌", self.theme.subtle.name(), f"rank {rank}")
+                        for rank in sorted(model.ranks) if rank != model.rank
+                        and len(model.ranks[rank].loss)]
+        if evaluated:
+            entries.append(("◆", "#e08a1e", "evaluation"))
+        if self.nonfinite_loss_steps():
+            entries.append(("✕", self.theme.non_finite.name(), "NaN/Inf loss"))
+        self._set_legend("loss", entries)
+
+    def _set_legend(self, kind: str, entries: list[tuple[str, str, str]]) -> None:
+        """Show ``(mark, colour, label)`` entries under plot ``kind`` (none: hidden)."""
+        self._legend_entries[kind] = [label for _m, _c, label in entries]
+        text = "&nbsp;&nbsp; ".join(f"<span style='color:{colour}'>{mark}</span>&nbsp;"
+                                    f"{html.escape(label)}" for mark, colour, label in entries)
+        label = self.legends[kind]
+        if text:
+            text = f"<span style='font-size:7.5pt;color:{self.theme.subtle.name()}'>{text}</span>"
+        if label.text() != text:
+            label.setText(text)
+        if label.isHidden() == bool(text):
+            label.setVisible(bool(text))
 
     def _mark_nonfinite_loss(self, steps: np.ndarray, values: np.ndarray) -> None:
         """A red cross at the top of the finite losses for every NaN/Inf loss."""
@@ -529,11 +517,8 @@ class PlotsPanel(QWidget):
         for w in (self.logged_plot, self.logged_label, self.logged_choice):
             w.show()
         chosen = self.logged_choice.currentData()
-        legend = self.logged_plot.getPlotItem().legend
         for key in [k for k in self._logged if k[1] != chosen]:
-            item = self._logged.pop(key)
-            legend.removeItem(item)
-            self.logged_plot.removeItem(item)
+            self.logged_plot.removeItem(self._logged.pop(key))
         for key, series in sorted(model.scalars.items()):
             if key[1] != chosen or not len(series):
                 continue
@@ -544,13 +529,15 @@ class PlotsPanel(QWidget):
                 colour = CURVE_COLOURS[key[0] % len(CURVE_COLOURS)]
                 item = self._logged[key] = pg.PlotDataItem(pen=pg.mkPen(colour, width=1.5))
                 self.logged_plot.addItem(item)
-                legend.addItem(item, chosen if key[0] == 0 else f"{chosen} (rank {key[0]})")
             steps, values = peak_decimate(steps, values, self._max_points(self.logged_plot))
             item.setData(steps, values, symbol="o" if len(steps) < 24 else None, symbolSize=5,
                          symbolPen=None, symbolBrush=CURVE_COLOURS[key[0] % len(CURVE_COLOURS)])
+        self._set_legend(LOGGED, [("━", CURVE_COLOURS[rank % len(CURVE_COLOURS)],
+                                   name if rank == 0 else f"{name} (rank {rank})")
+                                  for rank, name in sorted(self._logged)])
 
     def legend_entries(self, kind: str) -> list[str]:
-        """The legend's labels of the ``grad`` or ``stat`` plot, in order."""
+        """The labels of the legend under plot ``kind``, in order."""
         return list(self._legend_entries.get(kind, []))
 
     def _filter_changed(self) -> None:
@@ -599,9 +586,7 @@ class PlotsPanel(QWidget):
             label.setToolTip("\n".join(k[2] for k in keys))
 
     def _remove_curve(self, kind: str, item: pg.PlotDataItem) -> None:
-        plot = self.plots[kind]
-        plot.getPlotItem().legend.removeItem(item)
-        plot.removeItem(item)
+        self.plots[kind].removeItem(item)
 
     @staticmethod
     def _max_points(plot: pg.PlotWidget) -> int:

@@ -38,10 +38,7 @@ def _panel(qtbot) -> tuple[PlotsPanel, Clock]:
 
 
 def _legend(panel: PlotsPanel, kind: str) -> list[str]:
-    if kind in panel.legends:   # module plots: legends under the plot, full paths
-        return sorted(panel.legend_entries(kind))
-    legend = panel.plots[kind].getPlotItem().legend
-    return sorted(label.text for _sample, label in legend.items)
+    return sorted(panel.legend_entries(kind))
 
 
 def _counts(panel: PlotsPanel) -> tuple[int, int, int]:
@@ -259,20 +256,26 @@ def test_a_nan_loss_is_marked_not_left_out(qtbot):
     assert panel.nonfinite_loss_steps() == []
 
 
-def test_an_in_plot_legend_shows_only_with_entries(qtbot):
-    """An empty legend painted a blank box in the corner of every plot."""
+def test_legends_sit_under_the_plots_never_over_the_curves(qtbot):
+    """The loss legend of a job of several ranks was drawn inside the plot, over
+    the curve's first steps; an empty one painted a blank box in the corner."""
     panel, clock = _panel(qtbot)
+    panel.resize(900, 300)
+    panel.show()
     model = SessionModel()
     _steps(model, 0, 3)
     for _ in range(6):
         panel.refresh(model)
         clock.now += PLOT_INTERVAL_S
-    legends = {k: p.getPlotItem().legend for k, p in panel.plots.items()}
-    assert not any(legend.isVisible() for legend in legends.values())
+    assert panel.legends["loss"].isHidden()   # one rank: nothing to tell apart
     model.ingest_many([StepSummary(step=s, rank=1, loss=2.0) for s in range(3)])
+    model.ingest(StepSummary(step=3, loss=float("nan")))
     for _ in range(6):
         panel.refresh(model)
         clock.now += PLOT_INTERVAL_S
-    assert legends["loss"].isVisible() and not legends["grad"].isVisible()
+    assert panel.legend_entries("loss") == ["rank 0", "rank 1", "NaN/Inf loss"]
+    label, plot = panel.legends["loss"], panel.loss_plot
+    assert label.isVisible() and not label.geometry().intersects(plot.geometry())
+    assert all(p.getPlotItem().legend is None for p in panel.plots.values())
     panel.clear()
-    assert not legends["loss"].isVisible()
+    assert panel.legends["loss"].isHidden() and panel.legend_entries("loss") == []

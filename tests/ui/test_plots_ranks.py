@@ -7,13 +7,13 @@ from tensorscope.ui.plots import PlotsPanel
 
 
 def _labels(panel: PlotsPanel) -> list[str]:
-    legend = panel.loss_plot.getPlotItem().legend
-    return sorted(label.text for _sample, label in legend.items)
+    return sorted(panel.legend_entries("loss"))
 
 
 def _refresh(qtbot, panel: PlotsPanel, model: SessionModel) -> None:
     panel._force("loss")
-    panel.refresh(model)
+    for _ in range(4):   # one plot per refresh, in turn: the loss plot's comes
+        panel.refresh(model)
 
 
 def test_the_solid_loss_curve_names_its_rank(qtbot):
@@ -30,6 +30,7 @@ def test_the_solid_loss_curve_names_its_rank(qtbot):
     model.select_rank(1)
     _refresh(qtbot, panel, model)
     assert _labels(panel) == ["rank 0", "rank 1"]   # each once: rank 1 solid, rank 0 dashed
+    assert panel.legend_entries("loss")[0] == "rank 1"   # the solid curve first
     panel.clear()
     assert _labels(panel) == []
 
