@@ -49,11 +49,13 @@ class StatusPanel:
         return self.labels[name].text()
 
     def set_state(self, state: str, where: str = "") -> None:
-        """``running`` / ``paused`` / ``ended`` / ``idle`` / ``replay`` with a colour pill;
+        """``running`` / ``paused`` / ``ended`` / ``failed`` / ``idle`` / ``replay`` with a
+        colour pill;
         ``where`` follows as written (``PAUSED AT `norm` (forward, step 1)``)."""
         colours = {"running": self.theme.device_change, "paused": self.theme.executing,
                    "ended": self.theme.subtle, "idle": self.theme.subtle,
-                   "replay": self.theme.accent, "disconnected": self.theme.non_finite}
+                   "replay": self.theme.accent, "disconnected": self.theme.non_finite,
+                   "failed": self.theme.non_finite}
         colour = colours.get(state.split()[0], self.theme.subtle).name()
         # a long module path is cut in the middle (the pill crowded out every other
         # field); the tooltip has it whole
@@ -91,7 +93,10 @@ class StatusPanel:
         self.labels["dropped"].setStyleSheet(
             f"color: {self.theme.non_finite.name()}" if model.dropped or bad else "")
         self.labels["devices"].setText("devices: " + (", ".join(sorted(model.devices)) or "—"))
-        if model.ended is not None:
+        if model.ended is not None and model.ended.exit_code:
+            self.set_state("failed", f"(exit code {model.ended.exit_code})")
+            self.labels["state"].setToolTip(model.current.failure())
+        elif model.ended is not None:
             self.set_state("ended")
         elif model.current.disconnected is not None:
             self.set_state("disconnected")

@@ -1,9 +1,10 @@
-"""The status bar's overhead field: the meter's share, and a budget's rates."""
+"""The status bar: the overhead field (the meter's share, a budget's rates), and the state
+of a script that failed."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import QStatusBar
 
-from tensorscope.common.events import Hello, StepSummary
+from tensorscope.common.events import Bye, ExceptionRaised, Hello, StepSummary
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.status import StatusPanel
 from tensorscope.ui.theme import make_theme
@@ -58,3 +59,17 @@ def test_a_pause_in_a_long_module_path_is_cut_in_the_middle(qtbot):
     model.ingest(PausedAt(step=3, where="forward", root=0, path="enc.2", call=1))
     panel.refresh(model)
     assert "`enc.2`" in panel.text("state") and panel.labels["state"].toolTip() == ""
+
+
+def test_a_script_that_raised_reads_failed_with_its_exception(qtbot):
+    model = SessionModel()
+    model.ingest_many([Hello(script="train.py"), StepSummary(step=0),
+                       ExceptionRaised(step=1, type="KeyError", message="'label'"),
+                       Bye(exit_code=1, steps=1)])
+    panel = _panel(qtbot)
+    panel.refresh(model)
+    assert "FAILED (exit code 1)" in panel.text("state")
+    assert panel.labels["state"].toolTip() == "failed: KeyError: 'label' (step 1)"
+    model.ingest(Bye(exit_code=0, steps=1))   # a clean end reads ended
+    panel.refresh(model)
+    assert "ENDED" in panel.text("state") and "FAILED" not in panel.text("state")

@@ -228,7 +228,7 @@ class RankState:
         all-reduce waits for it), ``stalled`` (no step for ``STALL_AFTER_S`` while
         another rank steps: a straggler, or hung) or ``waiting`` (no step yet)."""
         if self.ended is not None:
-            return "ended" if self.ended.exit_code == 0 else self._failed()
+            return "ended" if self.ended.exit_code == 0 else self.failure()
         if self.disconnected is not None:
             return "disconnected"
         if self.paused is not None:
@@ -243,7 +243,7 @@ class RankState:
         return "running"
 
 
-    def _failed(self) -> str:
+    def failure(self) -> str:
         """The state of a rank that ended with a non-zero exit code: its exception, or
         that it lost its peer (another rank's exit broke its collective)."""
         exc, code = self.raised, self.ended.exit_code if self.ended else 1
