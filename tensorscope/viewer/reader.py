@@ -31,6 +31,32 @@ def _decode(type_: str, seq: int, body: bytes) -> Message | None:
     return to_message(Frame(PROTOCOL_VERSION, type_, seq, fields))
 
 
+#: how recently a recording not marked complete must have changed for a running
+#: process of its pid to be taken for its writer (not a later one given that pid)
+WRITING_RECENT_S = 600.0
+
+
+def writer_running(path: str, meta: dict[str, str]) -> bool:
+    """Whether the process that recorded ``path`` (``meta["pid"]``) still runs on this
+    machine and the file (or its write-ahead log) changed in the last
+    ``WRITING_RECENT_S`` seconds: a recording being written, not a crashed one."""
+    import time
+    try:
+        pid = int(meta.get("pid", ""))
+    except ValueError:
+        return False
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        pass   # it runs, as another user
+    except OSError:
+        return False
+    changed = [os.stat(p).st_mtime for p in (path, path + "-wal") if os.path.exists(p)]
+    return bool(changed) and time.time() - max(changed) < WRITING_RECENT_S
+
+
 def recording_files(path: str) -> list[str]:
     """The files of a recording: ``path``, or the rank files a distributed job wrote
     for it (``run.rank0.tscope``, ``run.rank1.tscope``..., in rank order; beside
@@ -97,6 +123,8 @@ class SessionReader:
         self.rank = 0  # the rank that recorded the file
         self.steps: list[int] = []
         self.meta: dict[str, str] = {}
+        #: the process recording it still runs: not complete, yet not cut off by a crash
+        self.writing = False
         self._last_id = 0
         #: per step: [messages, first id, last id], from the table scan at open
         self._extents: dict[int, list[int]] = {}
@@ -171,7 +199,12 @@ class SessionReader:
                 f"{self.path} uses session format version {version}; this TensorScope reads "
                 f"version {' and '.join(READABLE_VERSIONS)}. Open it with the TensorScope that recorded it "
                 f"({self.meta.get('tensorscope', 'unknown version')})")
-        if self.meta.get("complete") != "1":
+        self.writing = self.meta.get("complete") != "1" and writer_running(self.path, self.meta)
+        if self.writing:
+            self.warnings.append(f"the recording is still being written (process "
+                                 f"{self.meta.get('pid')} is running): this shows the steps "
+                                 f"committed when it was opened; open it again for later ones")
+        elif self.meta.get("complete") != "1":
             self.warnings.append("the recording did not end cleanly (the script was killed or "
                                  "crashed); it holds every step committed before that")
 
