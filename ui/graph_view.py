@@ -122,7 +122,8 @@ class GraphView(QGraphicsView):
         self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
         self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
         self.setBackgroundBrush(self.theme.background)
-        self.legend = MetricLegend(self.viewport(), self.theme)
+        self.legend = MetricLegend(self.viewport(), self.theme, covers=lambda r: self._has_card_in(
+            self.mapToScene(r).boundingRect()))
         self.minimap = Minimap(self, self._scene, self.theme, covers=self._has_card_in)
         self._empty_text = "Waiting for a training script…"
         self.auto_fit = True   # refit on resize until the user zooms or pans
@@ -373,6 +374,7 @@ class GraphView(QGraphicsView):
         current = self.transform().m11()
         factor = max(0.03 / current, min(4.0 / current, factor))
         self.scale(factor, factor)
+        self.legend.reposition()
         self.minimap.refresh(force=False)
 
     def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 (Qt API)

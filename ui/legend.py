@@ -1,7 +1,9 @@
 """The metric legend painted over the graph's top-right corner."""
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt
+from typing import Callable
+
+from PySide6.QtCore import QRect, QRectF, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
@@ -18,12 +20,24 @@ def format_number(value: float) -> str:
     return f"{value:.1e}"
 
 
-class MetricLegend(QWidget):
-    """Shows which metric colours the nodes, its range and the NaN colour."""
+#: how opaque the legend is drawn while cards lie under it
+FADED = 0.45
 
-    def __init__(self, parent: QWidget, theme: Theme) -> None:
+
+class MetricLegend(QWidget):
+    """Shows which metric colours the nodes, its range and the NaN colour.
+
+    It stays in the top-right corner; while cards scrolled under it, it is drawn
+    faded so that they show through. ``covers(rect)``: whether a card lies under
+    ``rect`` (the parent's coordinates).
+    """
+
+    def __init__(self, parent: QWidget, theme: Theme,
+                 covers: Callable[[QRect], bool] | None = None) -> None:
         super().__init__(parent)
         self.theme = theme
+        self._covers = covers or (lambda _rect: False)
+        self.faded = False
         self.title = ""
         self.lo = self.hi = 0.0
         self.log = False
@@ -57,11 +71,17 @@ class MetricLegend(QWidget):
         parent = self.parentWidget()
         if parent is not None:
             self.move(parent.width() - self.width() - 12, 12)
+        faded = self.isVisible() and self._covers(self.geometry())
+        if faded != self.faded:
+            self.faded = faded
+            self.update()
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
         t = self.theme
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        if self.faded:
+            p.setOpacity(FADED)
         bg = QColor(t.card)   # a copy: the theme's colours are shared
         bg.setAlpha(235)
         p.setPen(QPen(t.card_border, 1))

@@ -446,3 +446,18 @@ def test_the_rect_index_finds_overlaps_across_cells_and_signs():
     assert not index.intersects(QRectF(0, 30, 5, 5))
     index.add(QRectF(0, 30, 5, 5))
     assert index.intersects(QRectF(2, 32, 1, 1))
+
+
+def test_the_metric_legend_fades_over_cards_scrolled_under_it(qtbot):
+    """Scrolled to a selection, cards sat hidden under the opaque legend."""
+    w = laid_out_window(qtbot, mlp_session(10), (1600, 1000))
+    view = w.graph.views["module"]
+    assert view.legend.isVisible() and not view.legend.faded
+    card = view.nodes.cards[0]
+    area = view.mapToScene(view.legend.geometry()).boundingRect()
+    view.nodes.cards.append(type(card)(**{**vars(card), "id": "under", "rect": area}))
+    view.scrollContentsBy(0, 0)   # what a scroll does
+    assert view.legend.faded
+    view.nodes.cards.pop()
+    view.zoom(1.0)
+    assert not view.legend.faded
