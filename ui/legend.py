@@ -20,6 +20,7 @@ def format_number(value: float) -> str:
     return f"{value:.1e}"
 
 
+WIDTH, MIN_WIDTH = 230, 150   # px: the legend's width, and its least in a narrow view
 #: how opaque the legend is drawn while cards lie under it
 FADED = 0.45
 
@@ -44,7 +45,7 @@ class MetricLegend(QWidget):
         self.diverging = False
         self.finite = True   # some node has a finite value (else the range says so)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self.resize(230, 64)
+        self.resize(WIDTH, 64)
         self.hide()
 
     def set_range(self, metric: str, lo: float, hi: float, log: bool, visible: bool,
@@ -70,6 +71,10 @@ class MetricLegend(QWidget):
         """Stick to the top-right corner of the parent."""
         parent = self.parentWidget()
         if parent is not None:
+            # a narrow view keeps some of its width for the graph: the ramp shrinks
+            width = max(MIN_WIDTH, min(WIDTH, parent.width() * 2 // 3 - 12))
+            if width != self.width():
+                self.resize(width, self.height())
             self.move(parent.width() - self.width() - 12, 12)
         faded = self.isVisible() and self._covers(self.geometry())
         if faded != self.faded:
@@ -89,7 +94,9 @@ class MetricLegend(QWidget):
         p.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
         p.setFont(ui_font(-1.0, bold=True))
         p.setPen(t.text)
-        p.drawText(QRectF(10, 4, self.width() - 20, 18), Qt.AlignmentFlag.AlignVCenter, self.title)
+        title = p.fontMetrics().elidedText(self.title, Qt.TextElideMode.ElideRight,
+                                           self.width() - 20)
+        p.drawText(QRectF(10, 4, self.width() - 20, 18), Qt.AlignmentFlag.AlignVCenter, title)
         bar = QRectF(10, 25, self.width() - 70, 12)
         grad = QLinearGradient(bar.topLeft(), bar.topRight())
         for i in range(11):

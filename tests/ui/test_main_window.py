@@ -461,3 +461,14 @@ def test_the_metric_legend_fades_over_cards_scrolled_under_it(qtbot):
     view.nodes.cards.pop()
     view.zoom(1.0)
     assert not view.legend.faded
+
+
+def test_the_metric_legend_leaves_a_narrow_graph_view_room(qtbot):
+    """In an 800-px window the legend was wider than the graph view."""
+    w = laid_out_window(qtbot, mlp_session(10), (1600, 1000))
+    view = w.graph.views["module"]
+    assert view.legend.width() == 230
+    view.resize(260, 300)
+    view.legend.reposition()
+    assert view.legend.width() <= view.viewport().width() * 2 // 3
+    assert view.legend.x() >= 0
