@@ -5,7 +5,8 @@ from sample_events import mlp_session, mlp_step
 from tensorscope.ui.replay import ReplayWindow
 
 
-def _record(path: str) -> None:
+def _record(path: str, finding: bool = False) -> None:
+    from tensorscope.common.events import Finding
     from tensorscope.training.recording import Recorder
     from tensorscope.training.session import Session
     msgs = mlp_session(3)
@@ -15,6 +16,9 @@ def _record(path: str) -> None:
             m.finite, m.stats, m.grad_norm = False, None, None
     session = Session()
     session.add_sink(Recorder(path))
+    if finding:
+        bad.append(Finding(kind="non_finite", severity="error", step=3, root=0,
+                           module="network.2", message="NaN/Inf first appears in network.2"))
     for m in msgs + bad:
         session.emit(m)
     session.close()
@@ -59,3 +63,22 @@ def test_a_nan_step_without_statistics_shows_no_earlier_counts(qtbot, tmp_path):
     qtbot.waitUntil(lambda: w.shown_step == 2, timeout=5000)
     assert w.inspector.header.value_text("nan") == "0"
     w.close()
+
+
+def test_a_run_with_an_error_opens_on_its_findings(qtbot, tmp_path):
+    """The Replay tab lay over the Findings tab: a NaN run opened on an empty-looking
+    compare table, its non_finite finding one click away."""
+    from PySide6.QtWidgets import QTabBar
+    shown = {}
+    for error in (False, True):
+        path = str(tmp_path / f"run{error}.tscope")
+        _record(path, finding=error)
+        w = ReplayWindow(path, settings_key=None)
+        qtbot.addWidget(w)
+        with qtbot.waitSignal(w.loaded, timeout=10_000):
+            w.show()
+        bar = next(b for b in w.findChildren(QTabBar)
+                   if "Replay" in [b.tabText(i) for i in range(b.count())])
+        shown[error] = bar.tabText(bar.currentIndex()).split(" ")[0]
+        w.close()
+    assert shown == {False: "Replay", True: "Findings"}   # a warning alone: Replay
