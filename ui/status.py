@@ -55,7 +55,8 @@ class StatusPanel:
         colours = {"running": self.theme.device_change, "paused": self.theme.executing,
                    "ended": self.theme.subtle, "idle": self.theme.subtle,
                    "replay": self.theme.accent, "disconnected": self.theme.non_finite,
-                   "failed": self.theme.non_finite}
+                   "failed": self.theme.non_finite, "stopped": self.theme.non_finite,
+                   "interrupted": self.theme.subtle}
         colour = colours.get(state.split()[0], self.theme.subtle).name()
         # a long module path is cut in the middle (the pill crowded out every other
         # field); the tooltip has it whole
@@ -94,8 +95,9 @@ class StatusPanel:
             f"color: {self.theme.non_finite.name()}" if model.dropped or bad else "")
         self.labels["devices"].setText("devices: " + (", ".join(sorted(model.devices)) or "—"))
         if model.ended is not None and model.ended.exit_code:
-            self.set_state("failed", f"(exit code {model.ended.exit_code})")
-            self.labels["state"].setToolTip(model.current.failure())
+            why = model.current.failure()   # "failed: ...", "interrupted ...", "stopped by ..."
+            self.set_state(why.split()[0].rstrip(":"), f"(exit code {model.ended.exit_code})")
+            self.labels["state"].setToolTip(why)
         elif model.ended is not None:
             self.set_state("ended")
         elif model.current.disconnected is not None:

@@ -150,6 +150,11 @@ def test_the_ranks_dock_says_which_rank_failed_and_which_lost_its_peer(qtbot):
     assert panel.state_text(1) == "failed: RuntimeError: rank 1 stops on purpose (step 2)"
     assert panel.state_text(0).startswith("failed: lost its peer at step 3")
     assert panel.state_text(2) == "ended"
-    model.ingest(Bye(exit_code=137, rank=3))   # killed: no exception of its own
+    model.ingest_many([Bye(exit_code=143, rank=3),   # the launcher's SIGTERM
+                       Bye(exit_code=3, rank=4),
+                       ExceptionRaised(step=5, rank=5, type="KeyboardInterrupt"),
+                       Bye(exit_code=130, rank=5)])
     panel.refresh(model)
-    assert panel.state_text(3) == "failed (exit code 137)"
+    assert panel.state_text(3) == "stopped by SIGTERM (exit code 143)"
+    assert panel.state_text(4) == "failed (exit code 3)"
+    assert panel.state_text(5) == "interrupted (Ctrl-C) at step 5"

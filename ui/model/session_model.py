@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -244,9 +245,18 @@ class RankState:
 
 
     def failure(self) -> str:
-        """The state of a rank that ended with a non-zero exit code: its exception, or
-        that it lost its peer (another rank's exit broke its collective)."""
+        """The state of a rank that ended with a non-zero exit code: its exception, that
+        it lost its peer (another rank's exit broke its collective), that it was
+        interrupted (Ctrl-C) or stopped by a signal (a launcher ending the other ranks
+        of a failed job sends SIGTERM), or its exit code."""
         exc, code = self.raised, self.ended.exit_code if self.ended else 1
+        if exc is not None and exc.type == "KeyboardInterrupt":
+            return f"interrupted (Ctrl-C) at step {exc.step}"
+        if exc is None and 128 < code < 128 + 65:
+            try:
+                return f"stopped by {signal.Signals(code - 128).name} (exit code {code})"
+            except ValueError:
+                pass
         if exc is None:
             return f"failed (exit code {code})"
         if lost_peer(exc.type, exc.message):
