@@ -5,6 +5,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QPainter, QPaintEvent
 from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
+from tensorscope.ui.elided import WrappedLabel
 from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.theme import Theme, make_theme
@@ -57,6 +58,13 @@ class FindingsPanel(QTreeWidget):
         self.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.header().setStretchLastSection(True)
         self.itemClicked.connect(self._clicked)
+        # the chosen finding's whole message (its cause and fix) under the list: one
+        # row shows only its start; the host lays this out below the panel
+        self.detail = WrappedLabel("")
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail.setContentsMargins(4, 2, 4, 2)
+        self.detail.hide()
+        self.currentItemChanged.connect(lambda item, _previous: self._describe(item))
         self._seen = ChangeCursor()
         self._ranked = False
         self.empty_text = "No findings yet: the checks' warnings appear here as training runs"
@@ -83,7 +91,15 @@ class FindingsPanel(QTreeWidget):
                       e.message, colours, e.rank)
         self.sortItems(self.sortColumn() if self.topLevelItemCount() else 0,
                        self.header().sortIndicatorOrder())
+        self._describe(self.currentItem() or self.topLevelItem(0))   # errors first
         self.count_changed.emit(self.topLevelItemCount())
+
+    def _describe(self, item: QTreeWidgetItem | None) -> None:
+        """Show ``item``'s whole message under the list (None: hide it)."""
+        text = "" if item is None else (f"{item.text(0)} · {item.text(1)} · {item.text(2)} · "
+                                        f"step {item.text(3)}: {item.text(5)}")
+        self.detail.setText(text)
+        self.detail.setVisible(bool(text))
 
     def _add(self, severity, kind, root, module, step, count, message, colours,
              rank: int = 0) -> None:

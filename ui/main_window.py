@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QFrame, QInputDialog, QLabel,
-                               QMainWindow, QScrollArea, QWidget)
+                               QMainWindow, QScrollArea, QVBoxLayout, QWidget)
 
 from tensorscope.common.events import Message, Response
 from tensorscope.common.tensors import PARAMS_CALL, parse_tensor_ref
@@ -102,7 +102,13 @@ class MainWindow(QMainWindow):
                                          Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
         self.plots_dock = self._dock("Plots", self.plots, Qt.DockWidgetArea.BottomDockWidgetArea,
                                      scroll=True)
-        self.findings_dock = self._dock("Findings", self.findings,
+        findings = QWidget(self)
+        box = QVBoxLayout(findings)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(2)
+        box.addWidget(self.findings, 1)
+        box.addWidget(self.findings.detail)
+        self.findings_dock = self._dock("Findings", findings,
                                         Qt.DockWidgetArea.BottomDockWidgetArea)
         self.splitDockWidget(self.plots_dock, self.findings_dock, Qt.Orientation.Horizontal)
         self.resizeDocks([self.tree_dock, self.inspector_dock], [480, 380], Qt.Orientation.Horizontal)

@@ -40,3 +40,24 @@ def test_the_findings_tab_says_how_many_there_are(qtbot):
     with qtbot.waitSignal(w.refreshed, timeout=5000):
         pass
     assert w.findings_dock.windowTitle() == "Findings"
+
+
+def test_the_whole_message_of_a_finding_shows_under_the_list(qtbot):
+    """One row showed 'NaN/Inf first appears in th…': the cause and the fix were cut."""
+    long = ("NaN/Inf first appears in the output of network.2 at step 9. Typical causes: a "
+            "division by a value that can be zero. Fix: add an epsilon.")
+    w = laid_out_window(qtbot, mlp_session(3) + [
+        Finding(kind="non_finite", severity="error", step=9, root=0, module="network.2",
+                message=long)])
+    with qtbot.waitSignal(w.refreshed, timeout=5000):
+        pass
+    detail = w.findings.detail
+    assert detail.isVisible() and long in detail.text() and "non_finite" in detail.text()
+    warning = next(w.findings.topLevelItem(i) for i in range(w.findings.topLevelItemCount())
+                   if w.findings.topLevelItem(i).text(0) == "warning")
+    w.findings.setCurrentItem(warning)
+    assert "42% of ReLU outputs" in detail.text()
+    w.reset_session()
+    with qtbot.waitSignal(w.refreshed, timeout=5000):
+        pass
+    assert not detail.isVisible()
