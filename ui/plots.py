@@ -439,14 +439,20 @@ class PlotsPanel(QWidget):
 
     def _update_loss(self, model: SessionModel) -> None:
         steps, values = model.loss.arrays()
+        eval_steps, eval_values = model.eval_loss.arrays()
         self.steps.include(steps)
-        self._mark_nonfinite_loss(steps, values)
+        self.steps.include(eval_steps)
+        # NaN/Inf losses of training and evaluation steps alike (a script that stops on
+        # a NaN loss before backward() makes its last step an evaluation one)
+        both = np.concatenate([steps, eval_steps])
+        order = np.argsort(both, kind="stable")
+        self._mark_nonfinite_loss(both[order], np.concatenate([values, eval_values])[order])
         steps, values = peak_decimate(steps, values, self._max_points(self.loss_plot))
         self.loss_curve.setData(steps, values, symbol="o" if len(steps) < 24 else None,
                                 symbolSize=5, symbolPen=None, symbolBrush=self.theme.accent)
-        eval_steps, eval_values = model.eval_loss.arrays()
+        drawn = np.isfinite(eval_values)   # a NaN evaluation loss is a cross, not a point
+        eval_steps, eval_values = eval_steps[drawn], eval_values[drawn]
         self.eval_curve.setData(eval_steps, eval_values)
-        self.steps.include(eval_steps)
         for rank, state in model.ranks.items():
             if rank == model.rank and rank not in self._rank_loss:
                 continue

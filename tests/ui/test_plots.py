@@ -279,3 +279,17 @@ def test_legends_sit_under_the_plots_never_over_the_curves(qtbot):
     assert all(p.getPlotItem().legend is None for p in panel.plots.values())
     panel.clear()
     assert panel.legends["loss"].isHidden() and panel.legend_entries("loss") == []
+
+
+def test_a_nan_evaluation_loss_is_marked_not_called_an_evaluation_point(qtbot):
+    """A script that stops on a NaN loss before backward() ends on an inference step:
+    its NaN loss drew nothing, and the legend named an evaluation point not drawn."""
+    panel, _clock = _panel(qtbot)
+    model = SessionModel()
+    model.ingest_many([StepSummary(step=0, loss=39.3),
+                       StepSummary(step=1, loss=float("nan"), kind="inference")])
+    panel.refresh(model)
+    assert panel.nonfinite_loss_steps() == [1]
+    assert panel.legend_entries("loss") == ["NaN/Inf loss"]
+    assert len(panel.eval_curve.getData()[0] if panel.eval_curve.getData()[0] is not None
+               else []) == 0
