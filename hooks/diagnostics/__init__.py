@@ -26,7 +26,7 @@ KINDS = (
     "host_sync_in_forward", "compiled", "tiny_updates", "huge_updates",
     "zero_grad_before_step", "single_class_batches", "softmax_dim", "ineffective_freeze",
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
-    "ineffective_clipping",
+    "ineffective_clipping", "target_requires_grad",
 )
 
 
@@ -51,13 +51,14 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.memory import GraphObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
+    from tensorscope.hooks.diagnostics.target_grad import TargetGradObserver
     from tensorscope.hooks.diagnostics.targets import TargetObserver
     from tensorscope.hooks.diagnostics.updates import UpdateRatioObserver
 
-    graphs = GraphObserver()
+    graphs, targets = GraphObserver(), TargetGradObserver()
     observers: list[Observer] = [
-        ModeObserver(), LossInputObserver(), graphs, GradAccumulationObserver(graphs),
-        ParamCoverageObserver(), NonFiniteObserver(),   # the loss is checked in every mode
+        ModeObserver(), LossInputObserver(targets=targets), targets, graphs, GradAccumulationObserver(graphs),
+        ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise

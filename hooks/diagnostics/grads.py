@@ -59,7 +59,9 @@ None of these reads a device value.
   list: the capture names its call ``parent~Type``) whose parameters got
   gradients outside every optimizer is named by the attribute holding it.
   When all such parameters come before every optimized one (a backbone
-  "frozen" by leaving it out of the optimizer) the finding is only ``info``.
+  "frozen" by leaving it out of the optimizer) the finding is only ``info``. A
+  module reported by ``target_requires_grad`` (a target network or teacher whose
+  gradients came through a loss's target) is not reported again here.
 """
 from __future__ import annotations
 
@@ -461,7 +463,10 @@ class GradAccumulationObserver(Diagnostic):
 class ParamCoverageObserver(Diagnostic):
     """Parameters that never get a gradient, or get one but are never updated."""
 
-    def __init__(self) -> None:
+    def __init__(self, targets: Any = None) -> None:
+        # a TargetGradObserver: a module whose output a loss's target carried got its
+        # gradients through the target (that mistake is target_requires_grad)
+        self._targets = targets
         # modules called inside a root but not registered in it, with trainable parameters:
         # (module, root, parent path, step), checked at the next optimizer step
         self._unregistered: dict[int, tuple[weakref.ref, int, str, int]] = {}
@@ -637,6 +642,8 @@ class ParamCoverageObserver(Diagnostic):
                       if r["root"] == rid and r["has_grad"]}
             prefix = _frozen_prefix([r for r in rows if r["root"] == rid], names)
             for mod in maximal_modules(owners, names):
+                if self._targets is not None and self._targets.explains(rid, mod):
+                    continue
                 if not self._first(("param_not_in_optimizer", rid, mod)):
                     continue
                 where = module_label(self.ctx, rid, mod)

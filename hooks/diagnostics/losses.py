@@ -23,7 +23,7 @@ Both run in the loss module's forward pre-hook and read metadata only.
 
 Functional losses are seen two ways. While a watch is attached, the loss
 functions of ``torch.nn.functional`` (``mse_loss``, ``l1_loss``,
-``smooth_l1_loss``, ``huber_loss``, ``binary_cross_entropy``,
+``smooth_l1_loss``, ``huber_loss``, ``kl_div``, ``binary_cross_entropy``,
 ``binary_cross_entropy_with_logits``, ``cross_entropy``) are wrapped (put back
 on detach; a wrapper a script still holds then only forwards): a call made
 outside a loss module's forward has its input and target shapes compared, and
@@ -79,7 +79,7 @@ MANUAL_CHECKS = 16          # backwards whose hand-written loss is checked for a
 _FUNCTIONAL = {"mse_loss": "broadcast", "l1_loss": "broadcast", "smooth_l1_loss": "broadcast",
                "huber_loss": "broadcast", "binary_cross_entropy": "broadcast",
                "binary_cross_entropy_with_logits": "binary_logits",
-               "cross_entropy": "logits"}
+               "cross_entropy": "logits", "kl_div": "broadcast"}
 _REFUSES = re.compile(r"binary_cross_entropy|BCE")   # losses that raise on other shapes
 _BROADCAST_LOSSES = {"MseLossBackward0": "F.mse_loss", "SmoothL1LossBackward0":
                      "F.smooth_l1_loss", "HuberLossBackward0": "F.huber_loss"}
@@ -88,11 +88,12 @@ _BROADCAST_LOSSES = {"MseLossBackward0": "F.mse_loss", "SmoothL1LossBackward0":
 class LossInputObserver(Diagnostic):
     """Looks at what each loss (module or functional) receives."""
 
-    def __init__(self, functional: bool = True) -> None:
+    def __init__(self, functional: bool = True, targets: Any = None) -> None:
         # id(grad_fn) -> (grad_fn, call) for outputs produced by an activation this step
         self._acts: dict[int, tuple[Any, CallRecord]] = {}
         self._last_root: tuple[int, str, int] | None = None
         self._functional = functional
+        self._targets = targets         # a TargetGradObserver told of each functional call
         self._patches = FunctionalPatches()
         self._active = False
         self._module_loss_called = False
@@ -152,6 +153,8 @@ class LossInputObserver(Diagnostic):
                 return
             self._functional_step = self.ctx.step_index
             loss = f"F.{name}"
+            if self._targets is not None:
+                self._targets.loss_called(loss, pred, target)
             if check != "logits" and isinstance(target, torch.Tensor) \
                     and pred.shape != target.shape:
                 self._broadcast(loss, pred, target, *self._where())

@@ -1,0 +1,205 @@
+"""``target_requires_grad``: a loss's target carries autograd history from a model.
+
+A TD target (``r + gamma * q(s2).max(1)[0]``) or a distillation target
+(``F.softmax(teacher(x) / T)``) computed without ``torch.no_grad()`` or
+``.detach()`` is a tensor that requires grad: ``backward()`` then also
+differentiates the loss through the target, into the network that made it.
+With the target network in an optimizer (DQN without a target network, a
+teacher trained alongside), the update changes (the prediction and the target
+are pulled towards each other: a residual-gradient method, a collapsing
+teacher); otherwise the backward computes and keeps gradients nobody uses.
+
+Seen two ways, metadata only:
+
+* at the call: a loss module's forward pre-hook, and the wrapped functional
+  losses of ``LossInputObserver`` (``loss_called``), give input and target;
+* in the graph at ``backward()``: a loss node that saves its target
+  (``MseLossBackward0``, ``SmoothL1LossBackward0``, ``HuberLossBackward0``, the
+  binary cross-entropies) and whose second edge is not None (the target is in
+  the graph), for losses imported before the watch attached.
+
+Reported at step end, when the step's calls say who made what: only when both
+the prediction and the target require grad (a prediction that does not is an
+argument order swapped, ``mse(y, model(x))``, where the target side is the one
+meant to train), and the target's graph reaches, within ``SEARCH`` nodes, an
+output of a module call of this step whose module has trainable parameters
+(a plain data target, or one that depends only on inputs with
+``requires_grad`` as in a physics-informed loss, never matches). Left alone:
+
+* an embedding lookup as the target (``mse(feat, centers(labels))``: a
+  learnable target, center and prototype losses, trained on purpose);
+* a symmetric loss between two evaluations of one module, both arguments made
+  the same way (the same module and the same last op): VICReg's invariance term
+  ``mse(z_a, z_b)``, a Pi-model consistency ``mse(softmax(m(x1)), softmax(m(x2)))``,
+  which are meant to pull both sides. A TD target of the online network itself
+  is made another way (a sum with the reward) and is reported;
+* a prediction whose graph reaches an output made within the very root call that
+  made the target (within ``EQUATION_SEARCH`` nodes): both sides are one evaluation
+  of the model, an equation's residual (a physics-informed ``mse(d2u, -u)``), not a
+  target of another pass.
+
+The module named is the outermost call that returned the target's source (the
+target network, the teacher).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, is_loss_module, \
+    is_ancestor_path, is_loss_type, iter_tensors, module_label, root_call
+from tensorscope.hooks.diagnostics.losses import top_nodes
+from tensorscope.hooks.observer import CallRecord, StepRecord
+
+SEARCH = 64           # graph nodes looked at under the target for a module's output
+EQUATION_SEARCH = 512  # ... under the prediction for an output of the target's root call
+PENDING = 4           # losses remembered per step
+# loss nodes whose second edge is the target (in the graph only when it requires grad)
+_TARGET_NODES = {"MseLossBackward0": "F.mse_loss", "SmoothL1LossBackward0": "F.smooth_l1_loss",
+                 "HuberLossBackward0": "F.huber_loss",
+                 "BinaryCrossEntropyBackward0": "F.binary_cross_entropy",
+                 "BinaryCrossEntropyWithLogitsBackward0": "F.binary_cross_entropy_with_logits"}
+_LOOKUPS = (nn.Embedding, nn.EmbeddingBag)
+
+
+class TargetGradObserver(Diagnostic):
+    """Finds loss targets that require grad because a model made them."""
+
+    def __init__(self) -> None:
+        # (loss label, prediction's node, target's node, step) this step
+        self._pending: list[tuple[str, Any, Any, int]] = []
+        self._seen: set[tuple[int, str]] = set()
+
+    def watches(self, module_type: type, hook: str) -> bool:
+        """The inputs of loss modules only."""
+        return hook == "on_forward_pre" and is_loss_type(module_type)
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """A loss module is called: look at its input and target."""
+        if not is_loss_module(call.module):
+            return
+        tensors = [v for _, v in iter_tensors(call.inputs)]
+        if len(tensors) >= 2:
+            self.loss_called(call.type, tensors[0], tensors[1])
+
+    def loss_called(self, label: str, pred: Any, target: Any) -> None:
+        """A loss is given ``pred`` and ``target`` (training thread; metadata reads)."""
+        if not isinstance(pred, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        if pred.grad_fn is None or target.grad_fn is None or len(self._pending) >= PENDING:
+            return
+        self._remember(label, pred.grad_fn, target.grad_fn)
+
+    def _remember(self, label: str, pred_fn: Any, target_fn: Any) -> None:
+        if any(t is target_fn for _, _, t, _ in self._pending):
+            return   # seen at the call already
+        self._pending.append((label, pred_fn, target_fn, self.ctx.step_index))
+
+    def on_backward(self, loss: torch.Tensor) -> None:
+        """Loss nodes in the graph whose target is in the graph too."""
+        if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+            return
+        for node in top_nodes(loss.grad_fn):
+            label = _TARGET_NODES.get(fn_name(node))
+            if label is None or len(self._pending) >= PENDING:
+                continue
+            nxt: Any = node.next_functions
+            if len(nxt) >= 2 and nxt[0][0] is not None and nxt[1][0] is not None:
+                self._remember(label, nxt[0][0], nxt[1][0])
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """Name the module whose output each differentiable target comes from."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        made = _made_by(record.calls)
+        for label, pred_fn, target_fn, step in pending:
+            source = _source(target_fn, made)
+            if source is None:
+                continue
+            inner, outer = source
+            key = (outer.root, outer.path)
+            if key in self._seen or isinstance(inner.module, _LOOKUPS) \
+                    or not _trainable(outer.module) or _one_evaluation(pred_fn, outer, made):
+                continue
+            twin = _source(pred_fn, made)
+            if twin is not None and (twin[1].root, twin[1].path) == key \
+                    and fn_name(pred_fn) == fn_name(target_fn):
+                continue   # a symmetric loss between two evaluations of one module
+            self._seen.add(key)
+            self._report(label, outer, step)
+
+    def explains(self, root: int, path: str) -> bool:
+        """Whether the module ``path`` of ``root`` lies in a module reported here (its
+        gradients came through a loss's target)."""
+        return any(r == root and is_ancestor_path(p, path) for r, p in self._seen)
+
+    def _report(self, label: str, call: CallRecord, step: int) -> None:
+        where = module_label(self.ctx, call.root, call.path)
+        optimized = {id(p) for opt in self.ctx.optimizers for g in opt.param_groups
+                     for p in g["params"]}
+        trained = any(id(p) in optimized for p in call.module.parameters())
+        effect = (f"{where}'s parameters are in an optimizer, so the update changes: the "
+                  f"loss also moves the target towards the prediction (a TD target chases "
+                  f"itself, a teacher drifts to its student)" if trained else
+                  f"the backward computes and stores gradients for {where}'s parameters "
+                  f"that no optimizer uses (time and memory), and they pile up in .grad")
+        self.emit("target_requires_grad", "warning", "loss", call.root, call.path,
+                  f"The target given to {label} at step {step} was computed by {where} with "
+                  f"gradients on, so it carries autograd history and backward() "
+                  f"differentiates through it into {where}: {effect}. Fix: compute the "
+                  f"target under torch.no_grad() (or pass target.detach()), or freeze "
+                  f"{where} with requires_grad_(False).", step=step)
+
+
+def _made_by(calls: list[CallRecord]) -> dict[int, tuple[Any, CallRecord, CallRecord]]:
+    """id(node) -> (node, innermost call that made it, outermost call that returned it)."""
+    made: dict[int, tuple[Any, CallRecord, CallRecord]] = {}
+    for c in calls:
+        for e in c.out_entries:
+            fn = e.made_fn
+            if fn is None:
+                continue
+            hit = made.get(id(fn))
+            inner = e.producer if isinstance(e.producer, CallRecord) else c
+            if hit is None or hit[0] is not fn:
+                made[id(fn)] = (fn, inner, c)
+            elif _depth(c) < _depth(hit[2]):
+                made[id(fn)] = (fn, hit[1], c)
+    return made
+
+
+def _depth(call: CallRecord) -> int:
+    n = 0
+    while call.parent is not None:
+        call, n = call.parent, n + 1
+    return n
+
+
+def _source(fn: Any, made: dict[int, tuple[Any, CallRecord, CallRecord]]
+            ) -> tuple[CallRecord, CallRecord] | None:
+    """The (innermost, outermost) call whose output is the nearest under ``fn``."""
+    for node in top_nodes(fn, SEARCH):
+        hit = made.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1], hit[2]
+    return None
+
+
+def _one_evaluation(pred_fn: Any, outer: CallRecord,
+                    made: dict[int, tuple[Any, CallRecord, CallRecord]]) -> bool:
+    """Whether the prediction's graph (``EQUATION_SEARCH`` nodes) reaches an output made
+    within the same root call that made the target: both sides of the loss are one
+    evaluation of the model (an equation's residual, ``mse(d2u, -u)``)."""
+    top = root_call(outer)
+    for node in top_nodes(pred_fn, EQUATION_SEARCH):
+        hit = made.get(id(node))
+        if hit is not None and hit[0] is node and root_call(hit[2]) is top:
+            return True
+    return False
+
+
+def _trainable(module: nn.Module) -> bool:
+    return any(p.requires_grad for p in module.parameters())

@@ -1,0 +1,120 @@
+"""``target_requires_grad``: a loss's target made by a model with gradients on."""
+from __future__ import annotations
+
+import copy
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tensorscope
+from sinks import FindingSink
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+IMPORTED_MSE = F.mse_loss   # taken before any watch wraps it: seen only in the graph
+
+
+def _dqn(loss: Loss, detach: bool, same_net: bool = False) -> FindingSink:
+    """Four TD updates of ``q``; the target from a copy of it (or from ``q`` itself)."""
+    torch.manual_seed(0)
+    q = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    target_net = q if same_net else copy.deepcopy(q)
+    opt = torch.optim.SGD(q.parameters(), lr=0.01)
+    w = tensorscope.watch([q] if same_net else [q, target_net], opt, connect=False)
+    sink = FindingSink()
+    w.session.add_sink(sink)
+    for _ in range(4):
+        s, s2, r = torch.randn(8, 4), torch.randn(8, 4), torch.randn(8)
+        nxt = target_net(s2).max(1).values
+        y = r + 0.9 * (nxt.detach() if detach else nxt)
+        opt.zero_grad()
+        loss(q(s)[:, 0], y).backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+def test_td_target_of_a_target_network_is_named_there() -> None:
+    sink = _dqn(F.mse_loss, detach=False)
+    assert ("target_requires_grad", "") in sink.findings
+    (f,) = [f for k, f in sink.findings.items() if k[0] == "target_requires_grad"]
+    assert f.root == 1 and "no optimizer uses" in f.message   # type: ignore[attr-defined]
+    # the target network's gradients are this mistake, not a parameter left out
+    assert not [k for k in sink.findings if k[0] == "param_not_in_optimizer"]
+
+
+def test_td_target_of_the_online_network() -> None:
+    """A loss module, and the graph-read path (a function the watch did not wrap)."""
+    for loss in (nn.SmoothL1Loss(), IMPORTED_MSE):
+        sink = _dqn(loss, detach=False, same_net=True)
+        found = [f for k, f in sink.findings.items() if k[0] == "target_requires_grad"]
+        assert found and "update changes" in found[0].message, loss  # type: ignore[attr-defined]
+
+
+def test_detached_target_is_silent() -> None:
+    for same in (False, True):
+        sink = _dqn(F.mse_loss, detach=True, same_net=same)
+        assert not [k for k in sink.findings if k[0] == "target_requires_grad"]
+
+
+def _train(net: nn.Module, extra: list[nn.Module], make: Callable[[], torch.Tensor]) -> set:
+    torch.manual_seed(0)
+    params = [p for m in (net, *extra) for p in m.parameters()]
+    opt = torch.optim.SGD(params, lr=0.01)
+    w = tensorscope.watch([net, *extra], opt, connect=False)
+    sink = FindingSink()
+    w.session.add_sink(sink)
+    for _ in range(3):
+        opt.zero_grad()
+        make().backward()
+        opt.step()
+    w.close()
+    return {k for k in sink.findings if k[0] == "target_requires_grad"}
+
+
+def test_intended_differentiable_targets_are_silent() -> None:
+    net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 4))
+    emb = nn.Embedding(3, 4)
+    x = torch.randn(16, 6)
+    # VICReg's invariance term: two views through one network
+    assert not _train(net, [], lambda: F.mse_loss(net(x), net(x * 0.9)))
+    # a center loss: the target is a learnable embedding
+    assert not _train(net, [emb], lambda: F.mse_loss(net(x), emb(torch.randint(0, 3, (16,)))))
+    # the arguments swapped: the prediction is the target side
+    assert not _train(net, [], lambda: nn.MSELoss()(torch.randn(16, 4), net(x)))
+
+
+def test_an_equation_residual_is_silent() -> None:
+    """A physics-informed loss: the prediction is a derivative of the very output that
+    is the target."""
+    u = nn.Sequential(nn.Linear(1, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def residual() -> torch.Tensor:
+        x = torch.rand(32, 1, requires_grad=True)
+        y = u(x)
+        du = torch.autograd.grad(y.sum(), x, create_graph=True)[0]
+        d2u = torch.autograd.grad(du.sum(), x, create_graph=True)[0]
+        return F.mse_loss(d2u, -y)
+
+    assert not _train(u, [], residual)
+
+
+def test_teacher_with_gradients_on_is_named() -> None:
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 4))
+    student = nn.Linear(6, 4)
+    opt = torch.optim.SGD(student.parameters(), lr=0.01)
+    w = tensorscope.watch([student, teacher], opt, connect=False)
+    sink = FindingSink()
+    w.session.add_sink(sink)
+    for _ in range(3):
+        x = torch.randn(8, 6)
+        loss = nn.KLDivLoss(reduction="batchmean")(F.log_softmax(student(x), 1),
+                                                   F.softmax(teacher(x), 1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w.close()
+    found = [f for k, f in sink.findings.items() if k[0] == "target_requires_grad"]
+    assert [f.root for f in found] == [1]  # type: ignore[attr-defined]
