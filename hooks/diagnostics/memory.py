@@ -65,7 +65,7 @@ class GraphToken:
 
     def __call__(self, *args: Any) -> None:
         self.state.used = True
-        self.observer.backward_seen()
+        self.observer.backward_seen(self.state.root)
         return None
 
 
@@ -83,6 +83,32 @@ class TokenHolder:
     def __call__(self, *args: Any) -> None:
         self.token.state.used = True
         return None
+
+
+ACCUMULATE_PROBES = 256   # trainable parameters asked about per backward, at most
+
+
+def accumulates(module: Any) -> bool:
+    """Whether the backward running now accumulates into a trainable parameter of
+    ``module`` (``p.grad``): False for ``torch.autograd.grad`` (and ``backward(inputs=)``
+    of other tensors), which runs no parameter's ``AccumulateGrad`` node. True where
+    it cannot be told (no trainable parameter, an older PyTorch). Call it only from a
+    graph hook; stops at the first parameter that is accumulated."""
+    try:
+        from torch.autograd.graph import get_gradient_edge
+        will_run = torch._C._will_engine_execute_node
+        asked = 0
+        for p in module.parameters():
+            if not p.requires_grad:
+                continue
+            if will_run(get_gradient_edge(p).node):
+                return True
+            asked += 1
+            if asked >= ACCUMULATE_PROBES:
+                break
+        return asked == 0
+    except Exception:   # an API this PyTorch lacks: count it, as before
+        return True
 
 
 def _hold_from_other_outputs(token: GraphToken, first: Any, more: Any) -> None:
@@ -169,14 +195,19 @@ class GraphObserver(Diagnostic):
         for _ref, state in self._live.values():
             state.epoch = self._train_steps
 
-    def backward_seen(self) -> None:
-        """A backward ran through a tagged graph (autograd's thread)."""
+    def backward_seen(self, root: int) -> None:
+        """A backward ran through a tagged graph of ``root`` (autograd's thread). The
+        listeners hear of it only when it accumulates into the root's parameters (not a
+        ``torch.autograd.grad`` taken for an input's gradient: a gradient penalty, a
+        physics-informed residual, a saliency map)."""
         self._backwards += 1
         self._cut = 0
         self._unused_run = 0
         self._unused_roots.clear()
-        for fn in self._listeners:
-            fn()
+        roots = self.ctx.roots
+        if self._listeners and (not 0 <= root < len(roots) or accumulates(roots[root])):
+            for fn in self._listeners:
+                fn()
 
     def reached(self, root: int) -> bool | None:
         """Whether a backward used the latest graph built by a forward of ``root`` (None:

@@ -141,3 +141,23 @@ def test_a_failing_zero_grad_listener_never_breaks_zero_grad(capsys) -> None:
         zeroing.unlisten(broken)
     assert "zero_grad() check failed" in capsys.readouterr().err
     assert not getattr(nn.Module.zero_grad, "__tensorscope_wrapped__", False)
+
+
+def test_autograd_grad_before_the_zero_grad_is_no_backward() -> None:
+    """``torch.autograd.grad`` for an input's gradient (a physics-informed residual built
+    from a non-leaf input, then ``zero_grad()``, then the loss's backward, with a boundary
+    term from a second call) accumulates
+    into no parameter: no micro-batch is thrown away."""
+    model = _model()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def body() -> None:
+        x = torch.rand(16, 4, requires_grad=True) * 3   # not a leaf
+        y = model(x)
+        dy = torch.autograd.grad(y.sum(), x, create_graph=True)[0]
+        opt.zero_grad()
+        boundary = model(torch.zeros(1, 4))   # a second root call in the step
+        (((dy.sum(1, keepdim=True) + y) ** 2).mean() + boundary.pow(2).mean()).backward()
+        opt.step()
+
+    assert _run(model, [opt], body) == set()
