@@ -112,6 +112,7 @@ class GraphPanel(QWidget):
             view = self.views[kind]
             self.stack.addWidget(view)
             view.node_clicked.connect(lambda nid, k=kind: self._clicked(k, nid))
+            view.selectable = lambda nid, k=kind: self.graphs[k].module_of(nid) is not None
             view.node_double_clicked.connect(lambda nid, k=kind: self._double_clicked(k, nid))
         self.views["autograd"].set_empty_text(
             "No autograd graph yet: it appears after the first backward pass.")

@@ -9,7 +9,7 @@ the GUI thread.
 from __future__ import annotations
 
 import math
-from typing import Any, Collection, Iterable, Iterator, Mapping
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping
 
 import networkx as nx
 from PySide6.QtCore import QPointF, QRect, QRectF, QSize, Qt, Signal
@@ -72,6 +72,11 @@ def colour_lookup(values: Mapping[str, float | None], lo: float, hi: float, log:
 #: text level of detail); a graph too big for the view at it starts at its top
 READABLE_SCALE = 0.72
 
+#: arrow keys → the direction (x, y) they move the selection in the graph
+ARROWS = {Qt.Key.Key_Up: (0, -1), Qt.Key.Key_Down: (0, 1), Qt.Key.Key_Left: (-1, 0),
+          Qt.Key.Key_Right: (1, 0)}
+
+
 class RectIndex:
     """Rectangles bucketed on a coarse grid: does a new one overlap any? (Testing
     every edge label against every card and label was quadratic: a second per
@@ -127,6 +132,8 @@ class GraphView(QGraphicsView):
         self.minimap = Minimap(self, self._scene, self.theme, covers=self._has_card_in)
         self._empty_text = "Waiting for a training script…"
         self.auto_fit = True   # refit on resize until the user zooms or pans
+        #: which cards a click or an arrow key selects (the host's: those of a module)
+        self.selectable: Callable[[str], bool] = lambda _nid: True
         self._fitting = False
         self._scene_rect: QRectF | None = None   # the laid-out graph's, before any fit band
         self._fitted_for: tuple[int, int] | None = None
@@ -405,6 +412,52 @@ class GraphView(QGraphicsView):
         else:
             self.auto_fit = False   # dragging the canvas: the user navigates now
         super().mousePressEvent(event)
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        """Arrow keys select the nearest card that way (the first card when none is
+        selected); Enter opens or folds the selected card, as a double click does."""
+        plain = not event.modifiers() & (Qt.KeyboardModifier.ControlModifier
+                                         | Qt.KeyboardModifier.AltModifier)
+        if plain and event.key() in ARROWS and self.nodes.cards:
+            nid = self.neighbour(ARROWS[event.key()])
+            if nid is not None:
+                self.node_clicked.emit(nid)
+                self.reveal(nid)
+            event.accept()
+            return
+        if plain and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            current = self._selected_card()
+            if current is not None:
+                self.node_double_clicked.emit(current.id)
+                event.accept()
+                return
+        super().keyPressEvent(event)
+
+    def _selected_card(self) -> Card | None:
+        """The selected card highest up (a module called twice has two)."""
+        chosen = [self.nodes.by_id[i] for i in self.nodes.selected if i in self.nodes.by_id]
+        return min(chosen, key=lambda c: (c.rect.top(), c.rect.left())) if chosen else None
+
+    def neighbour(self, direction: tuple[int, int]) -> str | None:
+        """The card nearest the selected one in ``direction`` ((0, 1): down), favouring
+        cards straight that way; with no selection, the first card (top left)."""
+        cards = [c for c in self.nodes.cards if self.selectable(c.id)]
+        current = self._selected_card()
+        if current is None:
+            first = min(cards, key=lambda c: (c.rect.top(), c.rect.left()), default=None)
+            return first.id if first is not None else None
+        dx, dy = direction
+        origin = current.rect.center()
+        best, score = None, math.inf
+        for card in cards:
+            d = card.rect.center() - origin
+            along = d.x() * dx + d.y() * dy
+            if card is current or along < 1.0:
+                continue
+            across = abs(d.x() * dy) + abs(d.y() * dx)
+            if along + 2.0 * across < score:
+                best, score = card, along + 2.0 * across
+        return best.id if best is not None else None
 
     def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 (Qt API)
         card = self.nodes.card_at(self.mapToScene(event.position().toPoint()))

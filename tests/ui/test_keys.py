@@ -44,3 +44,22 @@ def test_f9_without_a_selection_says_what_to_do(qtbot):
     assert (0, "network.2") in w.view_state.module_breaks
     w.close()
     peer.close()
+
+
+def test_arrow_keys_walk_the_graph_and_enter_opens_a_card(qtbot):
+    """The graph had no keyboard navigation: arrows only scrolled the canvas."""
+    from sample_events import transformer_session
+    w = laid_out_window(qtbot, transformer_session(2), (1400, 900))
+    view = w.graph.views["module"]
+    view.setFocus()
+    QTest.keyClick(view, Qt.Key.Key_Down)   # nothing selected: the first module's card
+    assert w.view_state.selection.path == "embed"   # in[0] is no module
+    QTest.keyClick(view, Qt.Key.Key_Down)
+    assert w.view_state.selection.path.startswith("encoder.layers.0")   # the next one down
+    QTest.keyClick(view, Qt.Key.Key_Up)
+    assert w.view_state.selection.path == "embed"
+    QTest.keyClick(view, Qt.Key.Key_Down)
+    shown = w.graph.graphs["module"].visible_count()
+    QTest.keyClick(view, Qt.Key.Key_Return)   # folds its block (opens a folded one), as a
+    qtbot.waitUntil(                          # double click does
+        lambda: w.graph.graphs["module"].visible_count() != shown, timeout=5000)
