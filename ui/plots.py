@@ -47,6 +47,9 @@ ALL_PLOTS = PLOTS + (LOGGED,)
 #: the session model's change topics each plot draws (``changes.SESSION_TOPICS``)
 PLOT_TOPICS = {"loss": ("steps", "ranks"), LOGGED: ("scalars",)}
 MODULE_PLOT_TOPICS = ("calls", "structure", "ranks")   # the grad and stat plots
+#: the grad plot turns to a log scale when its largest norm is this many times its
+#: smallest positive one, and back to linear under the second (no flapping)
+LOG_SPAN_ON, LOG_SPAN_OFF = 1e3, 1e2
 NICE_STEPS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
@@ -560,8 +563,12 @@ class PlotsPanel(QWidget):
         column = "grad_norm" if kind == "grad" else self.stat_choice.currentData()
         for tag in [t for t in self._curves if t[0] == kind and t[1] not in keys]:
             self._remove_curve(kind, self._curves.pop(tag))
+        spans = []
         for key in keys:
-            self._update_curve((kind, key), model.module_series.get(key), column)
+            spans.append(self._update_curve((kind, key), model.module_series.get(key), column))
+        if kind == "grad":
+            self._choose_scale(self.grad_plot, "Gradient norm per module",
+                               [s for s in spans if s is not None])
         if len(self._paths) != len(model.module_series):
             self._paths = sorted({k[2] for k in model.module_series})
         self._root_names = dict(model.root_names)
@@ -627,20 +634,42 @@ class PlotsPanel(QWidget):
                 keys = mine + [k for k in keys if k[1:] != self.focus][:MAX_CURVES - 1]
         return keys
 
-    def _update_curve(self, tag: tuple[str, ModuleKey], series, column: str) -> None:
+    def _choose_scale(self, plot: pg.PlotWidget, title: str,
+                      spans: list[tuple[float, float]]) -> None:
+        """A log y axis when the curves' positive values span more than
+        ``LOG_SPAN_ON`` (a norm of 11,000 at one step flattened the others to 0)."""
+        lo = min((a for a, _b in spans), default=0.0)
+        hi = max((b for _a, b in spans), default=0.0)
+        log = plot.getPlotItem().ctrl.logYCheck.isChecked()
+        span = hi / lo if lo > 0 else 1.0
+        want = span > LOG_SPAN_ON if not log else span > LOG_SPAN_OFF
+        if want != log:
+            plot.setLogMode(y=want)
+            plot.setTitle(title + (" (log)" if want else ""), color=self.theme.text.name(),
+                          size="9pt")
+
+    def log_scale(self, kind: str) -> bool:
+        """Whether plot ``kind``'s y axis is logarithmic."""
+        return self.plots[kind].getPlotItem().ctrl.logYCheck.isChecked()
+
+    def _update_curve(self, tag: tuple[str, ModuleKey], series, column: str
+                      ) -> tuple[float, float] | None:
+        """Draw one curve; returns the (least, largest) positive value drawn, if any."""
         if series is None or not len(series):
-            return
+            return None
         steps, values = series.arrays(column, finite=True)
         if not len(steps):
-            return
+            return None
         self.steps.include(steps)
         item = self._curves.get(tag) or self._new_curve(tag)
         if item is None:
-            return
+            return None
         steps, values = peak_decimate(steps, values, self._max_points(self.plots[tag[0]]))
         sparse = len(steps) < 24   # a few points: draw them, lines alone would not show
         item.setData(steps, values, connect="finite", symbol="o" if sparse else None,
                      symbolSize=5, symbolPen=None, symbolBrush=self._colour(tag[1]))
+        positive = values[values > 0]
+        return (float(positive.min()), float(positive.max())) if positive.size else None
 
     def _new_curve(self, tag: tuple[str, ModuleKey]) -> pg.PlotDataItem | None:
         """A curve and its legend entry, within this call's budget (else None)."""

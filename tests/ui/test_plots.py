@@ -293,3 +293,25 @@ def test_a_nan_evaluation_loss_is_marked_not_called_an_evaluation_point(qtbot):
     assert panel.legend_entries("loss") == ["NaN/Inf loss"]
     assert len(panel.eval_curve.getData()[0] if panel.eval_curve.getData()[0] is not None
                else []) == 0
+
+
+def test_gradient_norms_spanning_decades_are_plotted_on_a_log_scale(qtbot):
+    """One module's norm of 11,000 at one step drew every other curve as 0."""
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    for step in range(3):
+        model.ingest_many([CallDigest(step=step, index=i, root=0, path=f"layers.{i}",
+                                      type="Linear", grad_norm=11000.0 if step == 1 and i == 0
+                                      else 0.01 * (i + 1)) for i in range(3)]
+                          + [StepSummary(step=step, loss=1.0)])
+    for _ in range(12):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    assert panel.log_scale("grad") and "(log)" in panel.grad_plot.getPlotItem().titleLabel.text
+    panel.clear()
+    model2 = SessionModel()
+    _steps(model2, 0, 5)
+    for _ in range(12):
+        panel.refresh(model2)
+        clock.now += PLOT_INTERVAL_S
+    assert not panel.log_scale("grad")
