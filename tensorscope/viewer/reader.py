@@ -31,6 +31,14 @@ def _decode(type_: str, seq: int, body: bytes) -> Message | None:
     return to_message(Frame(PROTOCOL_VERSION, type_, seq, fields))
 
 
+def error_text(exc: BaseException) -> str:
+    """An SQLite error as a user reads it: without the undecodable bytes it quotes
+    (``Could not decode to UTF-8 column 'type' with text '\\x93\\xa4step…'``), printable."""
+    text = str(exc).split(" with text '", 1)[0]
+    text = "".join(c if c.isprintable() and c != "\ufffd" else "?" for c in text)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 #: how recently a recording not marked complete must have changed for a running
 #: process of its pid to be taken for its writer (not a later one given that pid)
 WRITING_RECENT_S = 600.0
@@ -185,9 +193,10 @@ class SessionReader:
         except sqlite3.DatabaseError as exc:
             if self.cut is not None:
                 raise RecordingError(f"{cut_off_text(self.path, self.cut)}; what is left holds "
-                                     f"no readable part of the recording ({exc})") from exc
-            raise RecordingError(f"{self.path} is not a readable TensorScope recording: {exc}"
-                                 ) from exc
+                                     f"no readable part of the recording "
+                                     f"({error_text(exc)})") from exc
+            raise RecordingError(f"{self.path} is not a readable TensorScope recording: "
+                                 f"{error_text(exc)}") from exc
         if self.cut is not None:   # said first; what could be read is added after the scan
             self.warnings.append(cut_off_text(self.path, self.cut))
         if self.meta.get("format") != FORMAT:
@@ -240,8 +249,8 @@ class SessionReader:
         except sqlite3.DatabaseError as exc:
             where = (f"after message {self._last_id} (step {last_step})" if last_step is not None
                      else "from its start")
-            self.warnings.append(f"the recording is truncated or corrupt {where}: {exc}; "
-                                 "later messages are not available")
+            self.warnings.append(f"the recording is truncated or corrupt {where}: "
+                                 f"{error_text(exc)}; later messages are not available")
             self.damaged = True
         if lost:
             self.warnings.append(f"{lost} message{'s' if lost != 1 else ''} of the recording "
@@ -353,7 +362,7 @@ class SessionReader:
         try:
             yield from self._rows(where, args)
         except sqlite3.DatabaseError as exc:
-            self.warnings.append(f"reading stopped early: {exc}")
+            self.warnings.append(f"reading stopped early: {error_text(exc)}")
 
     def messages(self, start_step: int | None = None,
                  end_step: int | None = None) -> Iterator[Message]:
@@ -406,7 +415,7 @@ class SessionReader:
         try:
             return self._decoded(self._db.execute(sql, (first, min(last, self._last_id), step)))
         except sqlite3.DatabaseError as exc:
-            self.warnings.append(f"reading step {step} stopped early: {exc}")
+            self.warnings.append(f"reading step {step} stopped early: {error_text(exc)}")
             return []
 
     def _decoded(self, rows: Iterable[tuple]) -> list[Message]:

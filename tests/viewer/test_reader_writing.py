@@ -39,3 +39,12 @@ def test_a_recording_being_written_is_not_called_crashed(tmp_path):
     with SessionReader(path) as r:   # its process is gone: it did not end cleanly
         assert not r.writing
         assert any("did not end cleanly" in w for w in r.warnings)
+
+
+def test_a_corrupt_byte_in_a_text_column_is_said_without_the_bytes():
+    """The banner quoted SQLite's undecodable text: '��step�rank'."""
+    from tensorscope.viewer.reader import error_text
+    exc = sqlite3.OperationalError(
+        "Could not decode to UTF-8 column 'type' with text '\ufffd\ufffdstep\x01\ufffdrank'")
+    assert error_text(exc) == "Could not decode to UTF-8 column 'type'"
+    assert error_text(ValueError("bad\x00byte")) == "bad?byte"
