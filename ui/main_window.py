@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import itertools
 import logging
+import time
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, QSize, Qt, QTimer, Signal
@@ -35,6 +36,8 @@ from tensorscope.ui.window_actions import PanelsMenu, build_actions
 
 log = logging.getLogger("tensorscope.ui")
 REFRESH_MS = 33
+#: at most this often (s) the inspector shows a live selection's newer statistics
+LIVE_INSPECT_S = 0.5
 _CONN_IDS = itertools.count(1)
 
 
@@ -124,6 +127,8 @@ class MainWindow(QMainWindow):
         self.ranks_dock.hide()
         self.ranks.rank_selected.connect(lambda rank: self.model.select_rank(rank))
         self._rank_count = 0
+        self._inspected: tuple | None = None   # the selected module's steps last shown
+        self._inspected_at = 0.0
 
     def _wire(self) -> None:
         a, c = self.actions, self.controller
@@ -271,6 +276,8 @@ class MainWindow(QMainWindow):
         sel = self.view_state.selection
         if sel is not None and sel.rank != m.rank:   # another rank shown: its same module
             self.select_module(sel.root, sel.path)
+        elif sel is not None:
+            self._follow_live(sel.root, sel.path)
         changed = m.changes.take(self._seen, "pause", "ranks")
         if "ranks" in changed:
             self._take_run_breakpoints()
@@ -353,11 +360,26 @@ class MainWindow(QMainWindow):
         self.select_module(root, path)
         self.plots.mark_step(step)
 
+    def _follow_live(self, root: int, path: str) -> None:
+        """While training runs, the inspector shows the selected module's newest
+        statistics (at most twice a second): it kept those of the step it was
+        selected at, saying 'of step 195, the latest before step 199' at step 623."""
+        if self.connection is None or self.model.paused is not None:
+            return
+        state = self.model.module(root, path)
+        mark = None if state is None else (state.stats_step, state.last_step, state.finite)
+        now = time.monotonic()
+        if mark != self._inspected and now - self._inspected_at >= LIVE_INSPECT_S:
+            self._inspect(root, path)
+
     def _inspect(self, root: int, path: str) -> None:
         show = getattr(self.inspector, "show_tensor", None)
         if show is None:
             return
         state = self.model.module(root, path)
+        self._inspected = (None if state is None else
+                           (state.stats_step, state.last_step, state.finite))
+        self._inspected_at = time.monotonic()
         stats, note = self._stats_shown(root, path)
         entries = paused_choices(self.model, root, path)
         if entries:   # every input, output, gradient, parameter and .grad kept at this pause

@@ -73,3 +73,28 @@ def test_a_live_nan_step_without_statistics_shows_no_earlier_counts(qtbot):
     w.select_module(0, "network.0")   # finite at step 3: step 2's statistics, said so
     assert w.inspector.header.value_text("nan") == "0"
     assert "these are of step 2, the latest before step 3" in w.inspector.state.hint
+
+
+def test_a_live_selection_shows_the_newest_statistics_as_training_runs(qtbot):
+    """The inspector kept the statistics of the step the module was selected at
+    ('of step 195, the latest before step 199' while training was at step 623)."""
+    from peer import TrainingPeer
+    from tensorscope.ui.main_window import MainWindow
+    peer = TrainingPeer()
+    w = MainWindow(make_theme(False), settings_key=None)
+    qtbot.addWidget(w)
+    w.show()
+    w.accept_connection(peer.connect())
+    qtbot.waitUntil(lambda: w.connection is not None, timeout=5000)
+    for msg in mlp_session(3):
+        peer.send(msg)
+    qtbot.waitUntil(lambda: w.model.steps_seen == 3, timeout=5000)
+    w.select_module(0, "network.2")
+    assert w.inspector.state.stats["norm"] == mlp_step(2)[3].stats["norm"]
+    for msg in mlp_step(3) + mlp_step(4):
+        peer.send(msg)
+    qtbot.waitUntil(lambda: w.inspector.state.stats is not None and
+                    w.inspector.state.stats["norm"] == mlp_step(4)[3].stats["norm"],
+                    timeout=5000)
+    w.close()
+    peer.close()
