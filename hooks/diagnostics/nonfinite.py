@@ -55,7 +55,7 @@ from torch.nn.parameter import is_lazy
 from tensorscope.common.distributed import current_rank, in_process_group
 from tensorscope.common.step_calls import FINITE, GRAD_FINITE, AnyCall
 from tensorscope.hooks.diagnostics.base import Diagnostic, is_loss_module, maximal_modules, \
-    module_label
+    module_label, root_module
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord, StepRecord
 from tensorscope.hooks.registry import synced_wrapper
@@ -63,6 +63,7 @@ from tensorscope.hooks.registry import synced_wrapper
 
 # Root inputs whose name marks an additive mask or bias (``-inf`` on purpose).
 MASK_NAMES = ("mask", "bias")
+OVERFLOW_CHECKS = 8   # steps whose NaN/Inf gradient norms are checked against the gradients
 
 
 def _by_owner(params: Iterable[tuple[int, str, str]]) -> dict[tuple[int, str], list[str]]:
@@ -110,6 +111,7 @@ class NonFiniteObserver(Diagnostic):
 
     def __init__(self) -> None:
         self._broken = False
+        self._overflow_checks = 0   # steps whose non-finite gradient norms were checked
         # (step, defer handle, (root, module, name) per sum) of the weights' first sums
         self._initial: list[tuple[int, int, list[tuple[int, str, str]]]] = []
         self._checked_roots: set[int] = set()
@@ -151,6 +153,43 @@ class NonFiniteObserver(Diagnostic):
         if sums:
             self._initial.append((call.step, self.ctx.defer(sums), names))
 
+    def _really_non_finite(self, record: StepRecord, rows: list[dict[str, Any]],
+                           grads: bool) -> list[dict[str, Any]]:
+        """Of the parameters whose norm (``grads``: gradient norm) is NaN/Inf, those whose
+        values hold a NaN/Inf (read on the host: this runs only when a norm is not
+        finite, at most ``OVERFLOW_CHECKS`` steps). A float32 norm overflows at about
+        1.8e19 while every element is finite: gradients that large explode (reported
+        here), they are not NaN (yet); weights that large are not NaN either."""
+        bad: list[dict[str, Any]] = []
+        huge: list[dict[str, Any]] = []
+        for r in rows:
+            rid = r["root"] if isinstance(r.get("root"), int) else 0
+            root = root_module(self.ctx, rid)
+            try:
+                p = root.get_parameter(r["name"]) if root is not None else None
+                t = p.grad if grads and p is not None else p
+                finite = t is not None and bool(torch.isfinite(t).all())
+            except (AttributeError, RuntimeError):
+                finite = False
+            (huge if finite else bad).append(r)
+        if huge and grads:
+            self._report_overflowed(record, huge)
+        return bad
+
+    def _report_overflowed(self, record: StepRecord, rows: list[dict[str, Any]]) -> None:
+        by_owner = _by_owner((r["root"] if isinstance(r.get("root"), int) else 0,
+                              r.get("module", ""), r["name"]) for r in rows)
+        for (rid, mpath), names in by_owner.items():
+            where = module_label(self.ctx, rid, mpath)
+            self.emit("exploding_gradient", "warning", "backward", rid, mpath,
+                      f"The gradients of {_listed(names)} in {where} at step {record.step} are "
+                      f"finite but so large that their norm overflows float32 (above about "
+                      f"1e19): the gradients explode (a recurrence or a deep stack that "
+                      f"multiplies them, huge activations, a learning rate far too high), "
+                      f"and the update that follows throws the weights to NaN/Inf. Fix: "
+                      f"clip them (torch.nn.utils.clip_grad_norm_), lower the learning rate, "
+                      f"or rescale the initialisation or the inputs.", step=record.step)
+
     def _initially_bad(self, record: StepRecord) -> list[tuple[int, str, str]]:
         """The parameters found non-finite by this step's initial sums (if any)."""
         bad, keep = [], []
@@ -171,11 +210,18 @@ class NonFiniteObserver(Diagnostic):
         initial = self._initially_bad(record) if self._initial else []
         calls, values = record.calls, record.values
         rows = record.summary.params
+        huge_weights = False   # weights finite but their norm overflowed
         if rows is self._plain_rows:   # the rows of a step without numbers, seen already
             bad_params = bad_pgrads = []
         else:
             bad_params = [r for r in rows if not _finite(r.get("norm"))]
             bad_pgrads = [r for r in rows if not _finite(r.get("grad_norm"))]
+            huge_weights = bool(bad_params)
+            if (bad_pgrads or bad_params) and self._overflow_checks < OVERFLOW_CHECKS:
+                self._overflow_checks += 1
+                bad_pgrads = self._really_non_finite(record, bad_pgrads, grads=True)
+                bad_params = self._really_non_finite(record, bad_params, grads=False)
+                huge_weights = huge_weights and not bad_params
         # the rows are read only when some flag is down (all_flags: the and of them)
         all_flags = record.batch.all_flags
         bad_grad = not all_flags & GRAD_FINITE
@@ -191,7 +237,8 @@ class NonFiniteObserver(Diagnostic):
                 self._last_update = record.step
             if rows is self._plain_rows:
                 return
-            if any(r.get("norm") is not None for r in rows):
+            if any(r.get("norm") is not None for r in rows) and not huge_weights:
+                # (weights whose norm overflows are finite, but not seen to be usable)
                 self._params_seen_finite = record.step
             elif all(r.get("grad_norm") is None and r.get("update_ratio") is None
                      for r in rows):

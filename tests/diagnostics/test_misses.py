@@ -460,3 +460,27 @@ def test_clipping_before_the_backward_or_after_the_step() -> None:
         assert f"{where} " in sink.findings[("ineffective_clipping", "")].message
     assert not _clipped("between").findings
     assert not _clipped("after", max_norm=float("inf")).findings   # measuring the norm
+
+
+def test_gradients_whose_norm_overflows_explode_they_are_not_nan() -> None:
+    """A ReLU RNN with a recurrent gain of 1.5 over 60 steps: its gradients reach ~1e20,
+    finite, but their float32 norm overflows to inf. That is an exploding gradient, not
+    a NaN made by "an operation on the weight itself"; the update then diverges."""
+    torch.manual_seed(0)
+    rnn = nn.RNN(8, 64, batch_first=True, nonlinearity="relu")
+    head = nn.Linear(64, 1)
+    with torch.no_grad():
+        rnn.weight_hh_l0.copy_(torch.eye(64) * 1.5)
+    opt = torch.optim.SGD([*rnn.parameters(), *head.parameters()], lr=0.01)
+    w, sink = _watch([rnn, head], opt)
+    for _ in range(3):
+        h, _ = rnn(torch.rand(16, 60, 8))
+        loss = F.mse_loss(head(h[:, -1]), torch.randn(16, 1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w.close()
+    assert ("exploding_gradient", "") in sink.findings
+    messages = [f.message for f in sink.findings.values()]  # type: ignore[attr-defined]
+    assert not [m for m in messages if "operation on the weight itself" in m], messages
+    assert any("the update diverged" in m for m in messages), messages
