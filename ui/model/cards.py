@@ -149,14 +149,20 @@ def card_size(card: CardText, widths: TextWidths) -> tuple[float, float]:
 def elide_path(path: str, room: float, width: Callable[[str], float]) -> str:
     """``path`` shortened from the left at dots to fit ``room`` (``width`` measures):
     ``…embedder.convolution``, not ``…r.convolution``. A last part that alone does
-    not fit is cut on the left. Any thread."""
+    not fit is cut on the left; so is the part before a bare index kept alone
+    (``…_really.0``, not ``…0``). Any thread."""
     if width(path) <= room:
         return path
     parts = path.split(".")
     for i in range(1, len(parts)):
-        text = "…" + ".".join(parts[i:])
-        if width(text) <= room:
-            return text
+        rest = ".".join(parts[i:])
+        if width("…" + rest) <= room:
+            if rest.isdigit():   # a bare index ("…0") names nothing: the end of its parent too
+                prev = parts[i - 1]
+                for k in range(1, len(prev)):
+                    if width(f"…{prev[k:]}.{rest}") <= room:
+                        return f"…{prev[k:]}.{rest}"
+            return "…" + rest
     last = parts[-1]
     while last and width("…" + last) > room:
         last = last[1:]

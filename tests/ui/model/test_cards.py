@@ -52,6 +52,15 @@ def test_paths_are_shortened_at_dots_keeping_their_end():
     assert elide_path(path, 0, width) == ""
 
 
+def test_a_bare_index_keeps_the_end_of_its_parent():
+    """A block under a long name read '…0' on its card: nothing to know it by."""
+    from tensorscope.ui.model.cards import elide_path
+    path = "a_very_long_module_name_that_goes_on_and_on.0"
+    got = elide_path(path, 12, len)
+    assert got.startswith("…") and got.endswith("_and_on.0") and len(got) <= 12
+    assert elide_path("h.0", 2, len) == "…0"   # no room for more: as before
+
+
 def test_a_parameter_pill_is_sized_for_its_name_in_the_font_it_is_drawn_in():
     from tensorscope.ui.model.cards import PILL_DOT, CardText, TextWidths, card_size
     widths = TextWidths({"title": {c: 9.0 for c in "abcdefghijklmnopqrstuvwxyz."},
