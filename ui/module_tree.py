@@ -10,7 +10,7 @@ from PySide6.QtWidgets import (QHeaderView, QLineEdit, QStyledItemDelegate, QSty
                                QTreeView, QVBoxLayout, QWidget)
 
 from tensorscope.ui.elided import CentredNote
-from tensorscope.ui.model.cards import shape_text
+from tensorscope.ui.model.cards import shape_text, short_dtype
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import LocalKey, ModuleState, SessionModel
@@ -22,11 +22,13 @@ COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad
 COLUMN_CAPS = (150, 110, 90, 62, 50, 60, 72, 40)   # px: keep every column in view
 #: px: the least a column is squeezed to when the dock is narrow (its text elides;
 #: a module's full path is in its tooltip)
-COLUMN_MINS = (70, 50, 56, 52, 46, 60, 72, 40)
-#: the columns that give way, in turn, for the columns up to Grad norm to fit the dock
-#: (Dtype and Device down to ``bfloat16`` and ``cuda:0``; the Module column last, and
-#: never below its deepest open row's name; Findings, last and mostly empty, may scroll)
-SHRINK_ORDER = (1, 2, 3, 4, 0)
+COLUMN_MINS = (70, 50, 56, 40, 46, 60, 72, 40)
+#: the columns that give way, in turn, for the columns up to Grad norm to fit the dock:
+#: Dtype and Device first, down to ``bf16`` and ``cuda:0`` (what they hold is short);
+#: then the Module column, never below its deepest open row's name (each row's tooltip
+#: has its path); then Class and Output shape, which say what a row is. Findings, last
+#: and mostly empty, may scroll
+SHRINK_ORDER = (3, 4, 0, 1, 2)
 #: px a child row is indented (Qt's 20 leaves no room for names six levels down,
 #: ``resnet.encoder.stages.0.layers.0.shortcut``)
 INDENT = 12
@@ -275,7 +277,9 @@ class ModuleTreePanel(QWidget):
             kind = f"{s.type} (compiled: {s.compiled} modules inside)"
         elif s.inside_compiled is not None and s.last_step < 0:
             shape = "not observed (compiled)"   # never drawn as if captured
-        values = (kind, shape, s.dtype, s.device,
+        # dtypes as the cards' badges write them (f32, bf16): "float32" took the room
+        # a class name or a shape needed; the whole name is the cell's tooltip
+        values = (kind, shape, short_dtype(s.dtype), s.device,
                   _human(s.params) if s.params else "", grad, str(s.findings or ""))
         sorts = (s.type, str(s.shape), s.dtype, s.device, s.params,
                  -1.0 if s.grad_norm is None else float(s.grad_norm), s.findings)
@@ -285,6 +289,8 @@ class ModuleTreePanel(QWidget):
                 item.setData(sort, SORT_ROLE)
         # red where the NaN/Inf is: the name for an output, the gradient norm for a gradient
         # (a finite gradient norm in red read as a bad gradient)
+        if row[3].toolTip() != s.dtype:
+            row[3].setToolTip(s.dtype)
         row[0].setForeground(QBrush(self.theme.non_finite) if not s.finite else QBrush())
         row[6].setForeground(QBrush(self.theme.non_finite) if not s.grad_finite else QBrush())
         tip = (s.path or "(root)") + ("\noutput holds NaN/Inf" if not s.finite else "")

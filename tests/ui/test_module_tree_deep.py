@@ -91,3 +91,26 @@ def test_opening_many_rows_at_once_measures_the_columns_once(qtbot):
     panel.filter.setText("relu")   # opens every row: one more measure, not 300
     qtbot.waitUntil(lambda: not panel._remeasure.isActive(), timeout=2000)
     assert len(measured) == 2
+
+
+def test_dtypes_read_as_the_cards_write_them(qtbot):
+    """'bfloat16' took the Dtype column's room and was cut to 'bfloa…'."""
+    from tensorscope.common.events import CallDigest
+    from tensorscope.common.tensors import tensor_meta
+    panel = _panel(qtbot, 420)
+    model = SessionModel()
+    model.ingest_many([Hello(), _tree(), CallDigest(
+        step=0, index=0, root=0, path="classifier", type="Linear",
+        outputs=[tensor_meta("out", shape=[2, 2], dtype="bfloat16", device="cpu")])])
+    panel.refresh(model)
+    cell = panel.items[(0, "classifier")][3]
+    assert cell.text() == "bf16" and cell.toolTip() == "bfloat16"
+
+
+def test_a_narrow_dock_squeezes_dtype_and_device_before_class_and_shape():
+    """In the default dock 'GPT2LMHeadModel' kept its room and the classes read 'GPT2…'."""
+    from tensorscope.ui.module_tree import COLUMN_MINS, fit_widths
+    natural = [118, 110, 90, 50, 46, 60, 72, 40]
+    widths = fit_widths(natural, 490)
+    assert widths[3] == COLUMN_MINS[3] and widths[1:3] == [110, 90]
+    assert sum(widths[:7]) == 490 and widths[0] == 72
