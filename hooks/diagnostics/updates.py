@@ -21,9 +21,12 @@ frozen on purpose).
 * ``huge_updates``: on ``HUGE_CHECKS`` (2) consecutive checks most counted
   parameters moved by more than ``HUGE_RATIO`` (0.1) of their norm, or on
   one check by more than ``HUGE_ONCE`` (1.0, the weights rewritten
-  entirely). Two checks, because Adam's first step moves every weight by
-  about the learning rate whatever the gradient: the weights are rewritten every step, usually before the loss
-  diverges. Causes: a learning rate far too high, a missing ``zero_grad``
+  entirely) or by more than ``HUGE_REWRITE`` (0.9: moved by about twice their norm)
+  without being zero before the step (a ratio of 1 to rounding, ``ZERO_START``: LoRA's
+  zero-initialised ``B``, a zero-init head, which any first step rewrites). Two
+  checks, because Adam's first step moves every weight by about the learning rate
+  whatever the gradient: the weights are rewritten every step, usually before the
+  loss diverges. Causes: a learning rate far too high, a missing ``zero_grad``
   combined with a large rate, a warmup that is missing.
 """
 from __future__ import annotations
@@ -39,6 +42,12 @@ TINY_CHECKS = 3
 HUGE_RATIO = 0.1
 HUGE_CHECKS = 2
 HUGE_ONCE = 1.0
+# ||p_after - p_before|| / ||p_after|| above this: the step moved the weights by about
+# twice their norm or more (Adam at lr=1 on weights of 0.1); at ZERO_START and above
+# (exactly 1 to rounding) the weights were zero before the step (LoRA's B, a zero-init
+# head), which any first step rewrites entirely
+HUGE_REWRITE = 0.9
+ZERO_START = 1 - 1e-3
 MOST = 0.5   # fraction of the counted elements
 
 
@@ -84,7 +93,7 @@ class UpdateRatioObserver(Diagnostic):
                 tiny += n
             if ratio > HUGE_RATIO:
                 huge += n
-            if ratio > HUGE_ONCE:
+            if ratio > HUGE_ONCE or HUGE_REWRITE < ratio < ZERO_START:
                 once += n
         if not total:
             return

@@ -484,3 +484,28 @@ def test_gradients_whose_norm_overflows_explode_they_are_not_nan() -> None:
     messages = [f.message for f in sink.findings.values()]  # type: ignore[attr-defined]
     assert not [m for m in messages if "operation on the weight itself" in m], messages
     assert any("the update diverged" in m for m in messages), messages
+
+
+def _adam_run(lr: float, zero_head: bool) -> set[tuple[str, str]]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                          nn.Linear(64, 4))
+    if zero_head:   # a LoRA-style zero start: any first step rewrites it entirely
+        nn.init.zeros_(model[2].weight)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    w, sink = _watch(model, opt)
+    for _ in range(12):
+        opt.zero_grad()
+        F.cross_entropy(model(torch.randn(32, 20)), torch.randint(0, 4, (32,))).backward()
+        opt.step()
+    w.close()
+    return {k for k in sink.findings if k[0] == "huge_updates"}
+
+
+def test_adam_at_lr_one_rewrites_the_weights() -> None:
+    """Adam's first step at lr=1 moves every weight by ~1, several times their norm (the
+    update/weight ratio is ~0.997, under 1); by the next check the weights have grown
+    so much that the ratio is small. A zero-initialised layer (ratio exactly 1) at a
+    sane rate is no such step."""
+    assert _adam_run(1.0, zero_head=False) == {("huge_updates", "")}
+    assert _adam_run(1e-3, zero_head=True) == set()
