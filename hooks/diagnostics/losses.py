@@ -79,7 +79,11 @@ MANUAL_CHECKS = 16          # backwards whose hand-written loss is checked for a
 _FUNCTIONAL = {"mse_loss": "broadcast", "l1_loss": "broadcast", "smooth_l1_loss": "broadcast",
                "huber_loss": "broadcast", "binary_cross_entropy": "broadcast",
                "binary_cross_entropy_with_logits": "binary_logits",
-               "cross_entropy": "logits", "kl_div": "broadcast"}
+               "cross_entropy": "logits", "kl_div": "broadcast",
+               # nothing to check before the call (log-probabilities against class
+               # indices): wrapped for its value (an evaluation loop's loss, pytorch/examples'
+               # MNIST test) and its exception (a class index out of range)
+               "nll_loss": "value"}
 _REFUSES = re.compile(r"binary_cross_entropy|BCE")   # losses that raise on other shapes
 _BROADCAST_LOSSES = {"MseLossBackward0": "F.mse_loss", "SmoothL1LossBackward0":
                      "F.smooth_l1_loss", "HuberLossBackward0": "F.huber_loss"}
@@ -149,8 +153,8 @@ class LossInputObserver(Diagnostic):
         try:
             pred = args[0] if args else kwargs.get("input")
             target = args[1] if len(args) > 1 else kwargs.get("target")
-            if not isinstance(pred, torch.Tensor):
-                return
+            if not isinstance(pred, torch.Tensor) or check == "value":
+                return   # (the backward's look at the graph still checks a "value" loss)
             self._functional_step = self.ctx.step_index
             loss = f"F.{name}"
             if self._targets is not None:

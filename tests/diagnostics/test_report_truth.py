@@ -88,6 +88,32 @@ def test_functional_loss_curve_and_eval_loss(tmp_path: Path) -> None:
     assert data["steps"] == 5 and data["inference_steps"] == 2
 
 
+def test_an_evaluation_summed_by_nll_loss_fills_eval_losses(tmp_path: Path) -> None:
+    """pytorch/examples' MNIST test loop: ``log_softmax`` in the model, the loss
+    ``F.nll_loss(output, target, reduction='sum').item()`` under ``no_grad`` (its
+    ``eval_losses`` was empty: ``F.nll_loss`` was not one of the losses looked at)."""
+    def run(report: str) -> None:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 4), nn.LogSoftmax(dim=1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        with tensorscope.watch(model, opt, connect=False, report=report):
+            for _ in range(2):
+                x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+                opt.zero_grad()
+                F.nll_loss(model(x), y).backward()
+                opt.step()
+            model.eval()
+            with torch.no_grad():
+                for _ in range(3):
+                    x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+                    F.nll_loss(model(x), y, reduction="sum").item()
+
+    data = _report(tmp_path, run)
+    assert data["steps"] == 2 and data["inference_steps"] == 3
+    assert [s for s, _ in data["eval_losses"]] == [2, 3, 4]
+    assert all(v > 16 for _, v in data["eval_losses"])   # the sums, not means
+
+
 @pytest.mark.parametrize("reentrant", [True, False])
 def test_checkpoint_recomputation_is_part_of_the_step(tmp_path: Path, reentrant: bool) -> None:
     """Recomputed calls during backward start no step and count as no call."""
