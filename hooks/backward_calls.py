@@ -23,9 +23,16 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+import torch.utils.hooks
+
+from tensorscope.hooks.diagnostics.base import ModuleWarnings
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.capture import Capture
+
+# a module's full backward hook warns its caller's caller's ... line (stacklevel=5):
+# with the wrapper among those frames, it named torch's ``Tensor.backward`` instead
+_HOOK_WARNINGS = ModuleWarnings(torch.utils.hooks)
 
 _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
@@ -91,6 +98,7 @@ class BackwardWrapper:
         self.original = orig
         self.wrapper = backward
         torch.autograd.backward = backward  # type: ignore[assignment]
+        _HOOK_WARNINGS.use(backward.__code__)
 
     def remove(self) -> None:
         """Put the previous ``torch.autograd.backward`` back. When another wrapper was
@@ -98,4 +106,6 @@ class BackwardWrapper:
         capture is closed, so it only forwards)."""
         if self.original is not None and torch.autograd.backward is self.wrapper:
             torch.autograd.backward = self.original  # type: ignore[assignment]
+        if self.original is not None:
+            _HOOK_WARNINGS.release()
         self.original = None

@@ -188,20 +188,34 @@ class WarningsShim(types.ModuleType):
 
         def warn(message: Any, category: Any = None, stacklevel: int = 1,
                  source: Any = None, **kwargs: Any) -> None:
-            level = max(1, int(stacklevel))
             try:
-                frame: types.FrameType | None = sys._getframe(level)
-                while frame is not None and frame.f_code in WRAPPER_CODES:
-                    frame = frame.f_back
-                    level += 1
-            except (ValueError, TypeError):   # fewer frames than that: as asked
-                pass
+                level = _level_past_wrappers(max(1, int(stacklevel)))
+            except (ValueError, TypeError):   # not a number: as asked
+                level = stacklevel
             real_warn(message, category, level + 1, source, **kwargs)
 
         self.warn = warn
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+
+def _level_past_wrappers(stacklevel: int) -> int:
+    """The depth (from ``warn``'s caller, 1) of the ``stacklevel``-th frame that is
+    not a wrapper's: the frame the warning names without TensorScope, wherever
+    the wrappers sit between it and the function that warns (the backward
+    wrapper sits between ``Tensor.backward`` and ``torch.autograd.backward``, under
+    a module's backward hook that warns with ``stacklevel=5``)."""
+    frame: types.FrameType | None = sys._getframe(2)   # (this, warn) skipped
+    depth, left = 1, stacklevel
+    while frame is not None:
+        if frame.f_code not in WRAPPER_CODES:
+            left -= 1
+            if left == 0:
+                return depth
+        frame = frame.f_back
+        depth += 1
+    return stacklevel   # fewer frames than that: as asked
 
 
 def _shim_for_torchscript(shim: WarningsShim) -> WarningsShim | None:
@@ -217,6 +231,29 @@ def _shim_for_torchscript(shim: WarningsShim) -> WarningsShim | None:
 
 _SHIM = _shim_for_torchscript(WarningsShim(warnings))
 _SHIM_USERS: list["FunctionalPatches"] = []   # the patches that need the shim set
+
+
+class ModuleWarnings:
+    """While a wrapper sits under the functions of ``module`` (``torch.utils.hooks``,
+    whose module backward hooks run under the backward wrapper), ``module``
+    warns through the shim (``use``/``release`` count the wrappers that need it)."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module = module
+        self.users = 0
+
+    def use(self, code: types.CodeType) -> None:
+        """A wrapper whose frames are ``code``'s is installed."""
+        WRAPPER_CODES.add(code)
+        self.users += 1
+        if _SHIM is not None and vars(self.module).get("warnings") is warnings:
+            self.module.warnings = _SHIM  # type: ignore[attr-defined]
+
+    def release(self) -> None:
+        """One of those wrappers is removed: the last one puts ``warnings`` back."""
+        self.users = max(0, self.users - 1)
+        if not self.users and vars(self.module).get("warnings") is _SHIM:
+            self.module.warnings = warnings  # type: ignore[attr-defined]
 
 
 class FunctionalPatches:

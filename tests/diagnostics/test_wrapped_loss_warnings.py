@@ -41,3 +41,23 @@ def test_torchscript_still_compiles_the_functions_that_warn():
     with Watch(nn.Linear(2, 2), connect=False):
         scripted = torch.jit.script(_Scripted())
         assert torch.equal(scripted(x, y), _Scripted()(x, y))
+
+
+def _hook_warnings(model: nn.Module) -> list[warnings.WarningMessage]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model(torch.randn(2, 3)).sum().backward()
+    return [w for w in caught if "Full backward hook" in str(w.message)]
+
+
+def test_a_module_backward_hooks_warning_names_the_line_that_called_backward():
+    """A full backward hook on a module whose inputs need no gradient warns with
+    ``stacklevel=5``: under the backward wrapper it named ``torch/_tensor.py``."""
+    model = nn.Linear(3, 1)
+    model.register_full_backward_hook(lambda m, gi, go: None)
+    plain = _hook_warnings(model)
+    with Watch(model, connect=False):
+        watched = _hook_warnings(model)
+    assert plain and plain[0].filename == __file__
+    assert [(m.filename, m.lineno) for m in watched] == [(m.filename, m.lineno) for m in plain]
+    assert sys.modules["torch.utils.hooks"].warnings is warnings   # put back on close
