@@ -26,7 +26,7 @@ KINDS = (
     "host_sync_in_forward", "compiled", "tiny_updates", "huge_updates",
     "zero_grad_before_step", "single_class_batches", "softmax_dim", "ineffective_freeze",
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
-    "ineffective_clipping", "target_requires_grad",
+    "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
 )
 
 
@@ -51,6 +51,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.memory import GraphObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
+    from tensorscope.hooks.diagnostics.schedulers import SchedulerOrderObserver
     from tensorscope.hooks.diagnostics.target_grad import TargetGradObserver
     from tensorscope.hooks.diagnostics.targets import TargetObserver
     from tensorscope.hooks.diagnostics.updates import UpdateRatioObserver
@@ -59,7 +60,7 @@ def default_observers(mode: str) -> "list[Observer]":
     observers: list[Observer] = [
         ModeObserver(), LossInputObserver(targets=targets), targets, graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
-        BackwardErrorObserver(), FreezeObserver(), ClipObserver(),
+        BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())
