@@ -11,7 +11,10 @@ value):
   clipped;
 * the first one with a gradient belongs to an optimizer whose last step left
   that very gradient (same tensor, same version: no backward since): clipping
-  runs after ``optimizer.step()``, on gradients already used.
+  runs after ``optimizer.step()``, on gradients already used;
+* there are none at all while an optimizer holds parameters of a watched model:
+  an exhausted generator (``params = model.parameters()`` given to the optimizer,
+  then to the clip), so nothing is ever clipped.
 
 A ``max_norm`` of infinity only measures the norm and is not looked at. Two such
 calls make the finding, named at the root of the parameters. A call
@@ -98,6 +101,13 @@ class ClipObserver(Diagnostic):
             self._calls += 1
             params = [parameters] if isinstance(parameters, torch.Tensor) else [
                 p for p in parameters if isinstance(p, torch.Tensor)]
+            if not params and not self._reported:
+                hit = self._optimized_param()
+                if hit is not None:   # an exhausted generator: model.parameters() reused
+                    self._hits.append(("empty", name, hit[0], self.ctx.step_index))
+                    if len(self._hits) >= INEFFECTIVE_CALLS:
+                        self._report()
+                return
             hit = next((h for h in map(self.ctx.param_name, params) if h is not None), None)
             if hit is None or self._reported:
                 return
@@ -117,6 +127,17 @@ class ClipObserver(Diagnostic):
             print(f"tensorscope: the gradient clipping check failed ({type(exc).__name__}: "
                   f"{exc}); it is off for the rest of the run", file=sys.stderr)
 
+    def _optimized_param(self) -> tuple[int, str, str] | None:
+        """``(root, module, name)`` of the first parameter of a watched model that an
+        optimizer holds (None if none)."""
+        for opt in self.ctx.optimizers:
+            for group in getattr(opt, "param_groups", ()):
+                for p in group["params"]:
+                    hit = self.ctx.param_name(p)
+                    if hit is not None:
+                        return hit
+        return None
+
     def _used(self, p: torch.Tensor) -> bool:
         """Whether ``p.grad`` is still the gradient an optimizer stepped with."""
         g = p.grad
@@ -128,7 +149,12 @@ class ClipObserver(Diagnostic):
     def _report(self) -> None:
         how, name, rid, step = self._hits[-1]
         self._reported = True
-        if how == "before":
+        if how == "empty":
+            where = ("with no parameters at all: the iterable it got was empty, usually a "
+                     "generator already consumed (params = model.parameters() handed to the "
+                     "optimizer, then to the clip; a generator runs once), so nothing is "
+                     "ever clipped")
+        elif how == "before":
             where = ("before loss.backward(): no parameter has a gradient yet (zero_grad() "
                      "set them to None), so nothing is clipped and the gradients the "
                      "optimizer uses are never clipped")
@@ -136,11 +162,14 @@ class ClipObserver(Diagnostic):
             where = ("after optimizer.step(): it clips gradients that were already used, "
                      "and the next zero_grad() throws them away, so the steps are never "
                      "clipped")
+        fix = ("pass model.parameters() afresh to each call, or keep a list (params = "
+               "list(model.parameters()))" if how == "empty" else
+               "call it between loss.backward() and optimizer.step() (after "
+               "scaler.unscale_(optimizer) with a GradScaler)")
         self.emit("ineffective_clipping", "warning", "optimizer", rid, "",
                   f"torch.nn.utils.{name} was called {where} (steps "
                   f"{', '.join(str(h[3]) for h in self._hits[-INEFFECTIVE_CALLS:])}). Fix: "
-                  f"call it between loss.backward() and optimizer.step() (after "
-                  f"scaler.unscale_(optimizer) with a GradScaler).", step=step)
+                  f"{fix}.", step=step)
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         """Remember one gradient of the optimizer as its step left it (while checking)."""

@@ -509,3 +509,24 @@ def test_adam_at_lr_one_rewrites_the_weights() -> None:
     sane rate is no such step."""
     assert _adam_run(1.0, zero_head=False) == {("huge_updates", "")}
     assert _adam_run(1e-3, zero_head=True) == set()
+
+
+def test_clipping_an_exhausted_generator_is_ineffective() -> None:
+    """``params = model.parameters()`` handed to the optimizer, then to the clip: the
+    generator is empty by then and nothing is ever clipped. A list is fine."""
+    for reuse in (True, False):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        params = model.parameters() if reuse else list(model.parameters())
+        opt = torch.optim.SGD(params, lr=0.01)
+        w, sink = _watch(model, opt)
+        for _ in range(4):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+        w.close()
+        found = ("ineffective_clipping", "") in sink.findings
+        assert found is reuse, reuse
+        if reuse:
+            assert "no parameters" in sink.findings[("ineffective_clipping", "")].message  # type: ignore[attr-defined]
