@@ -587,8 +587,12 @@ class PlotsPanel(QWidget):
                 label += f" r{key[0]}"
             plain.append(label)
             weight = "bold" if key[1:] == self.focus else "normal"
-            entries.append(f"<span style='color:{self._colour(key)}'>■</span>&nbsp;"
-                           f"<span style='font-weight:{weight}'>{html.escape(label)}</span>")
+            # one entry never wraps inside (an elided name broke after its "…": a word
+            # joiner holds it): lines break between entries
+            shown = html.escape(label).replace("…", "…\u2060")
+            entries.append(f"<span style='white-space:nowrap'>"
+                           f"<span style='color:{self._colour(key)}'>■</span>&nbsp;"
+                           f"<span style='font-weight:{weight}'>{shown}</span></span>")
         text = "&nbsp;&nbsp; ".join(entries) or (
             "<i>no module matches the filter</i>" if self.module_filter.text().strip() else "")
         self._legend_entries[kind] = plain

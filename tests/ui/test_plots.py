@@ -315,3 +315,32 @@ def test_gradient_norms_spanning_decades_are_plotted_on_a_log_scale(qtbot):
         panel.refresh(model2)
         clock.now += PLOT_INTERVAL_S
     assert not panel.log_scale("grad")
+
+
+def test_a_legend_wraps_between_entries_never_inside_an_elided_name(qtbot):
+    from PySide6.QtGui import QTextDocument
+
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    paths = [f"resnet.embedder.embedder.{n}" for n in ("activation", "normalization",
+                                                         "convolution", "pooler")]
+    for step in range(3):
+        model.ingest_many([CallDigest(step=step, index=i, root=0, path=p, type="Conv2d",
+                                      stats={"norm": 1.0 + i}, grad_norm=0.5 + i)
+                           for i, p in enumerate(paths)] + [StepSummary(step=step, loss=1.0)])
+    for _ in range(3 * MAX_CURVES):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    html = panel.legends["grad"].text()
+    assert "…" in html   # the names are elided
+    for width in (260, 300, 360, 420):   # wider than any one entry, as the plots are
+        doc = QTextDocument()
+        doc.setHtml(html)
+        doc.setTextWidth(width)
+        doc.size()   # lays the text out
+        block = doc.begin()
+        layout, text = block.layout(), block.text()
+        starts = [layout.lineAt(i).textStart() for i in range(layout.lineCount())]
+        assert len(starts) > 1
+        for start in starts:   # every line begins with an entry's colour square
+            assert text[start:].lstrip(" \u00a0").startswith("■"), (width, text[start:start + 20])
