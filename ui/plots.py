@@ -35,6 +35,7 @@ CURVE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948
                  "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
 STATS = {s.key: s.label for s in PLOTTED}
 MAX_CURVES = 6
+LEGEND_MIN_WIDTH = 60   # px
 PLOT_INTERVAL_S = 0.2
 NEW_CURVES_PER_REFRESH = 1
 PLOTS = ("loss", "grad", "stat")
@@ -274,6 +275,9 @@ class PlotsPanel(QWidget):
         for label in self.legends.values():
             label.setWordWrap(True)
             label.setTextFormat(Qt.TextFormat.RichText)
+            # a long entry is cut in a narrow window rather than holding the window
+            # open: its least width was the widest entry's (each plot ~200 px)
+            label.setMinimumWidth(LEGEND_MIN_WIDTH)
         self._paths: list[str] = []
         self._root_names: dict[int, str] = {}   # of the rank shown, for bare-index paths
         self._legend_entries: dict[str, list[str]] = {kind: [] for kind in self.legends}
@@ -303,14 +307,11 @@ class PlotsPanel(QWidget):
         controls.addStretch(1)
         row = QHBoxLayout()
         for kind, plot in self.plots.items():
-            if kind not in self.legends:
-                row.addWidget(plot)
-                continue
             column = QVBoxLayout()
             column.setSpacing(0)
             column.addWidget(plot, 1)
             column.addWidget(self.legends[kind])
-            row.addLayout(column)
+            row.addLayout(column, 1)   # the plots share the width alike
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 2, 4, 2)
         box.addLayout(controls)

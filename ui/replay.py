@@ -69,12 +69,17 @@ class ReplayPanel(QWidget):
         cmp.addWidget(self.step_a)
         cmp.addWidget(QLabel("with B", self))
         cmp.addWidget(self.step_b)
-        cmp.addWidget(self.compare_button)
-        cmp.addWidget(self.clear_button)
         cmp.addStretch(1)
+        # the buttons on a row of their own: on one row the panel needed 430 px, and a
+        # window could not be made narrower than the plots and it together (913 px)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.compare_button)
+        buttons.addWidget(self.clear_button)
+        buttons.addStretch(1)
         box = QVBoxLayout(self)
         box.addLayout(top)
         box.addLayout(cmp)
+        box.addLayout(buttons)
         box.addWidget(self.table, 1)
 
     def set_steps(self, steps: list[int]) -> None:

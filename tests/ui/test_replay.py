@@ -273,3 +273,16 @@ def test_statistics_shown_without_values_name_their_output(qtbot, tmp_path, form
     assert meta["path"] == "network.2/out[1]" and meta["dtype"] == "float32"
     assert w.inspector.state.stats is not None
     w.close()
+
+
+def test_a_replay_window_can_be_made_small(qtbot, replay):
+    """The compare row and the plots' legends held the window at least 913 px wide:
+    on a small screen its right side was off the screen."""
+    from tensorscope.common.events import CallDigest
+    replay.model.ingest_many([CallDigest(step=12, index=i, root=0, path=f"encoder.layers.{i}."
+                                         "self_attention.output_projection", type="Linear",
+                                         grad_norm=1.0, stats={"norm": 1.0}) for i in range(6)])
+    qtbot.waitUntil(lambda: len(replay.plots.legend_entries("grad")) == 6, timeout=5000)
+    replay.resize(400, 300)
+    qtbot.waitUntil(lambda: replay.width() < 640, timeout=5000)
+    assert replay.minimumSizeHint().width() < 640
