@@ -29,9 +29,12 @@ output of a module call of this step whose module has trainable parameters
 * an embedding lookup as the target (``mse(feat, centers(labels))``: a
   learnable target, center and prototype losses, trained on purpose);
 * a symmetric loss between two evaluations of one module, both arguments made
-  the same way (the same module and the same last op): VICReg's invariance term
-  ``mse(z_a, z_b)``, a Pi-model consistency ``mse(softmax(m(x1)), softmax(m(x2)))``,
-  which are meant to pull both sides. A TD target of the online network itself
+  the same way (the same module and the same last op) or the target a pure
+  function of the module's output (one-input ops: a softmax, a temperature):
+  VICReg's invariance term ``mse(z_a, z_b)``, a Pi-model consistency
+  ``mse(softmax(m(x1)), softmax(m(x2)))``, R-Drop's
+  ``kl_div(log_softmax(p), softmax(q))`` between two dropout passes, which are
+  meant to pull both sides. A TD target of the online network itself
   is made another way (a sum with the reward) and is reported;
 * a prediction whose graph reaches an output made within the very root call that
   made the target (within ``EQUATION_SEARCH`` nodes): both sides are one evaluation
@@ -125,8 +128,8 @@ class TargetGradObserver(Diagnostic):
                     or not _trainable(outer.module) or _one_evaluation(pred_fn, outer, made):
                 continue
             twin = _source(pred_fn, made)
-            if twin is not None and (twin[1].root, twin[1].path) == key \
-                    and fn_name(pred_fn) == fn_name(target_fn):
+            if twin is not None and (twin[1].root, twin[1].path) == key and (
+                    fn_name(pred_fn) == fn_name(target_fn) or _pure(target_fn, made)):
                 continue   # a symmetric loss between two evaluations of one module
             self._seen.add(key)
             self._report(label, outer, step)
@@ -198,6 +201,31 @@ def _one_evaluation(pred_fn: Any, outer: CallRecord,
         hit = made.get(id(node))
         if hit is not None and hit[0] is node and root_call(hit[2]) is top:
             return True
+    return False
+
+
+_SCALED = ("MulBackward0", "DivBackward0")
+
+
+def _pure(fn: Any, made: dict[int, tuple[Any, CallRecord, CallRecord]]) -> bool:
+    """Whether ``fn`` is a module's output through one-input ops only (a softmax, a
+    temperature, views), no data mixed in (a reward added: a TD target): down to the
+    first node a call made, each node has one input in the graph and no other tensor
+    (a product or quotient with a scalar counts as one-input)."""
+    node = fn
+    for _ in range(16):
+        hit = made.get(id(node))
+        if hit is not None and hit[0] is node:
+            return True
+        nxt = node.next_functions
+        edges = [f for f, _ in nxt if f is not None]
+        if len(edges) != 1:
+            return False
+        if len(nxt) > 1:
+            other = getattr(node, "_saved_other", None) if fn_name(node) in _SCALED else None
+            if not isinstance(other, torch.Tensor) or other.numel() != 1:
+                return False
+        node = edges[0]
     return False
 
 

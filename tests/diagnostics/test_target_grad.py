@@ -118,3 +118,17 @@ def test_teacher_with_gradients_on_is_named() -> None:
     w.close()
     found = [f for k, f in sink.findings.items() if k[0] == "target_requires_grad"]
     assert [f.root for f in found] == [1]  # type: ignore[attr-defined]
+
+
+def test_r_drop_symmetric_kl_is_silent() -> None:
+    """R-Drop: the KL between two dropout passes of one model, gradients through both
+    on purpose (the target a softmax of the module's output, no data mixed in)."""
+    net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 4))
+    x = torch.randn(16, 6)
+
+    def r_drop() -> torch.Tensor:
+        p, q = net(x), net(x)
+        return 0.5 * (F.kl_div(F.log_softmax(p, -1), F.softmax(q / 2.0, -1), reduction="batchmean")
+                      + F.kl_div(F.log_softmax(q, -1), F.softmax(p, -1), reduction="batchmean"))
+
+    assert not _train(net, [], r_drop)
