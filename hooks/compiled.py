@@ -26,6 +26,7 @@ it ends at the next call, which then still runs eagerly.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -60,12 +61,68 @@ def is_compiling() -> bool:
     eager calls outside the transform are captured as usual."""
     return _dynamo_compiling() or _functorch_level() is not None
 
-# What torch's own warning means, said once with the first compiled module.
+# What torch's own warning means, said once with the first compiled module when the
+# warning is shown (the script has global module hooks of its own).
 TORCH_WARNING_NOTE = (
     "torch's warning that global hooks 'fire an extra time' for the OptimizedModule refers to "
     "TensorScope's process-wide hooks: they see the compiled module's call once and its "
     "inner calls not at all (inside the compiled graph the hooks return at once), so nothing "
     "is counted twice")
+
+
+_TORCH_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
+
+
+def _global_module_hooks() -> bool:
+    """Whether any global module hook is registered now (torch's own test)."""
+    test = getattr(nn.modules.module, "_has_any_global_hook", None)
+    return bool(test()) if test is not None else False
+
+
+class CompileWarningFilter:
+    """Silences torch's warning, at every call of a ``torch.compile``d module while
+    any global module hook exists, that the hooks "fire an extra time" for the
+    ``OptimizedModule``, while the only global module hooks are TensorScope's:
+    they see the compiled module's call once and the calls inside not at all,
+    and plain ``python`` shows no such warning. A script with global hooks of
+    its own keeps it (then the note says what it means for TensorScope's).
+    ``install`` is called before TensorScope registers its global hooks; the
+    handle's ``remove`` takes the filter away with them (several watches count)."""
+
+    users = 0
+    entry: tuple[Any, ...] | None = None
+
+    def __init__(self) -> None:
+        cls = type(self)
+        self.active = False
+        if cls.users == 0 and _global_module_hooks():
+            return   # the script's own global hooks: torch's warning is about them too
+        self.active = True
+        cls.users += 1
+        if cls.users == 1:
+            warnings.filterwarnings("ignore", message=_TORCH_WARNING, category=UserWarning)
+            cls.entry = warnings.filters[0]
+
+    def remove(self) -> None:
+        """The global hooks registered with this filter are removed."""
+        cls = type(self)
+        if not self.active:
+            return
+        self.active = False
+        cls.users -= 1
+        if cls.users == 0 and cls.entry is not None:
+            try:   # (a catch_warnings block the filter was set in restored its own list)
+                warnings.filters.remove(cls.entry)  # type: ignore[attr-defined]
+                warnings._filters_mutated()  # type: ignore[attr-defined]
+            except (ValueError, AttributeError):
+                pass
+            cls.entry = None
+
+    @classmethod
+    def shown(cls) -> bool:
+        """Whether torch's warning is shown now: global module hooks exist (the
+        script's own) and the filter is not set."""
+        return cls.users == 0 and _global_module_hooks()
 
 
 def is_compiled_type(t: type) -> bool:
@@ -133,7 +190,8 @@ class CompiledModules:
             self._run_eagerly(wrapper, w.step_index + (1 if calling else 0) + self.eager_steps)
         name = path or w.index.root_names[rid]
         msg = compiled_message(name, inside, self.eager_steps)
-        note = "" if self._said_torch_note else f"\ntensorscope: note: {TORCH_WARNING_NOTE}"
+        note = "" if self._said_torch_note or not CompileWarningFilter.shown() else \
+            f"\ntensorscope: note: {TORCH_WARNING_NOTE}"
         self._said_torch_note = True
         print(f"tensorscope: {msg}{note}", file=sys.stderr)
         w.emit_finding("compiled", "info", "forward", rid, path, msg)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch.nn.modules.module as module_hooks
 import torch.optim.optimizer as optimizer_hooks
 
-from tensorscope.hooks.compiled import is_compiled_type
+from tensorscope.hooks.compiled import CompileWarningFilter, is_compiled_type
 from tensorscope.hooks.registry import is_loss_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +58,8 @@ def _supports(fn: Any, name: str) -> bool:
 
 def install(capture: "Capture", optimizer_pre: Any, optimizer_post: Any) -> list[Any]:
     """Register the global hooks; returns the handles to remove on detach."""
-    handles = [module_hooks.register_module_forward_pre_hook(_pre_adapter(capture)),
+    handles: list[Any] = [CompileWarningFilter()]
+    handles += [module_hooks.register_module_forward_pre_hook(_pre_adapter(capture)),
                _register_forward(capture.forward)]
     handles.append(optimizer_hooks.register_optimizer_step_pre_hook(optimizer_pre))
     handles.append(optimizer_hooks.register_optimizer_step_post_hook(optimizer_post))
@@ -119,7 +120,8 @@ def install_loss_hooks(capture: "Capture", hooked: set[int],
         if wanted(module):
             forward(module, args, *rest)
 
-    return [module_hooks.register_module_forward_pre_hook(pre), _register_forward(post)]
+    quiet = CompileWarningFilter()
+    return [quiet, module_hooks.register_module_forward_pre_hook(pre), _register_forward(post)]
 
 
 def _pre_adapter(capture: "Capture") -> Any:
