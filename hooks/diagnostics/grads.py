@@ -59,7 +59,10 @@ None of these reads a device value.
   list: the capture names its call ``parent~Type``) whose parameters got
   gradients outside every optimizer is named by the attribute holding it.
   When all such parameters come before every optimized one (a backbone
-  "frozen" by leaving it out of the optimizer) the finding is only ``info``. A
+  "frozen" by leaving it out of the optimizer) the finding is only ``info``, unless
+  they were seen with ``requires_grad=False`` at an earlier step (frozen, the
+  optimizer built from the trainable ones, unfrozen later: the fine-tuning does
+  nothing), a warning. A
   module reported by ``target_requires_grad`` (a target network or teacher whose
   gradients came through a loss's target) is not reported again here.
 """
@@ -467,6 +470,7 @@ class ParamCoverageObserver(Diagnostic):
         # a TargetGradObserver: a module whose output a loss's target carried got its
         # gradients through the target (that mistake is target_requires_grad)
         self._targets = targets
+        self._was_frozen: set[tuple[int, str]] = set()   # seen with requires_grad=False
         # modules called inside a root but not registered in it, with trainable parameters:
         # (module, root, parent path, step), checked at the next optimizer step
         self._unregistered: dict[int, tuple[weakref.ref, int, str, int]] = {}
@@ -529,6 +533,9 @@ class ParamCoverageObserver(Diagnostic):
             return
         rows = []
         for r in record.summary.params:
+            if isinstance(r.get("root"), int) and r.get("requires_grad") is False \
+                    and len(self._was_frozen) < 100_000:
+                self._was_frozen.add((r["root"], r["name"]))
             if isinstance(r.get("root"), int) and r.get("requires_grad"):
                 got = has_grad.get((r["root"], r["name"]))
                 rows.append(dict(r, has_grad=r.get("grad_norm") is not None if got is None
@@ -648,6 +655,18 @@ class ParamCoverageObserver(Diagnostic):
                     continue
                 where = module_label(self.ctx, rid, mod)
                 listed = sorted(n for n in names if owners.get(n, "").startswith(mod))
+                if listed and all((rid, n) in self._was_frozen for n in listed):
+                    self.emit("param_not_in_optimizer", "warning", "optimizer", rid, mod,
+                              f"The parameters of {where} ({_names(listed)}) were frozen "
+                              f"(requires_grad=False) when training started and have been "
+                              f"unfrozen since, but no optimizer holds them (it was built "
+                              f"from the trainable parameters only), so they get gradients "
+                              f"and never change: the fine-tuning of {where} does nothing. "
+                              f"Fix: when unfreezing, optimizer.add_param_group({{'params': "
+                              f"{where}.parameters(), 'lr': ...}}), or build the optimizer "
+                              f"over all parameters from the start (frozen ones get no "
+                              f"gradient and are skipped).", step=step)
+                    continue
                 if prefix:
                     self.emit("param_not_in_optimizer", "info", "optimizer", rid, mod,
                               f"The parameters of {where} ({_names(listed)}) receive "

@@ -530,3 +530,28 @@ def test_clipping_an_exhausted_generator_is_ineffective() -> None:
         assert found is reuse, reuse
         if reuse:
             assert "no parameters" in sink.findings[("ineffective_clipping", "")].message  # type: ignore[attr-defined]
+
+
+def test_unfrozen_backbone_left_out_of_the_optimizer_is_a_warning() -> None:
+    """Frozen at the start, the optimizer built from the trainable parameters, unfrozen
+    later: not the intended "frozen by omission" (info), the fine-tuning does nothing."""
+    for add_group in (False, True):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+        model[0].requires_grad_(False)
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+        w, sink = _watch(model, opt)
+        for step in range(8):
+            if step == 3:
+                model[0].requires_grad_(True)
+                if add_group:
+                    opt.add_param_group({"params": model[0].parameters()})
+            opt.zero_grad()
+            F.cross_entropy(model(torch.randn(8, 6)), torch.randint(0, 3, (8,))).backward()
+            opt.step()
+        w.close()
+        found = sink.findings.get(("param_not_in_optimizer", "0"))
+        if add_group:
+            assert found is None
+        else:
+            assert found is not None and found.severity == "warning"  # type: ignore[attr-defined]
