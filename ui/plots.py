@@ -238,6 +238,7 @@ class PlotsPanel(QWidget):
         self.logged_plot.hide()
         self.plots = {"loss": self.loss_plot, "grad": self.grad_plot, "stat": self.stat_plot,
                       LOGGED: self.logged_plot}
+        self.columns: dict[str, QWidget] = {}   # each plot with its legend
         self.clock: Callable[[], float] = time.monotonic   # seconds; a test may replace it
         self.steps = StepRange(list(self.plots.values()), clock=lambda: self.clock())
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen(self.theme.accent, width=2))
@@ -307,11 +308,15 @@ class PlotsPanel(QWidget):
         controls.addStretch(1)
         row = QHBoxLayout()
         for kind, plot in self.plots.items():
-            column = QVBoxLayout()
-            column.setSpacing(0)
-            column.addWidget(plot, 1)
-            column.addWidget(self.legends[kind])
-            row.addLayout(column, 1)   # the plots share the width alike
+            column = QWidget(self)   # hidden with its plot (the logged one, at first)
+            lay = QVBoxLayout(column)
+            lay.setContentsMargins(0, 0, 0, 0)
+            lay.setSpacing(0)
+            lay.addWidget(plot, 1)
+            lay.addWidget(self.legends[kind])
+            row.addWidget(column, 1)   # the plots share the width alike
+            self.columns[kind] = column
+        self.columns[LOGGED].hide()
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 2, 4, 2)
         box.addLayout(controls)
@@ -351,7 +356,7 @@ class PlotsPanel(QWidget):
         self._logged.clear()
         self.logged_choice.clear()
         for w in (self.logged_plot, self.logged_label, self.logged_choice,
-                  self.legends["loss"], self.legends[LOGGED]):
+                  self.legends["loss"], self.legends[LOGGED], self.columns[LOGGED]):
             w.hide()
         self.loss_curve.setData([], [])
         self.nonfinite_loss.setData([], [])
@@ -524,7 +529,7 @@ class PlotsPanel(QWidget):
                 self.logged_choice.addItem(name, name)
         if "loss" in names and not known:
             self.logged_choice.setCurrentIndex(self.logged_choice.findData("loss"))
-        for w in (self.logged_plot, self.logged_label, self.logged_choice):
+        for w in (self.logged_plot, self.logged_label, self.logged_choice, self.columns[LOGGED]):
             w.show()
         chosen = self.logged_choice.currentData()
         for key in [k for k in self._logged if k[1] != chosen]:

@@ -344,3 +344,13 @@ def test_a_legend_wraps_between_entries_never_inside_an_elided_name(qtbot):
         assert len(starts) > 1
         for start in starts:   # every line begins with an entry's colour square
             assert text[start:].lstrip(" \u00a0").startswith("■"), (width, text[start:start + 20])
+
+
+def test_the_hidden_logged_plot_leaves_its_room_to_the_others(qtbot):
+    """Its empty column took a quarter of the panel before anything was logged."""
+    panel, _clock = _panel(qtbot)
+    panel.resize(1000, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    widths = [panel.plots[k].width() for k in ("loss", "grad", "stat")]
+    assert sum(widths) > 0.85 * panel.width() and max(widths) - min(widths) <= 2
