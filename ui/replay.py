@@ -170,6 +170,7 @@ class ReplayWindow(MainWindow):
         self.shown_step: int | None = None
         self._step_stats: dict | None = None   # the shown step's statistics per module
         self._non_finite_out: set = set()   # modules whose output held NaN/Inf at that step
+        self._shown_rank = 0   # the rank whose values colour the graph
         self._taken: dict[str, dict[int, dict]] = {}   # file → step → statistics taken
         self.setWindowTitle(f"TensorScope — {path}")
         self._lock = threading.Lock()    # the readers: one thread at a time
@@ -264,8 +265,12 @@ class ReplayWindow(MainWindow):
         self.loaded.emit()
 
     def refresh(self) -> None:
-        """As live, but the debugger actions stay off and the state reads REPLAY."""
+        """As live, but the debugger actions stay off and the state reads REPLAY; another
+        rank shown colours the graph with its own values of the step shown."""
         super().refresh()
+        shown = getattr(self, "shown_step", None)   # None too while the window is built
+        if shown is not None and self.model.rank != self._shown_rank:
+            self.show_step(shown)
         for act in self.actions.debugger():
             act.setEnabled(False)
         self.status.set_state("replay")
@@ -276,18 +281,24 @@ class ReplayWindow(MainWindow):
             return
         self.plots.mark_step(step)
 
+        self._shown_rank = self.model.rank   # asked for (not again each refresh)
+        rank = self.model.rank
+
         def work() -> None:
-            reader = self._shown_reader()
+            reader = next((r for r in self.readers if r.rank == rank), self.reader)
             msgs = reader.calls(reader.step_messages(step))
             bad = {(m.root, m.path) for m in msgs if is_call(m) and not m.finite}
             self.bridge.post_response(lambda got: self._show_metrics(step, *got),
                                       (module_metrics(msgs), step_statistics(
                                           reader, step, msgs, self._taken.setdefault(
-                                              reader.path, {})), bad))
+                                              reader.path, {})), bad, rank))
         self._in_background(work)
 
     def _show_metrics(self, step: int, metrics: dict, stats: dict | None = None,
-                      non_finite: set | None = None) -> None:
+                      non_finite: set | None = None, rank: int | None = None) -> None:
+        if rank is not None and rank != self.model.rank:
+            return   # another rank was chosen meanwhile: its own values follow
+        self._shown_rank = self.model.rank
         self.graph.set_snapshot(metrics)
         self.shown_step, self._step_stats = step, stats or {}
         self._non_finite_out = non_finite or set()

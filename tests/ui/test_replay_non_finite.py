@@ -1,6 +1,7 @@
 """A recorded step that made NaN/Inf shows its module red, as live."""
 from __future__ import annotations
 
+import pytest
 from sample_events import mlp_session, mlp_step
 from tensorscope.ui.replay import ReplayWindow
 
@@ -82,3 +83,35 @@ def test_a_run_with_an_error_opens_on_its_findings(qtbot, tmp_path):
         shown[error] = bar.tabText(bar.currentIndex()).split(" ")[0]
         w.close()
     assert shown == {False: "Replay", True: "Findings"}   # a warning alone: Replay
+
+
+def test_another_rank_colours_the_graph_with_its_own_values(qtbot, tmp_path):
+    """Switched to rank 1, the graph kept rank 0's colours and legend range."""
+    import dataclasses
+
+    from sample_events import mlp_session
+    from tensorscope.common.events import CallDigest, Hello
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+    for rank in (0, 1):
+        session = Session()
+        session.add_sink(Recorder(str(tmp_path / f"job.rank{rank}.tscope")))
+        for m in mlp_session(3):
+            if isinstance(m, Hello):
+                m = dataclasses.replace(m, rank=rank, world_size=2, job="j")
+            elif isinstance(m, CallDigest):
+                m = dataclasses.replace(m, rank=rank, grad_norm=(m.grad_norm or 0) * 10 ** rank)
+            elif hasattr(m, "rank"):
+                m = dataclasses.replace(m, rank=rank)
+            session.emit(m)
+        session.close()
+    w = ReplayWindow(str(tmp_path / "job.tscope"), settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    legend = w.graph.views["module"].legend
+    qtbot.waitUntil(lambda: w.shown_step == 2 and legend.hi > 0, timeout=5000)
+    first = legend.hi
+    w.model.select_rank(1)
+    qtbot.waitUntil(lambda: legend.hi == pytest.approx(10 * first), timeout=5000)
+    w.close()
