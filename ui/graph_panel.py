@@ -267,14 +267,19 @@ class GraphPanel(QWidget):
         graph, out = self.graphs[kind], {}
         marker = self._marker()
         paused_non_finite = marker.local if marker is not None and marker.non_finite else None
-        for nid in self.views[kind].nodes.by_id:
+        for nid, card in self.views[kind].nodes.by_id.items():
             key = graph.module_of(nid)
+            # a parameter's card is its module's weight, not the module's output: a NaN
+            # output made by finite weights (the finding says so) left them red too
+            weight = card.kind == "param"
             if self.snapshot is not None:   # a recorded step: red where it made NaN/Inf
                 row = self.snapshot.get(key, {}) if key is not None else {}
-                out[nid] = math.nan if row.get(NON_FINITE) else row.get(metric)
+                out[nid] = math.nan if row.get(NON_FINITE) and not weight else row.get(metric)
                 continue
             state = self.model.module(*key) if key is not None else None
             out[nid] = state.metric(metric) if state is not None else None
+            if weight:
+                continue
             # non-finite overrides the metric: the card is red whatever is chosen
             if key is not None and (key == paused_non_finite or (
                     state is not None and not (state.finite and state.grad_finite))):

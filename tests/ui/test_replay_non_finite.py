@@ -115,3 +115,23 @@ def test_another_rank_colours_the_graph_with_its_own_values(qtbot, tmp_path):
     w.model.select_rank(1)
     qtbot.waitUntil(lambda: legend.hi == pytest.approx(10 * first), timeout=5000)
     w.close()
+
+
+def test_finite_weights_of_a_module_that_made_nan_are_not_red(qtbot, tmp_path):
+    """In the autograd graph network.2's weight and bias were red with its NaN output,
+    though the finding says its weights were finite."""
+    path = str(tmp_path / "nan.tscope")
+    _record(path)
+    w = ReplayWindow(path, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    qtbot.waitUntil(lambda: w.shown_step == 3, timeout=5000)
+    w.graph.show_kind("autograd")
+    view = w.graph.views["autograd"]
+    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0 and "p2weight" in view.nodes.by_id,
+                    timeout=10_000)
+    w.graph.recolour()
+    assert view.nodes.colours.get("a2") == w.theme.non_finite   # the op that made it
+    assert view.nodes.colours.get("p2weight") != w.theme.non_finite   # no gradient: plain
+    w.close()
