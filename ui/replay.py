@@ -259,8 +259,8 @@ class ReplayWindow(MainWindow):
                 + (f" (and {len(told) - 1} more files)" if len(told) > 1 else "")
                 + (" · hover for details" if len(warnings or ()) > 1 else ""),
                 "\n".join(warnings or ()))
-        if any(f.severity == "error" for f in [*self.model.findings.values(),
-                                               *self.model.job_findings]):
+        if self.model.exceptions or any(f.severity == "error" for f in [
+                *self.model.findings.values(), *self.model.job_findings]):
             self.findings_dock.raise_()   # a run that went wrong opens on what went wrong
         self.loaded.emit()
 

@@ -6,7 +6,7 @@ from sample_events import mlp_session, mlp_step
 from tensorscope.ui.replay import ReplayWindow
 
 
-def _record(path: str, finding: bool = False) -> None:
+def _record(path: str, finding: bool = False, exception: bool = False) -> None:
     from tensorscope.common.events import Finding
     from tensorscope.training.recording import Recorder
     from tensorscope.training.session import Session
@@ -20,6 +20,9 @@ def _record(path: str, finding: bool = False) -> None:
     if finding:
         bad.append(Finding(kind="non_finite", severity="error", step=3, root=0,
                            module="network.2", message="NaN/Inf first appears in network.2"))
+    if exception:
+        from tensorscope.common.events import ExceptionRaised
+        bad.append(ExceptionRaised(step=3, type="RuntimeError", message="boom"))
     for m in msgs + bad:
         session.emit(m)
     session.close()
@@ -71,9 +74,9 @@ def test_a_run_with_an_error_opens_on_its_findings(qtbot, tmp_path):
     compare table, its non_finite finding one click away."""
     from PySide6.QtWidgets import QTabBar
     shown = {}
-    for error in (False, True):
+    for error in (False, True, "exception"):
         path = str(tmp_path / f"run{error}.tscope")
-        _record(path, finding=error)
+        _record(path, finding=error is True, exception=error == "exception")
         w = ReplayWindow(path, settings_key=None)
         qtbot.addWidget(w)
         with qtbot.waitSignal(w.loaded, timeout=10_000):
@@ -82,7 +85,7 @@ def test_a_run_with_an_error_opens_on_its_findings(qtbot, tmp_path):
                    if "Replay" in [b.tabText(i) for i in range(b.count())])
         shown[error] = bar.tabText(bar.currentIndex()).split(" ")[0]
         w.close()
-    assert shown == {False: "Replay", True: "Findings"}   # a warning alone: Replay
+    assert shown == {False: "Replay", True: "Findings", "exception": "Findings"}
 
 
 def test_another_rank_colours_the_graph_with_its_own_values(qtbot, tmp_path):
