@@ -101,7 +101,10 @@ class ReplayPanel(QWidget):
 
     def _slid(self, _value: int) -> None:
         step = self.current_step()
-        self.step_label.setText(f"step {step} of {self.steps[-1]}" if self.steps else "no steps")
+        # "step 4 of 4" read as a count (5 steps were recorded), "step 0 of 0" as none
+        self.step_label.setText(f"step {step} ({self.steps[0]}–{self.steps[-1]})"
+                                if len(self.steps) > 1 else
+                                f"step {step} (the only one)" if self.steps else "no steps")
         self._debounce.start()
 
     def _clear(self) -> None:

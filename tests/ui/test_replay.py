@@ -286,3 +286,11 @@ def test_a_replay_window_can_be_made_small(qtbot, replay):
     replay.resize(400, 300)
     qtbot.waitUntil(lambda: replay.width() < 640, timeout=5000)
     assert replay.minimumSizeHint().width() < 640
+
+
+def test_the_timeline_label_names_the_range_not_a_count(replay):
+    """'step 4 of 4' read as a count; a one-step recording said 'step 0 of 0'."""
+    replay.replay.set_steps([0, 1, 2, 3, 4])
+    assert replay.replay.step_label.text() == "step 4 (0–4)"
+    replay.replay.set_steps([0])
+    assert replay.replay.step_label.text() == "step 0 (the only one)"
