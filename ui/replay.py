@@ -18,6 +18,7 @@ import threading
 from typing import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
                                QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
@@ -167,6 +168,7 @@ class ReplayWindow(MainWindow):
 
     def __init__(self, path: str, settings_key: str | None = "replay") -> None:
         super().__init__(settings_key=settings_key)
+        self.path = path
         # one reader per rank of a distributed job (one file each); opening checks headers
         self.readers = [SessionReader(p) for p in recording_files(path)]
         self.reader = self.readers[0]
@@ -194,7 +196,30 @@ class ReplayWindow(MainWindow):
         self.replay.compare_cleared.connect(lambda: self.graph.set_comparison(None))
         self.bridge.messages_arrived.connect(self._replayed)
         self.graph.views["module"].set_empty_text(f"Reading {path}…")
+        self.reload_action = QAction("Reload recording", self)
+        self.reload_action.setShortcut(QKeySequence("Ctrl+Shift+R"))
+        self.reload_action.setToolTip("Read the recording again: one still being written "
+                                      "has more steps now (Ctrl+Shift+R)")
+        self.reload_action.triggered.connect(self.reload)
+        file_menu = self.menuBar().actions()[0].menu()
+        file_menu.insertAction(file_menu.actions()[0], self.reload_action)
         self._in_background(self._load_all)
+
+    def reload(self) -> None:
+        """Read the recording again from its files (GUI thread): a recording still
+        being written shows the steps committed since it was opened."""
+        self.reset_session()
+        self.shown_step, self._step_stats, self._non_finite_out = None, None, set()
+        self.graph.set_notice("")
+        self.graph.views["module"].set_empty_text(f"Reading {self.path}…")
+
+        def work() -> None:   # under the readers' lock
+            self._close_readers()
+            self._taken.clear()
+            self.readers = [SessionReader(p) for p in recording_files(self.path)]
+            self.reader = self.readers[0]
+            self._load_all()
+        self._in_background(work)
 
     def _in_background(self, work: Callable[[], None]) -> None:
         if self._closing.is_set():

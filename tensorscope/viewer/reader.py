@@ -212,7 +212,7 @@ class SessionReader:
         if self.writing:
             self.warnings.append(f"the recording is still being written (process "
                                  f"{self.meta.get('pid')} is running): this shows the steps "
-                                 f"committed when it was opened; open it again for later ones")
+                                 f"committed when it was opened; reload it for later ones")
         elif self.meta.get("complete") != "1":
             self.warnings.append("the recording did not end cleanly (the script was killed or "
                                  "crashed); it holds every step committed before that")

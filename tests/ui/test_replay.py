@@ -294,3 +294,30 @@ def test_the_timeline_label_names_the_range_not_a_count(replay):
     assert replay.replay.step_label.text() == "step 4 (0–4)"
     replay.replay.set_steps([0])
     assert replay.replay.step_label.text() == "step 0 (the only one)"
+
+
+def test_reloading_a_recording_shows_the_steps_written_since(qtbot, tmp_path):
+    """A recording opened while being written showed its first steps for good: the
+    notice said to open it again."""
+    from sample_events import mlp_session, mlp_step
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+    path = str(tmp_path / "growing.tscope")
+    session = Session()
+    session.add_sink(Recorder(path))
+    for m in mlp_session(3):
+        session.emit(m)
+    w = ReplayWindow(path, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    before = w.replay.steps
+    for step in range(3, 6):
+        for m in mlp_step(step):
+            session.emit(m)
+    session.close()
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.reload_action.trigger()
+    assert before == [0, 1, 2] and w.replay.steps == [0, 1, 2, 3, 4, 5]
+    qtbot.waitUntil(lambda: w.shown_step == 5 and w.model.steps_seen == 6, timeout=5000)
+    w.close()
