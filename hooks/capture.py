@@ -32,7 +32,7 @@ from tensorscope.hooks.registry import is_loss_module
 from tensorscope.hooks import tensor_kinds
 from tensorscope.hooks.stats import activation_stats, finite_probe, grad_norm
 from tensorscope.hooks.step_records import (  # noqa: F401 (StepBuffer re-exported)
-    FlowEntry, GradEntry, StepBuffer, inside, node_name, tensor_version)
+    FlowEntry, GradEntry, StepBuffer, inside, node_name, split_joined, tensor_version)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.callbacks import CaptureHost
@@ -393,6 +393,7 @@ class Capture:
             if call is not first:
                 break
             if ent.grad is not None and ent.ref() is not None:
+                step.joins.append(len(step.calls))   # a step of its own if no backward comes
                 return True
         self.join_repeats = False
         return False
@@ -777,11 +778,18 @@ class Capture:
             self.updates += 1
         if self.stack:
             self.stack.clear()
-        self.step = self._new_step(step.index + 1)
-        self.prev_calls = step.calls if self.meta_every > 1 else []
+        parts = [step]
+        if step.joins and kind == "inference" and not step.saw_backward \
+                and not step.optimizer_steps:
+            parts = split_joined(step)   # forwards that joined for a backward that never came
+        self.step = self._new_step(parts[-1].index + 1)
+        self.prev_calls = parts[-1].calls if self.meta_every > 1 else []
         self._last_exc_id = 0
         try:
-            self.on_step_end(step, kind)
+            for n, part in enumerate(parts):
+                if n:
+                    self.host.step_beginning(part.index)
+                self.on_step_end(part, kind)
         except Exception as exc:   # the boundary of the step end: the next step goes on
             self.host.internal_error("step end", exc, "that step's digests are lost",
                                       phase="step")

@@ -121,12 +121,50 @@ class StepBuffer:
         self.root_outputs: list[tuple[CallRecord, FlowEntry]] = []
         self.optimizer_steps = 0
         self.inference_open = False   # a root forward ran with grad off: an inference step
+        # where a repeated root joined the step as building a graph for a backward to
+        # come (``Capture._builds_graph``): indices in ``calls`` (``split_joined``)
+        self.joins: list[int] = []
         self.deferred: list[tuple[int, dict[str, int]]] = []
         self.param_work: Any = None
         self.started = time.perf_counter()
         self.end_started = 0   # perf_counter_ns when its step end began (hooks.meter)
         self.overhead_ns = 0   # the meter's reading of this step, and its wall time
         self.wall_ns = 0
+
+
+def split_joined(step: StepBuffer) -> list[StepBuffer]:
+    """The steps a step of joined repeats was: one per root call that joined.
+
+    Before an optimizer is known, a root called again while its first call's
+    output is alive joins the step (an episode's moves, a siamese pair), as
+    building one graph for a backward. When the step ends with no backward
+    after all (a loop of forwards keeping their outputs, or ``out = model(x)``
+    rebinding ``out`` only after the next call), each of those forwards was a
+    step of its own: the step is cut where each joined (``joins``), the parts
+    numbered from its index. The values are brought over once for all of them
+    (each part's buffer holds them, at the indices its calls queued); the last
+    part keeps the loss; every part carries the observers' deferred values
+    (they read them with ``get`` at the first). Training thread.
+    """
+    values = step.buf.flush()
+    bounds = [0] + [j for j in step.joins if 0 < j < len(step.calls)] + [len(step.calls)]
+    parts: list[StepBuffer] = []
+    for n, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        part = StepBuffer(step.index + n, step.stats_step, step.param_step, step.meta_step)
+        part.buf.items = list(values)
+        part.calls = step.calls[a:b]
+        for call in part.calls:   # (their indices stay the step's: the dataflow's names)
+            call.step = part.index
+        part.flow, part.n_inputs, part.loop = step.flow, step.n_inputs, step.loop
+        part.deferred, part.any_grad = step.deferred, step.any_grad
+        part.started, part.end_started = step.started, step.end_started
+        mine = {id(c) for c in part.calls}
+        part.root_outputs = [(c, e) for c, e in step.root_outputs if id(c) in mine]
+        parts.append(part)
+    last = parts[-1]
+    last.loss, last.output_loss, last.noted_loss = step.loss, step.output_loss, step.noted_loss
+    last.loss_candidates = step.loss_candidates
+    return parts
 
 
 _NODE_NAMES: list[str] = []

@@ -219,6 +219,27 @@ def test_repeated_forwards_whose_outputs_are_dropped_stay_one_step_each():
     assert [s.kind for s in log.summaries()] == ["inference"] * 4
 
 
+def test_forwards_that_keep_their_outputs_with_no_backward_are_one_step_each():
+    """With gradients on in training mode and no optimizer, a forward called while
+    the first one's output is alive joins its step, for a backward to come (an
+    episode); when none came, each forward was one step: a loop keeping its
+    outputs in a list was one step, and ``out = model(x)`` (``out`` rebound only
+    after the next call) made its first two forwards one."""
+    torch.manual_seed(0)
+    w, log = _global_watch()
+    model = Classifier()
+    with w:
+        kept = [model(x) for x, _ in _batches(3)]
+        for x, _ in _batches(2):
+            out = model(x)
+    assert len(kept) == 3 and out.shape == (4, 10)
+    summaries = log.summaries()
+    assert [(s.step, s.kind) for s in summaries] == [(i, "inference") for i in range(5)]
+    assert len({s.calls for s in summaries}) == 1   # the same forward each
+    assert [b.step for b in log.of(StepBegin)] == [0, 1, 2, 3, 4]
+    assert [c.step for c in log.digests() if c.path == ""] == [0, 1, 2, 3, 4]
+
+
 def test_a_frozen_teachers_forward_joins_the_students_training_step():
     """Distillation: the teacher runs under no_grad before the student; its
     forward was an inference step of its own at every iteration."""
