@@ -19,7 +19,9 @@ Both run in the loss module's forward pre-hook and read metadata only.
   ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``, ``KLDivLoss``,
   ``PoissonNLLLoss``) gets input and target of different shapes, which
   PyTorch silently broadcasts (``[N, 1]`` vs ``[N]`` gives ``[N, N]``). It does
-  not depend on PyTorch's warning, so filtered warnings do not hide it.
+  not depend on PyTorch's warning, so filtered warnings do not hide it. A KL
+  divergence whose target broadcasts to the input's own shape (one prior or
+  uniform distribution ``[C]`` for every sample ``[N, C]``) is meant.
 
 Functional losses are seen two ways. While a watch is attached, the loss
 functions of ``torch.nn.functional`` (``mse_loss``, ``l1_loss``,
@@ -420,6 +422,8 @@ class LossInputObserver(Diagnostic):
             out = torch.broadcast_shapes(a.shape, b.shape)
         except RuntimeError:
             return  # PyTorch raises on its own
+        if "kl" in loss.lower() and out == a.shape:
+            return  # a KL to one distribution for every sample (a prior, a uniform)
         self._report_broadcast(loss, list(a.shape), list(b.shape), list(out), root, path, step)
 
     def _report_broadcast(self, loss: str, a: list[int], b: list[int] | None, out: list[int],

@@ -132,3 +132,24 @@ def test_r_drop_symmetric_kl_is_silent() -> None:
                       + F.kl_div(F.log_softmax(q, -1), F.softmax(p, -1), reduction="batchmean"))
 
     assert not _train(net, [], r_drop)
+
+
+def test_kl_to_one_prior_for_every_sample_is_no_broadcast() -> None:
+    """F.kl_div (wrapped while attached, for its target) against a uniform [C] prior
+    broadcast over [N, C] is meant; a [N, 1] against [N] still broadcasts wrongly."""
+    torch.manual_seed(0)
+    net = nn.Linear(6, 4)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    w = tensorscope.watch(net, opt, connect=False)
+    sink = FindingSink()
+    w.session.add_sink(sink)
+    for _ in range(2):
+        logp = F.log_softmax(net(torch.randn(8, 6)), -1)
+        loss = F.kl_div(logp, torch.full((4,), 0.25), reduction="batchmean")
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert not [k for k in sink.findings if k[0] == "loss_broadcast"]
+    F.kl_div(logp[:, :1], torch.rand(8), reduction="sum")
+    w.close()
+    assert ("loss_broadcast", "") in sink.findings
