@@ -393,10 +393,14 @@ class Capture:
             if call is not first:
                 break
             if ent.grad is not None and ent.ref() is not None:
-                step.joins.append(len(step.calls))   # a step of its own if no backward comes
+                if call is not None and call.module is module:   # the first root again
+                    step.joins.append(len(step.calls))   # a step of its own if no backward
                 return True
         self.join_repeats = False
-        return False
+        # another root called again after a forward that joined (the loss of
+        # ``out = model(x)`` rebinding ``out``): it belongs to that forward's part of
+        # the step, which is cut at its joins if no backward comes (``split_joined``)
+        return bool(step.joins) and first is not None and first.module is not module
 
     # ---------------------------------------------------------------- forward
     def forward(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:

@@ -240,6 +240,20 @@ def test_forwards_that_keep_their_outputs_with_no_backward_are_one_step_each():
     assert [c.step for c in log.digests() if c.path == ""] == [0, 1, 2, 3, 4]
 
 
+def test_a_kept_forward_and_its_loss_module_with_no_backward_are_one_step_each_time():
+    """``out = model(x); loss = criterion(out, y)`` in a loop, no backward: the
+    loss module called again was cut off as a step of its own (5 steps for 3)."""
+    torch.manual_seed(0)
+    w, log = _global_watch()
+    model, criterion = Classifier(), nn.CrossEntropyLoss()
+    with w:
+        for x, y in _batches(3):
+            out = model(x)
+            loss = criterion(out, y)
+    assert loss.requires_grad
+    assert [(s.kind, s.calls) for s in log.summaries()] == [("inference", 8)] * 3
+
+
 def test_a_frozen_teachers_forward_joins_the_students_training_step():
     """Distillation: the teacher runs under no_grad before the student; its
     forward was an inference step of its own at every iteration."""
