@@ -34,6 +34,7 @@ from tensorscope.hooks.diagnostics.base import Diagnostic, format_bytes, is_loss
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 UNUSED_GRAPHS = 3      # graphs freed unused in a row, no backward in between
+REPEATED = 2           # ... of which a model's own, for its grad_tracking_in_inference
 COLLECT_EVERY = 20   # training steps between two cycle collections before a report
 RETAINED_GRAPHS = 3    # old-step graphs alive at once (and growing)
 MAX_TRACKED = 2048     # graphs followed at once
@@ -263,8 +264,8 @@ class GraphObserver(Diagnostic):
         if self._unused_run < UNUSED_GRAPHS:
             return
         for rid, n in self._unused_roots.items():
-            if n <= 0:
-                continue
+            if n <= 0 or (n < REPEATED and not self._cut):
+                continue   # one forward of a model here and there (a check after training)
             per = self._bytes.get(rid)
             mem = f" (about {format_bytes(per)} of activations per forward)" if per else ""
             name = module_label(self.ctx, rid, "")

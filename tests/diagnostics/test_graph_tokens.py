@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from tensorscope.hooks.watch import Watch
-from sinks import FindingSink
+from tensorscope.common.events import Finding
+from sinks import FindingSink, Log
 
 
 class Encoder(nn.Module):
@@ -47,3 +48,21 @@ def test_an_unused_first_output_is_not_an_unused_graph():
 
 def test_graphs_built_for_no_backward_are_still_found():
     assert "grad_tracking_in_inference" in _kinds(train=False)
+
+
+def test_one_forward_each_of_three_models_is_no_inference_loop():
+    """After training, one check of each of three models with gradients on (a
+    copy, a traced one, the model): three graphs freed unused in a row, but no
+    model's forwards repeated; each was named with "1 forwards of ..."."""
+    torch.manual_seed(0)
+    models = [nn.Linear(3, 2) for _ in range(3)]
+    w = Watch([], None, connect=False, global_hooks=True)
+    log = Log()
+    w.session.add_sink(log)
+    with w:
+        for m in models:
+            m(torch.randn(1, 3)).sum().item()
+        for _ in range(2):   # the second model evaluated twice: a loop without no_grad
+            models[1](torch.randn(1, 3)).sum().item()
+    found = [f for f in log.of(Finding) if f.kind == "grad_tracking_in_inference"]
+    assert [f.root for f in found] == [1] and "forwards of Linear#2" in found[0].message
