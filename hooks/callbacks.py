@@ -90,6 +90,10 @@ class CaptureCallbacks:
         self.optimizers = optimizers   # the watch's list: optimizers seen stepping join it
         self.trailing: set[int] = set()   # id() of optimizers that step right after another
         self._ended_with_calls = False    # the last step an optimizer ended had module calls
+        # the optimizers whose step is running, outermost first: one that steps inside
+        # another's step (ZeroRedundancyOptimizer's local optimizer, a Lookahead-style
+        # wrapper's inner one) is part of the outer step, which alone is the step
+        self._stepping: list[Any] = []
         self.refresh_rank = refresh_rank
         self._resolve = resolve_module
 
@@ -178,6 +182,8 @@ class CaptureCallbacks:
         """Optimizer step pre-hook (a boundary: never raises into ``optimizer.step``)."""
         if not self.capture.active or self.capture.from_foreign_thread("optimizer steps"):
             return
+        if self._nested_pre(optimizer):
+            return
         t0 = _ns()
         try:
             self._optimizer_pre(optimizer)
@@ -186,6 +192,27 @@ class CaptureCallbacks:
         finally:
             m = self.capture.meter   # an evaluation's step may have ended here
             m.train_ns += _ns() - (t0 if t0 > m.cut else m.cut)
+
+    def _nested_pre(self, optimizer: Any) -> bool:
+        """Note ``optimizer``'s step starting; whether it runs inside another's. An
+        optimizer found on the stack already raised out of its last step (its
+        post-hook never ran): the stack is cut back to before it."""
+        stack = self._stepping
+        for i, o in enumerate(stack):
+            if o is optimizer:
+                del stack[i:]
+                break
+        stack.append(optimizer)
+        return len(stack) > 1
+
+    def _nested_post(self, optimizer: Any) -> bool:
+        """Note ``optimizer``'s step ending; whether it ran inside another's."""
+        stack = self._stepping
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is optimizer:
+                del stack[i:]
+                break
+        return bool(stack)
 
     def _optimizer_pre(self, optimizer: Any) -> None:
         if self.capture.raised_open:
@@ -208,6 +235,8 @@ class CaptureCallbacks:
     def optimizer_post(self, optimizer: Any, args: Any = None, kwargs: Any = None) -> None:
         """Optimizer step post-hook: the step ends here (a boundary, as the pre-hook)."""
         if not self.capture.active or self.capture.from_foreign_thread("optimizer steps"):
+            return
+        if self._nested_post(optimizer):
             return
         try:
             self._optimizer_post(optimizer)

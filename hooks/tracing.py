@@ -19,7 +19,8 @@ fails on the capture's (Python methods taking ``*rest``): the usual export at
 the end of a watched run raised into the script. While it runs, the capture's
 hooks (and those of a copy, ``copies.INERT``) are taken out of each module's
 hook dicts and put back after, in their order: the scripted module is the
-user's alone, and is not watched.
+user's alone, and is not watched. Its ``_frames_up`` is raised by one, so a
+scripted class resolves its names in the caller's frame, not the wrapper's.
 """
 from __future__ import annotations
 
@@ -64,6 +65,13 @@ def install() -> None:
 def _hiding_hooks(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def script(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        # ``script`` resolves a class's names in the frame ``_frames_up`` above its own
+        # (``@torch.jit.script class ...`` in ``torch.distributed.optim``): this wrapper
+        # is one frame more, so the names are looked up one further
+        if len(args) >= 2:
+            args = (args[0], args[1] + 1, *args[2:])
+        else:
+            kwargs["_frames_up"] = kwargs.get("_frames_up", 0) + 1
         hidden = _hide_hooks(obj)
         try:
             return fn(obj, *args, **kwargs)

@@ -69,3 +69,42 @@ def test_detached_the_discovery_hooks_are_gone():
     w.close()
     assert (len(optimizer_hooks._global_optimizer_pre_hooks),
             len(optimizer_hooks._global_optimizer_post_hooks)) == before
+
+
+class Decaying(torch.optim.Optimizer):
+    """A wrapper optimizer (as ZeroRedundancyOptimizer, Lookahead): its step runs an
+    inner optimizer's step, then changes the weights itself."""
+
+    def __init__(self, params) -> None:
+        params = list(params)
+        super().__init__(params, {})
+        self.inner = torch.optim.SGD(params, lr=0.1)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.inner.step()
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.mul_(0.99)   # weight decay of its own
+
+
+def test_an_optimizer_stepping_inside_another_is_part_of_the_outer_step():
+    torch.manual_seed(0)
+    net = nn.Linear(4, 3)
+    opt = Decaying(net.parameters())
+    w, log = watch(net, stats_every=1)
+    with w:
+        norms = []
+        for _ in range(3):
+            opt.zero_grad()
+            net(torch.randn(5, 4)).pow(2).mean().backward()
+            opt.step()
+            norms.append(float(net.weight.detach().norm()))
+        seen = list(w.optimizers)
+    train = log.of(StepSummary)
+    assert [s.kind for s in train] == ["train"] * 3 and [s.updates for s in train] == [1, 2, 3]
+    assert seen == [opt]   # the inner one is the outer's own
+    for summary, norm in zip(train, norms):   # taken after the outer step, not the inner
+        row = next(p for p in summary.params if p["name"] == "weight")
+        assert abs(row["norm"] - norm) < 1e-5 * norm
+    assert not [f for f in log.of(Finding) if f.severity in ("warning", "error")]

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import torch
 from torch import nn
@@ -12,6 +14,11 @@ from hooks_zoo import watch
 def user_hook(module: nn.Module, inputs: tuple[torch.Tensor], output: torch.Tensor) -> None:
     """A user's own forward hook, scriptable (TorchScript compiles it with the module)."""
     return None
+
+
+def _twice(x: int) -> int:
+    """A module-level function a scripted class calls (resolved in its caller's frame)."""
+    return 2 * x
 
 
 def _step(model: nn.Module, opt: torch.optim.Optimizer) -> float:
@@ -48,3 +55,28 @@ def test_script_and_trace_of_a_watched_model(capfd) -> None:
     finally:
         w.close()
     assert "internal error" not in capfd.readouterr().err
+
+
+def test_a_class_scripted_while_watched_resolves_its_names_where_it_is_scripted() -> None:
+    w, _log = watch(nn.Linear(2, 2))
+    try:
+        @torch.jit.script
+        class Doubler:
+            def __init__(self, k: int) -> None:
+                self.k = _twice(k)   # undefined value _twice: looked up in the wrapper
+
+        assert Doubler(3).k == 6
+    finally:
+        w.close()
+
+
+def test_torch_distributed_optim_imports_under_run(tmp_path) -> None:
+    # it scripts its functional optimizers' classes at import (ZeroRedundancyOptimizer)
+    script = tmp_path / "zero.py"
+    script.write_text("from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+                      "print('imported', ZeroRedundancyOptimizer.__name__)\n")
+    proc = subprocess.run([sys.executable, "-m", "tensorscope", "run", "--headless",
+                           str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "imported ZeroRedundancyOptimizer" in proc.stdout
