@@ -165,6 +165,22 @@ def test_a_nan_through_a_hand_written_all_reduce_points_to_the_other_ranks(tmp_p
     assert "other ranks' non_finite findings of step 2" in by_rank[0][0]["message"]
 
 
+def test_zero_redundancy_optimizer_numbers_unchanged_and_no_divergence(tmp_path):
+    script = str(HERE / "zero_train.py")
+    plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                    "--standalone", script], tmp_path)
+    traced = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                     "--headless", "--report", "r.json", "--stats-every", "1", script],
+                    tmp_path)
+    out, _ = _finish(traced)
+    plain_out, _ = _finish(plain)
+    assert _losses(out) == _losses(plain_out) and len(_losses(out)) == 8
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["steps"] == 4 and report["exit_code"] == 0
+    # the step ends after ZeRO's broadcast, not at its local optimizer's step
+    assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]
+
+
 def test_pipeline_stages_are_different_models_never_a_divergence(tmp_path):
     script = str(HERE / "pipeline_train.py")
     plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
