@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QPushButton, QS
                                QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from tensorscope.common.step_calls import is_call
-from tensorscope.viewer.reader import SessionReader, recording_files
+from tensorscope.viewer.reader import SessionReader, job_recording, recording_files
 from tensorscope.ui.graph_panel import relative_change
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.main_window import MainWindow, scrolled
@@ -181,6 +181,9 @@ class ReplayWindow(MainWindow):
         self._lock = threading.Lock()    # the readers: one thread at a time
         self._closing = threading.Event()   # the window closed: workers stop
         self._connection_text = f"replay of {path}"
+        job = job_recording(path)
+        if job is not None:   # one rank of a job: say how to see them all
+            self._connection_text += f" (one rank: open {job} for every rank)"
         self.status.recorded = self.ranks.recorded = True
         self.plots.steps.LOOKAHEAD_S = 0.0   # every step is there: no room for new ones
         self.replay = ReplayPanel(self)

@@ -84,6 +84,18 @@ def recording_files(path: str) -> list[str]:
     return [p for _r, p in sorted(ranked)] if ranked else [path]
 
 
+def job_recording(path: str) -> str | None:
+    """The job's name (``run.tscope``) when ``path`` is one rank's file of a job that
+    wrote several (``run.rank0.tscope`` beside ``run.rank1.tscope``): opening that
+    name shows every rank. None otherwise."""
+    stem, ext = os.path.splitext(path)
+    base, dot, rank = stem.rpartition(".rank")
+    if not dot or not base or not rank.isdigit():
+        return None
+    job = base + ext
+    return job if len(recording_files(job)) > 1 else None
+
+
 def cut_off(path: str) -> tuple[int, int] | None:
     """``(bytes there, bytes its SQLite header gives)`` when ``path`` is shorter than
     the database it began (a copy or a write that stopped early), else None.

@@ -87,3 +87,24 @@ def test_a_jobs_name_opens_its_rank_files_where_the_launcher_wrote_none(tmp_path
     proc = _open(str(tmp_path / "run.tscope"), "--screenshot", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     _not_blank(out)
+
+
+def test_one_rank_of_a_job_says_which_name_opens_every_rank(qtbot, tmp_path, recording):
+    import shutil
+
+    from tensorscope.ui.replay import ReplayWindow
+    from tensorscope.viewer.reader import job_recording
+    for rank in (0, 1):
+        shutil.copy(recording, tmp_path / f"run.rank{rank}.tscope")
+    one = str(tmp_path / "run.rank1.tscope")
+    assert job_recording(one) == str(tmp_path / "run.tscope")
+    assert job_recording(recording) is None                 # not a rank's file
+    shutil.copy(recording, tmp_path / "solo.rank0.tscope")
+    assert job_recording(str(tmp_path / "solo.rank0.tscope")) is None   # a job of one file
+    w = ReplayWindow(one, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=30_000):
+        w.show()
+    want = f"open {tmp_path / 'run.tscope'} for every rank"
+    qtbot.waitUntil(lambda: want in w.status.text("connection"), timeout=10_000)
+    w.close()
