@@ -357,11 +357,36 @@ class Capture:
         if step.inference_open:
             return id(module) in step.roots_called
         if self.optimizers_known:
+            if not step.saw_backward and not step.optimizer_steps \
+                    and step.calls[0].module is module:
+                step.joins.append(len(step.calls))   # an evaluation before? (_evaluated)
             return False
         if step.saw_backward:
             self.join_repeats = True
             return not self._accumulates(module)
         return id(module) in step.roots_called and not self._builds_graph(step, module)
+
+    @staticmethod
+    def _evaluated(step: StepBuffer) -> int:
+        """How many of a training step's parts (cut at ``joins``) before the first
+        that backward reached were evaluation forwards: a loop run in eval mode
+        with gradients on (a forgotten ``no_grad``) after an optimizer step, whose
+        forwards joined the next training step. A part counts when its first call
+        ran in eval mode and none of its root outputs' gradients arrived (with no
+        gradient entry there is nothing to tell: it stays in the step)."""
+        bounds = step.joins + [len(step.calls)]
+        graded: dict[int, bool] = {}
+        for call, ent in step.root_outputs:
+            if ent.grad is not None:
+                graded[id(call)] = graded.get(id(call), False) or ent.grad.arrived
+        n, start = 0, 0
+        for end in bounds[:-1]:
+            first = step.calls[start]
+            got = [v for c in step.calls[start:end] if (v := graded.get(id(c))) is not None]
+            if first.training or not got or any(got):
+                break
+            n, start = n + 1, end
+        return n
 
     def _accumulates(self, module: torch.nn.Module) -> bool:
         """Whether a root called after a backward, before any optimizer step names
@@ -782,10 +807,16 @@ class Capture:
             self.updates += 1
         if self.stack:
             self.stack.clear()
-        parts = [step]
+        parts, kinds = [step], [kind]
         if step.joins and kind == "inference" and not step.saw_backward \
                 and not step.optimizer_steps:
-            parts = split_joined(step)   # forwards that joined for a backward that never came
+            parts = split_joined(step, step.joins)   # joined for a backward that never came
+            kinds = [kind] * len(parts)
+        elif step.joins and kind == "train":
+            evaluated = self._evaluated(step)
+            if evaluated:
+                parts = split_joined(step, step.joins[:evaluated])
+                kinds = ["inference"] * evaluated + [kind]
         self.step = self._new_step(parts[-1].index + 1)
         self.prev_calls = parts[-1].calls if self.meta_every > 1 else []
         self._last_exc_id = 0
@@ -793,7 +824,7 @@ class Capture:
             for n, part in enumerate(parts):
                 if n:
                     self.host.step_beginning(part.index)
-                self.on_step_end(part, kind)
+                self.on_step_end(part, kinds[n])
         except Exception as exc:   # the boundary of the step end: the next step goes on
             self.host.internal_error("step end", exc, "that step's digests are lost",
                                       phase="step")

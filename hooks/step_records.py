@@ -132,7 +132,7 @@ class StepBuffer:
         self.wall_ns = 0
 
 
-def split_joined(step: StepBuffer) -> list[StepBuffer]:
+def split_joined(step: StepBuffer, joins: list[int]) -> list[StepBuffer]:
     """The steps a step of joined repeats was: one per root call that joined.
 
     Before an optimizer is known, a root called again while its first call's
@@ -141,13 +141,16 @@ def split_joined(step: StepBuffer) -> list[StepBuffer]:
     after all (a loop of forwards keeping their outputs, or ``out = model(x)``
     rebinding ``out`` only after the next call), each of those forwards was a
     step of its own: the step is cut where each joined (``joins``), the parts
-    numbered from its index. The values are brought over once for all of them
-    (each part's buffer holds them, at the indices its calls queued); the last
-    part keeps the loss; every part carries the observers' deferred values
-    (they read them with ``get`` at the first). Training thread.
+    numbered from its index; ``joins`` are the cuts to make (a training step's
+    leading evaluation forwards: ``Capture._evaluated``). The values are brought
+    over once for all of them (each part's buffer holds them, at the indices its
+    calls queued); the last part keeps the loss and the training state
+    (backward, optimizer steps, parameter work); every part carries the
+    observers' deferred values (they read them with ``get`` at the first).
+    Training thread.
     """
     values = step.buf.flush()
-    bounds = [0] + [j for j in step.joins if 0 < j < len(step.calls)] + [len(step.calls)]
+    bounds = [0] + [j for j in joins if 0 < j < len(step.calls)] + [len(step.calls)]
     parts: list[StepBuffer] = []
     for n, (a, b) in enumerate(zip(bounds, bounds[1:])):
         part = StepBuffer(step.index + n, step.stats_step, step.param_step, step.meta_step)
@@ -164,6 +167,8 @@ def split_joined(step: StepBuffer) -> list[StepBuffer]:
     last = parts[-1]
     last.loss, last.output_loss, last.noted_loss = step.loss, step.output_loss, step.noted_loss
     last.loss_candidates = step.loss_candidates
+    last.backward_loss, last.saw_backward = step.backward_loss, step.saw_backward
+    last.optimizer_steps, last.param_work = step.optimizer_steps, step.param_work
     return parts
 
 

@@ -254,6 +254,29 @@ def test_a_kept_forward_and_its_loss_module_with_no_backward_are_one_step_each_t
     assert [(s.kind, s.calls) for s in log.summaries()] == [("inference", 8)] * 3
 
 
+def test_an_evaluation_in_eval_mode_with_gradients_on_is_not_part_of_the_next_step():
+    """Epochs of training, each followed by ``model.eval()`` and a validation loop
+    that forgot ``no_grad``: with the optimizer known, its batches were one step
+    with the next epoch's first training step (and the last loop one step)."""
+    torch.manual_seed(0)
+    w, log = _global_watch()
+    model, criterion = Classifier(), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with w:
+        for _ in range(2):
+            model.train()
+            for x, y in _batches(2):
+                loss = criterion(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            model.eval()
+            for x, y in _batches(2):
+                criterion(model(x), y).item()
+    kinds = [(s.kind, s.calls) for s in log.summaries()]
+    assert kinds == ([("train", 8)] * 2 + [("inference", 8)] * 2) * 2, kinds
+
+
 def test_a_frozen_teachers_forward_joins_the_students_training_step():
     """Distillation: the teacher runs under no_grad before the student; its
     forward was an inference step of its own at every iteration."""
