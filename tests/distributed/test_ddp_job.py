@@ -48,6 +48,20 @@ def _finish(proc: subprocess.Popen, timeout: float = JOB_TIMEOUT) -> tuple[str, 
     return out, err
 
 
+def _plain_and_traced(tmp_path: Path, script: str) -> tuple[str, str, dict]:
+    """``script`` run by torchrun plain and under ``tensorscope run --headless`` at once:
+    (traced stdout, plain stdout, the merged report)."""
+    path = str(HERE / script)
+    plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                    "--standalone", path], tmp_path)
+    traced = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                     "--headless", "--report", "r.json", "--stats-every", "1", path],
+                    tmp_path)
+    out, _ = _finish(traced)
+    plain_out, _ = _finish(plain)
+    return out, plain_out, json.loads((tmp_path / "r.json").read_text())
+
+
 def _losses(out: str) -> dict[tuple[int, int], str]:
     # two ranks share the pipe: lines may interleave, the numbers never split
     return {(int(r), int(s)): v for r, s, v in re.findall(r"LOSS (\d+) (\d+) (-?\d+\.\d{8})", out)}
@@ -166,33 +180,17 @@ def test_a_nan_through_a_hand_written_all_reduce_points_to_the_other_ranks(tmp_p
 
 
 def test_zero_redundancy_optimizer_numbers_unchanged_and_no_divergence(tmp_path):
-    script = str(HERE / "zero_train.py")
-    plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                    "--standalone", script], tmp_path)
-    traced = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
-                     "--headless", "--report", "r.json", "--stats-every", "1", script],
-                    tmp_path)
-    out, _ = _finish(traced)
-    plain_out, _ = _finish(plain)
+    out, plain_out, report = _plain_and_traced(tmp_path, "zero_train.py")
     assert _losses(out) == _losses(plain_out) and len(_losses(out)) == 8
-    report = json.loads((tmp_path / "r.json").read_text())
     assert report["steps"] == 4 and report["exit_code"] == 0
     # the step ends after ZeRO's broadcast, not at its local optimizer's step
     assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]
 
 
 def test_pipeline_stages_are_different_models_never_a_divergence(tmp_path):
-    script = str(HERE / "pipeline_train.py")
-    plain = _start([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                    "--standalone", script], tmp_path)
-    traced = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
-                     "--headless", "--report", "r.json", "--stats-every", "1", script],
-                    tmp_path)
-    out, _ = _finish(traced)
-    plain_out, _ = _finish(plain)
+    out, plain_out, report = _plain_and_traced(tmp_path, "pipeline_train.py")
     losses = re.findall(r"LOSS \d+ -?\d+\.\d{8}", out)
     assert losses == re.findall(r"LOSS \d+ -?\d+\.\d{8}", plain_out) and len(losses) == 4
-    report = json.loads((tmp_path / "r.json").read_text())
     assert report["missing_ranks"] == [] and len(report["ranks"]) == 2
     stage0 = {p["name"]: p for p in report["ranks"][0]["parameters"]}
     assert stage0["0.weight"]["norm"] is not None and not stage0["0.weight"].get("replicated")
