@@ -197,22 +197,23 @@ class CaptureCallbacks:
         """Note ``optimizer``'s step starting; whether it runs inside another's. An
         optimizer found on the stack already raised out of its last step (its
         post-hook never ran): the stack is cut back to before it."""
+        self._unwind(optimizer)
+        self._stepping.append(optimizer)
+        return len(self._stepping) > 1
+
+    def _nested_post(self, optimizer: Any) -> bool:
+        """Note ``optimizer``'s step ending; whether it ran inside another's."""
+        self._unwind(optimizer)
+        return bool(self._stepping)
+
+    def _unwind(self, optimizer: Any) -> None:
+        """Take ``optimizer`` and the steps begun inside it off the stack (each
+        optimizer is on it once at most)."""
         stack = self._stepping
         for i, o in enumerate(stack):
             if o is optimizer:
                 del stack[i:]
-                break
-        stack.append(optimizer)
-        return len(stack) > 1
-
-    def _nested_post(self, optimizer: Any) -> bool:
-        """Note ``optimizer``'s step ending; whether it ran inside another's."""
-        stack = self._stepping
-        for i in range(len(stack) - 1, -1, -1):
-            if stack[i] is optimizer:
-                del stack[i:]
-                break
-        return bool(stack)
+                return
 
     def _optimizer_pre(self, optimizer: Any) -> None:
         if self.capture.raised_open:
