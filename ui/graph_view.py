@@ -393,7 +393,7 @@ class GraphView(QGraphicsView):
         self.legend.reposition()   # a viewport child: the viewport's scroll moves it too
         if self.minimap.isVisible():
             self.minimap.reposition()   # off the cards scrolled under it
-        self.minimap.update()
+        self.minimap.follow()
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         super().resizeEvent(event)
