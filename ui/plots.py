@@ -23,7 +23,8 @@ from typing import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtGui import QFontMetricsF
+from PySide6.QtWidgets import QApplication, QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from tensorscope.common.statistics import PLOTTED
 from tensorscope.ui.elided import CentredNote
@@ -134,19 +135,65 @@ EMPTY_NOTES = {
 
 
 class StepAxis(pg.AxisItem):
-    """The step axis: whole steps only (a few steps were labelled 0, 0.5, 1.0)."""
+    """The step axis: whole steps only (a few steps were labelled 0, 0.5, 1.0), and
+    labels at least ``GAP`` px apart: pyqtgraph always labels its coarsest level,
+    which in a narrow plot ran ``9,000 10,000 11,000`` into one another."""
 
-    def tickSpacing(self, minVal: float, maxVal: float, size: float):  # noqa: N802 (pyqtgraph API)
-        """pyqtgraph's spacings, none finer than one step."""
+    GAP = 10     # px between two labels
+    PITCH = 70   # px from one labelled tick to the next, at least (a fifth of a short axis)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.setStyle(maxTextLevel=0)   # only the coarsest level, spaced to fit, has labels
+
+    def labels_fit(self, spacing: float, lo: float, hi: float, size: float) -> bool:
+        """Whether the labels of ticks every ``spacing`` steps in ``[lo, hi]`` stand
+        ``GAP`` px apart on an axis ``size`` px long (those past its ends are not drawn)."""
+        metrics = QFontMetricsF(self.style.get("tickFont") or QApplication.font())
+        px = size / (hi - lo)
+        first = math.ceil(lo / spacing) * spacing
+        values = [first + i * spacing for i in range(int((hi - first) / spacing) + 1)]
+        spans = []
+        for value, text in zip(values, self.tickStrings(values, 1, spacing)):
+            x, half = (value - lo) * px, metrics.horizontalAdvance(text) / 2
+            if x - half >= 0 and x + half <= size:
+                spans.append((x - half, x + half))
+        return all(b[0] - a[1] >= self.GAP for a, b in zip(spans, spans[1:]))
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float):  # noqa: N802,N803 (pyqtgraph API)
+        """Labelled ticks at the finest whole-step spacing whose labels stand ``GAP``
+        px apart and ``PITCH`` px from one another; pyqtgraph's finer levels that
+        divide it as unlabelled ticks."""
         levels = [(spacing, offset) for spacing, offset in super().tickSpacing(minVal, maxVal, size)
                   if spacing >= 1]
-        return levels or [(1.0, 0.0)]
+        lo, hi = min(minVal, maxVal), max(minVal, maxVal)
+        if not (hi > lo and size > 0 and math.isfinite(hi - lo)):
+            return levels or [(1.0, 0.0)]
+        least = min(self.PITCH, size / 5) * (hi - lo) / size
+        spacing = 1.0
+        for spacing in nice_ticks(least, hi - lo):
+            if self.labels_fit(spacing, lo, hi, size):
+                break
+        finer = [s for s, _o in levels if s < spacing and spacing % s == 0]
+        return [(spacing, 0.0)] + ([(max(finer), 0.0)] if finer else [])
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph API)
         """Steps as integers (``1,000`` past four digits, as the status bar writes them)."""
         if spacing < 1 or scale != 1:
             return super().tickStrings(values, scale, spacing)
         return [f"{int(round(v)):,}" if abs(v) >= 10_000 else str(int(round(v))) for v in values]
+
+
+def nice_ticks(least: float, span: float) -> list[float]:
+    """Whole-step tick spacings from ``least`` on: 1, 2, 2.5, 5 × 10^k (2.5 only from
+    25 on), the last at least ``span`` (one tick)."""
+    out: list[float] = []
+    scale = 10.0 ** math.floor(math.log10(max(least, 1.0)))
+    while not out or out[-1] < span:
+        out += [n * scale for n in (1, 2, 2.5, 5)
+                if n * scale >= least and (n * scale).is_integer()]
+        scale *= 10
+    return out
 
 
 class StepRange:

@@ -354,3 +354,38 @@ def test_the_hidden_logged_plot_leaves_its_room_to_the_others(qtbot):
     qtbot.waitExposed(panel)
     widths = [panel.plots[k].width() for k in ("loss", "grad", "stat")]
     assert sum(widths) > 0.85 * panel.width() and max(widths) - min(widths) <= 2
+
+
+def _step_labels(panel: PlotsPanel) -> list[tuple[float, float, str]]:
+    """The step axis's labels as pyqtgraph would draw them: (left, right, text)."""
+    from PySide6.QtGui import QImage, QPainter
+    axis = panel.loss_plot.getAxis("bottom")
+    image = QImage(axis.boundingRect().size().toSize(), QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        texts = axis.generateDrawSpecs(painter)[2]
+    finally:
+        painter.end()
+    return sorted((r.left(), r.right(), text) for r, _flags, text in texts)
+
+
+def test_step_labels_stand_apart_in_narrow_plots_and_stay_dense_in_wide_ones(qtbot):
+    """A narrow plot labelled 2000 4000 6000 8000 run into one another (pyqtgraph
+    always labels its coarsest level, however crowded)."""
+    from tensorscope.ui.plots import StepAxis
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    for width in (420, 600, 900):   # three plots side by side: 96, 156 and 256 px
+        panel.resize(width, 260)
+        for lo, hi in ((0, 1050), (0, 10_500), (9000, 12_000), (0, 120_000), (0, 50)):
+            panel.loss_plot.setXRange(lo, hi, padding=0.02)
+            qtbot.waitUntil(lambda lo=lo: panel.loss_plot.getAxis("bottom").range[1] > lo)
+            labels = _step_labels(panel)
+            gaps = [b[0] - a[1] for a, b in zip(labels, labels[1:])]
+            assert all(g >= StepAxis.GAP for g in gaps), (width, lo, hi, labels)
+            assert labels, (width, lo, hi)
+    panel.resize(1500, 260)
+    panel.loss_plot.setXRange(0, 10_500, padding=0.02)
+    qtbot.waitUntil(lambda: panel.loss_plot.getAxis("bottom").width() > 400)
+    assert len(_step_labels(panel)) >= 5
