@@ -270,8 +270,8 @@ class LossInputObserver(Diagnostic):
             edges = [e for e in node.next_functions if e[0] is not None]
             if len(edges) != 1 or len(node.next_functions) != 2:
                 continue   # both sides in the graph (pairwise differences), or a constant
-            pred = _output_shape(*edges[0])
-            out = _output_shape(node, 0)
+            pred = node_output_shape(*edges[0])
+            out = node_output_shape(node, 0)
             if pred is not None and out is not None and len(pred) == 2 and pred[1] == 1 \
                     and pred[0] > 1 and out == [pred[0], pred[0]]:
                 self._manual.append((edges[0][0], pred, out, self.ctx.step_index))
@@ -441,7 +441,7 @@ class LossInputObserver(Diagnostic):
                   step=step)
 
 
-def _output_shape(node: Any, index: int) -> list[int] | None:
+def node_output_shape(node: Any, index: int) -> list[int] | None:
     """The shape of output ``index`` of a graph node (its gradient's metadata), or None
     where this PyTorch does not expose it."""
     try:

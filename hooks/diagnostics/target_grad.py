@@ -42,7 +42,9 @@ output of a module call of this step whose module has trainable parameters
 * a prediction whose graph reaches an output made within the very root call that
   made the target (within ``EQUATION_SEARCH`` nodes): both sides are one evaluation
   of the model, an equation's residual (a physics-informed ``mse(d2u, -u)``), not a
-  target of another pass.
+  target of another pass; unless the two sides select different parts of that
+  call's outputs (``q_all[:B]`` and ``q_all[B:]`` of one forward of
+  ``cat([s, s2])``, ``values[:-1]`` and ``values[1:]`` of a rollout: ``_apart``).
 
 The module named is the outermost call that returned the target's source (the
 target network, the teacher).
@@ -133,7 +135,8 @@ class TargetGradObserver(Diagnostic):
             inner, outer = source
             key = (outer.root, outer.path)
             if key in self._seen or isinstance(inner.module, _LOOKUPS) \
-                    or not _trainable(outer.module) or _one_evaluation(pred_fn, outer, made):
+                    or not _trainable(outer.module) \
+                    or _one_evaluation(pred_fn, target_fn, outer, made):
                 continue
             twin = _source(pred_fn, made)
             if twin is not None and (twin[1].root, twin[1].path) == key and (
@@ -199,17 +202,78 @@ def _source(fn: Any, made: dict[int, tuple[Any, CallRecord, CallRecord]]
     return None
 
 
-def _one_evaluation(pred_fn: Any, outer: CallRecord,
+def _one_evaluation(pred_fn: Any, target_fn: Any, outer: CallRecord,
                     made: dict[int, tuple[Any, CallRecord, CallRecord]]) -> bool:
     """Whether the prediction's graph (``EQUATION_SEARCH`` nodes) reaches an output made
     within the same root call that made the target: both sides of the loss are one
-    evaluation of the model (an equation's residual, ``mse(d2u, -u)``)."""
+    evaluation of the model (an equation's residual, ``mse(d2u, -u)``), unless the two
+    sides take different parts of its outputs (``_apart``)."""
     top = root_call(outer)
     for node in top_nodes(pred_fn, EQUATION_SEARCH):
         hit = made.get(id(node))
         if hit is not None and hit[0] is node and root_call(hit[2]) is top:
-            return True
+            return not _apart(pred_fn, target_fn, top, made)
     return False
+
+
+# ops that take some of a tensor's elements: rows of a batch, steps of a rollout
+_SELECTS = frozenset({"SliceBackward0", "SelectBackward0", "SplitBackward0",
+                      "SplitWithSizesBackward0", "UnbindBackward0", "IndexBackward0",
+                      "IndexSelectBackward0", "NarrowBackward0"})
+
+
+def _apart(pred_fn: Any, target_fn: Any, top: CallRecord,
+           made: dict[int, tuple[Any, CallRecord, CallRecord]]) -> bool:
+    """Whether the prediction and the target take different parts of the outputs of one
+    root call (``q_all[:B]`` and ``q_all[B:]`` of ``q(torch.cat([s, s2]))``, ``values[:-1]``
+    and ``values[1:]`` of a rollout): a target from other samples of one batched
+    forward, not one evaluation on both sides."""
+    pred = _selections(pred_fn, top, made, EQUATION_SEARCH)
+    target = _selections(target_fn, top, made, SEARCH)
+    return bool(pred) and bool(target) and not pred & target
+
+
+_VIEWS = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0",
+                    "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2",
+                    "UnsqueezeBackward0"})
+
+
+def _under_views(node: Any) -> Any:
+    """The node under ``node``'s first input, through reshapes (``.squeeze(-1)``)."""
+    fn: Any = node.next_functions[0][0] if node.next_functions else None
+    for _ in range(4):
+        if fn_name(fn) not in _VIEWS or not fn.next_functions:
+            break
+        fn = fn.next_functions[0][0]
+    return fn
+
+
+def _selections(fn: Any, top: CallRecord, made: dict[int, tuple[Any, CallRecord, CallRecord]],
+                limit: int) -> set[tuple[int, int]]:
+    """The selecting ops (node, which of its outputs) between ``fn`` and the outputs of
+    ``top``'s calls that take part of such an output; the walk stops at those outputs."""
+    def ours(node: Any) -> bool:
+        hit = made.get(id(node))
+        return hit is not None and hit[0] is node and root_call(hit[2]) is top
+
+    found: set[tuple[int, int]] = set()
+    if fn_name(fn) in _SELECTS and ours(_under_views(fn)):
+        found.add((id(fn), -1))   # the loss's argument itself (which output: unknown)
+    queue, seen, n = [fn], {id(fn)}, 0
+    while queue and n < limit:
+        node = queue.pop(0)
+        n += 1
+        if ours(node):
+            continue
+        for child, nr in getattr(node, "next_functions", ()):
+            if child is None:
+                continue
+            if fn_name(child) in _SELECTS and ours(_under_views(child)):
+                found.add((id(child), nr))
+            if id(child) not in seen:
+                seen.add(id(child))
+                queue.append(child)
+    return found
 
 
 _SCALED = ("MulBackward0", "DivBackward0")

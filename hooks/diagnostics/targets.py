@@ -35,6 +35,14 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   RNN or attention layer (``batch_first=False``, where dimension 0 is time) is
   left alone. The module named is the one whose forward applied the softmax
   (the caller of the first module output under it).
+* ``softmax_dim`` also names a cross-entropy over dimension 1 of ``[N, T, C]``
+  logits that a linear map made with its features (the classes) last: the
+  log-softmax over dimension 1 under an NLL node (or multiplied by a constant
+  probability target), its input reshaped only (no transpose) from a linear
+  layer's output (silent in PyTorch when T == C or with probability targets); and
+  probability targets of such a log-softmax that sum to 1 over their last
+  dimension, not dimension 1 (``F.one_hot(y, C)`` against ``[N, C, T]``
+  convolution logits; two sums deferred into the step's transfer).
 * ``target_out_of_range``: the target of a ``BinaryCrossEntropyWithLogitsBackward0``
   node (``BCEWithLogitsLoss``, ``F.binary_cross_entropy_with_logits``) leaves [0, 1]
   (its minimum and maximum deferred into the step's transfer): masks of 0/255,
@@ -55,7 +63,7 @@ from torch import nn
 
 from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
     module_label
-from tensorscope.hooks.diagnostics.losses import top_nodes
+from tensorscope.hooks.diagnostics.losses import node_output_shape, top_nodes
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 CHECKED_STEPS = 16     # training steps looked at (the mistake shows from the start)
@@ -94,6 +102,10 @@ class TargetObserver(Diagnostic):
         self._seq_first: dict[int, bool] = {}   # id(root module) -> has a seq-first layer
         # (defer handle, node that made the logits, step) per BCE-with-logits loss
         self._binary_handles: list[tuple[int, Any, int]] = []
+        # (log-softmax node and the reshapes under it, logits shape, step): a cross-entropy
+        # over dimension 1 of [N, T, C] logits whose classes are last
+        # (and for probability targets, the defer handle of their sums over dims 1 and -1)
+        self._class_last: list[tuple[list[Any], list[int], int | None, int]] = []
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Look at the NLL nodes under the loss (first checked steps only)."""
@@ -105,8 +117,94 @@ class TargetObserver(Diagnostic):
                 self._nll(node)
             elif name in _BINARY:
                 self._binary(node, logits=name == _BINARY[0])
+            if name in _NLL or name == "MulBackward0":
+                self._classes_last(node)
         if self._train_steps < BATCH_CHECKS and len(self._over_batch) < 4:
             self._softmax_over_batch(loss.grad_fn)
+
+    def _classes_last(self, node: Any) -> None:
+        """The log-softmax over dimension 1 that a cross-entropy applies (an NLL node, or
+        for probability targets a product with a constant target) to ``[N, T, C]`` logits
+        that a linear layer made with its features, the classes, last: the loss
+        normalises over T. Silent in PyTorch when T == C (class indices) or whenever the
+        targets are probabilities of the same shape."""
+        edges = [f for f, _ in node.next_functions]
+        target = None
+        if fn_name(node) == "MulBackward0":
+            if len(edges) != 2 or sum(f is not None for f in edges) != 1:
+                return   # a soft cross-entropy multiplies by a constant target
+            target = getattr(node, "_saved_other" if edges[0] is not None else "_saved_self",
+                             None)
+            edges = [f for f in edges if f is not None]
+        logsm = _skip_reshapes(edges[0] if edges else None)
+        if fn_name(logsm) != "LogSoftmaxBackward0" or len(self._class_last) >= 4 \
+                or any(logsm is c[0][0] for c in self._class_last):
+            return
+        result = getattr(logsm, "_saved_result", None)
+        if not isinstance(result, torch.Tensor) or result.dim() < 3 or result.is_meta \
+                or _dim_of(logsm, result.dim()) != 1:
+            return
+        chain, fn = [logsm], _first_input(logsm)
+        for _ in range(6):   # reshapes only down to the layer: no transpose, no permute
+            chain.append(fn)
+            if fn_name(fn) not in _RESHAPES:
+                break
+            fn = _first_input(fn)
+        shape = list(result.shape)
+        made = node_output_shape(fn, 0) if _layer_output(fn) \
+            and fn_name(fn) != "ConvolutionBackward0" else None   # a convolution's
+        # channels (the classes) are dimension 1
+        if made is not None and len(made) >= 2 and made[-1] == shape[-1] \
+                and _prod(made[:-1]) == _prod(shape[:-1]):
+            self._class_last.append((chain, shape, None, self.ctx.step_index))
+        elif isinstance(target, torch.Tensor) and target.is_floating_point() \
+                and list(target.shape) == shape and not target.is_meta:
+            # probabilities whose classes are last (F.one_hot(y, C) for [N, C, T] logits)
+            with torch.no_grad():
+                sums = {"d1": (target.sum(1) - 1).abs().amax(),
+                        "last": (target.sum(-1) - 1).abs().amax()}
+            self._class_last.append((chain, shape, self.ctx.defer(sums), self.ctx.step_index))
+
+    def _report_class_last(self, record: StepRecord) -> None:
+        """Name the layer whose output were the logits of each cross-entropy over the
+        wrong dimension."""
+        found, self._class_last = self._class_last, []
+        for chain, shape, handle, step in found:
+            sums = record.deferred.get(handle) if handle is not None else None
+            if handle is not None and not (sums and float(sums["d1"]) > 1e-2
+                                           and float(sums["last"]) <= 1e-3):
+                continue
+            nodes = {id(n) for n in chain[1:]}
+            calls = record.calls
+            call = next((c for c in calls for e in c.out_entries
+                         if e.producer is c and id(e.made_fn) in nodes), None) or next(
+                (c for c in reversed(calls) if c.is_root and c.grad_enabled), None)
+            rid, path = (call.root, call.path) if call is not None else (0, "")
+            if ("softmax_dim", rid, path) in self._dim_seen:
+                continue
+            self._dim_seen.add(("softmax_dim", rid, path))
+            c = shape[-1]
+            if handle is not None:
+                self.emit("softmax_dim", "warning", "loss", rid, path,
+                          f"The probability targets of the cross-entropy at step {step} "
+                          f"have the classes last: they sum to 1 over dimension "
+                          f"{len(shape) - 1}, not over dimension 1, where the loss takes "
+                          f"the classes of the {shape} logits of "
+                          f"{module_label(self.ctx, rid, path)} (N x C x d1 ...), so every "
+                          f"class is scored against the wrong target (F.one_hot(y, C) puts "
+                          f"the classes last). Fix: target.movedim(-1, 1), or class indices "
+                          f"(y itself) as the target.", step=step)
+                continue
+            self.emit("softmax_dim", "warning", "loss", rid, path,
+                      f"The cross-entropy at step {step} got {shape} logits from "
+                      f"{module_label(self.ctx, rid, path)} (a linear map) whose "
+                      f"{c} output features, the classes, are the last dimension, but the "
+                      f"loss takes the classes from dimension 1 (input N x C x d1 ...): its "
+                      f"log-softmax normalises over the {shape[1]} positions of dimension 1 "
+                      f"instead of over the classes, so it trains the wrong thing (PyTorch "
+                      f"raises only when the sizes disagree). Fix: "
+                      f"loss(logits.transpose(1, 2), target), or loss(logits.reshape(-1, "
+                      f"{c}), target.reshape(-1)).", step=step)
 
     def _softmax_over_batch(self, top: Any) -> None:
         """Softmax nodes under the loss that normalise over dimension 0 when that is the
@@ -335,6 +433,8 @@ class TargetObserver(Diagnostic):
             self._report_dims(record.calls)
         if self._over_batch:
             self._report_over_batch(record.calls)
+        if self._class_last:
+            self._report_class_last(record)
         if self._binary_handles:
             self._report_binary(record)
         if self._done or record.kind != "train":
@@ -436,6 +536,22 @@ def _reshapes_only(fn: Any, until: Any) -> bool:
             return False
         fn = _first_input(fn)
     return False
+
+
+def _skip_reshapes(fn: Any) -> Any:
+    """The first node at or under ``fn`` that is not a reshape (a transpose stops)."""
+    for _ in range(6):
+        if fn_name(fn) not in _RESHAPES:
+            break
+        fn = _first_input(fn)
+    return fn
+
+
+def _prod(dims: list[int]) -> int:
+    out = 1
+    for d in dims:
+        out *= int(d)
+    return out
 
 
 def _skip_views(fn: Any) -> Any:

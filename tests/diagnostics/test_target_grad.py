@@ -153,3 +153,58 @@ def test_kl_to_one_prior_for_every_sample_is_no_broadcast() -> None:
     F.kl_div(logp[:, :1], torch.rand(8), reduction="sum")
     w.close()
     assert ("loss_broadcast", "") in sink.findings
+
+
+def _batched_td(loss: Loss, detach: bool, split: str) -> set:
+    """TD updates whose Q(s) and Q(s') come from one forward of ``cat([s, s2])``."""
+    q = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+
+    def td() -> torch.Tensor:
+        s, s2, r = torch.randn(8, 4), torch.randn(8, 4), torch.randn(8)
+        a = torch.randint(0, 2, (8,))
+        q_all = q(torch.cat([s, s2]))
+        q_s, q_s2 = q_all.chunk(2) if split == "chunk" else (q_all[:8], q_all[8:])
+        nxt = q_s2.max(1).values
+        return loss(q_s.gather(1, a[:, None]).squeeze(1), r + 0.9 * (nxt.detach() if detach
+                                                                     else nxt))
+
+    return _train(q, [], td)
+
+
+def test_td_target_from_the_same_batched_forward_is_named() -> None:
+    """One forward for both states: the prediction and the target are different rows of
+    one output, so the prediction reaching that output is no equation residual."""
+    for loss in (F.smooth_l1_loss, nn.MSELoss(), IMPORTED_MSE):
+        for split in ("slice", "chunk"):
+            assert _batched_td(loss, detach=False, split=split) == {
+                ("target_requires_grad", "")}, (loss, split)
+            assert not _batched_td(loss, detach=True, split=split), (loss, split)
+
+
+def test_rollout_td_target_from_shifted_values_is_named() -> None:
+    """A critic over a rollout of T+1 states: ``values[1:]`` in the target, ``values[:-1]``
+    the prediction, one forward (A2C without ``.detach()``)."""
+    critic = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def rollout(detach: bool) -> torch.Tensor:
+        values = critic(torch.randn(11, 3)).squeeze(-1)
+        nxt = values[1:].detach() if detach else values[1:]
+        return F.mse_loss(values[:-1], torch.randn(10) + 0.95 * nxt)
+
+    assert _train(critic, [], lambda: rollout(False)) == {("target_requires_grad", "")}
+    assert not _train(critic, [], lambda: rollout(True))
+
+
+def test_symmetric_losses_over_one_batched_forward_are_silent() -> None:
+    """R-Drop over a duplicated batch and an invariance term over two halves of one
+    forward pull both sides on purpose."""
+    net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 4))
+    x = torch.randn(8, 6)
+
+    def halves() -> torch.Tensor:
+        p, q = net(torch.cat([x, x])).chunk(2)
+        z = net(torch.cat([x, x + 0.01]))
+        return F.kl_div(F.log_softmax(p, -1), F.softmax(q, -1), reduction="batchmean") \
+            + F.mse_loss(z[:8], z[8:])
+
+    assert not _train(net, [], halves)
