@@ -72,6 +72,8 @@ class MainWindow(QMainWindow):
         self.inspector = _make_inspector(self)
         self._docks()
         self._rank_dock()
+        for label in (self.graph.banner, self.graph.notice):
+            label.installEventFilter(self)
         self.actions = build_actions(self, self)
         self.status = StatusPanel(self.statusBar(), self.theme)
         self._wire()
@@ -550,26 +552,64 @@ class MainWindow(QMainWindow):
 
     #: the least share of the window's width the graph keeps when the window narrows
     GRAPH_SHARE = 0.4
+    #: the least share of the window's height the graph's canvas keeps (below any
+    #: banner) when the window gets shorter or a banner shows, while panels below
+    #: it can give way
+    GRAPH_HEIGHT_SHARE = 0.55
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
-        """A narrower window: the side panels give way before the graph becomes a strip
-        (Qt shrinks only the central widget: at 1024 px it was 150 px wide)."""
+        """A narrower or shorter window: the side and bottom panels give way before
+        the graph becomes a strip (Qt shrinks only the central widget: at 1024 px it
+        was 150 px wide, and at 700 px high, with a banner, 200 px tall)."""
         super().resizeEvent(event)
-        if event.oldSize().width() != event.size().width():
-            if getattr(self, "_room_timer", None) is None:   # a child: it dies with the window
-                self._room_timer = QTimer(self)
-                self._room_timer.setSingleShot(True)
-                self._room_timer.setInterval(0)
-                self._room_timer.timeout.connect(self._keep_graph_room)
-            self._room_timer.start()
+        old, new = event.oldSize(), event.size()
+        self._schedule_graph_room(width=old.width() != new.width(),
+                                  height=old.height() != new.height())
+
+    def _schedule_graph_room(self, width: bool = False, height: bool = False) -> None:
+        """Check the graph's room across (``width``) or down (``height``) once the
+        layout settled (GUI thread)."""
+        if not (width or height):
+            return
+        if getattr(self, "_room_timer", None) is None:   # a child: it dies with the window
+            self._room_timer = QTimer(self)
+            self._room_timer.setSingleShot(True)
+            self._room_timer.setInterval(0)
+            self._room_timer.timeout.connect(self._keep_graph_room)
+            self._room_axes = [False, False]
+        self._room_axes = [self._room_axes[0] or width, self._room_axes[1] or height]
+        self._room_timer.start()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        """A banner or notice above the graph shown or hidden: its height came off the
+        canvas, which may want room from the panels below."""
+        if watched in (self.graph.banner, self.graph.notice) \
+                and event.type() in (QEvent.Type.Show, QEvent.Type.Hide):
+            self._schedule_graph_room(height=True)
+        return super().eventFilter(watched, event)
+
+    def _docked(self, *areas: Qt.DockWidgetArea) -> list[QDockWidget]:
+        """The docks shown in ``areas`` (not floating, not a tab behind another)."""
+        inside = self.rect()
+        return [d for d in self.findChildren(QDockWidget)
+                if d.isVisible() and not d.isFloating() and self.dockWidgetArea(d) in areas
+                and inside.contains(d.geometry())]
 
     def _keep_graph_room(self) -> None:
+        width, height = self._room_axes
+        self._room_axes = [False, False]
+        for widget in (self, self.graph):   # measure the geometry of now, not a stale one
+            widget.layout().activate()
+        if width:
+            self._keep_graph_width()
+        if height:
+            self._keep_graph_height()
+
+    def _keep_graph_width(self) -> None:
         width = self.width()
         graph = self.graph.width()
-        sides = [d for d in (self.tree_dock, self.inspector_dock)
-                 if d.isVisible() and not d.isFloating()
-                 and self.dockWidgetArea(d) in (Qt.DockWidgetArea.LeftDockWidgetArea,
-                                                Qt.DockWidgetArea.RightDockWidgetArea)]
+        sides = self._docked(Qt.DockWidgetArea.LeftDockWidgetArea,
+                             Qt.DockWidgetArea.RightDockWidgetArea)
         want = int(width * self.GRAPH_SHARE)
         taken = sum(d.width() for d in sides)
         if graph >= want or not sides or taken <= 0:
@@ -577,6 +617,42 @@ class MainWindow(QMainWindow):
         room = max(0, taken - (want - graph))
         self.resizeDocks(sides, [max(1, d.width() * room // taken) for d in sides],
                          Qt.Orientation.Horizontal)
+
+    def _keep_graph_height(self) -> None:
+        """Shrink the panels below (or above) the graph until its canvas has its
+        share of the height; grow them back to the height they had when the
+        window has room again."""
+        rows = self._docked(Qt.DockWidgetArea.BottomDockWidgetArea,
+                            Qt.DockWidgetArea.TopDockWidgetArea)
+        # the docks side by side in an area share one height: resize one per area
+        by_area: dict[Qt.DockWidgetArea, QDockWidget] = {}
+        for d in rows:
+            by_area.setdefault(self.dockWidgetArea(d), d)
+        docks = list(by_area.values())
+        if not docks:
+            return
+        canvas = self.graph.stack.height()
+        want = int(self.height() * self.GRAPH_HEIGHT_SHARE)
+        taken = sum(d.height() for d in docks)
+        # (the height they had, the least and most we may have left them): a height
+        # outside that range is the user's, from the splitter
+        given = getattr(self, "_rows_given", None)
+        if given is not None and not given[1] - 4 <= taken <= given[2] + 4:
+            given = None
+        if canvas < want and taken > 0:
+            room = max(0, taken - (want - canvas))
+            self._resize_rows(docks, taken, room)
+            self._rows_given = (given[0] if given else taken, room, taken)
+        elif given is not None and canvas > want and taken < given[0]:
+            room = min(given[0], taken + canvas - want)
+            self._resize_rows(docks, taken, room)
+            self._rows_given = None if room >= given[0] else (given[0], taken, room)
+        else:
+            self._rows_given = given
+
+    def _resize_rows(self, docks: list[QDockWidget], taken: int, room: int) -> None:
+        self.resizeDocks(docks, [max(1, d.height() * room // taken) for d in docks],
+                         Qt.Orientation.Vertical)
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt API)
         if self._settings_key is not None:

@@ -472,3 +472,29 @@ def test_the_metric_legend_leaves_a_narrow_graph_view_room(qtbot):
     view.legend.reposition()
     assert view.legend.width() <= view.viewport().width() * 2 // 3
     assert view.legend.x() >= 0
+
+
+def test_a_shorter_window_keeps_room_for_the_graph_and_gives_the_panels_back(qtbot):
+    """At 700 px high with the plots as tall as the user left them, the banner of a
+    pause took the rest: the graph's canvas was a 200-odd px strip. The panels below
+    give way to keep its share, and get their height back when the window grows."""
+    from PySide6.QtCore import Qt
+    w = laid_out_window(qtbot, mlp_session(3), (1400, 900))
+    w.resizeDocks([w.plots_dock], [300], Qt.Orientation.Vertical)
+    qtbot.waitUntil(lambda: abs(w.plots_dock.height() - 300) <= 2, timeout=5000)
+    share = w.GRAPH_HEIGHT_SHARE
+    w.resize(1280, 700)
+    w.graph.set_banner("Paused: non-finite output in `norm` (BatchStdNorm), step 1, forward: "
+                       "32 NaN; " * 3, alarm=True)
+    qtbot.waitUntil(lambda: w.height() == 700 and w.graph.banner.isVisible()
+                    and w.graph.stack.height() >= share * 700 - 2, timeout=5000)
+    assert w.plots_dock.height() >= 120   # the plots still show
+    w.graph.set_banner("")
+    w.resize(1400, 900)
+    qtbot.waitUntil(lambda: abs(w.plots_dock.height() - 300) <= 2, timeout=5000)
+    # the user's own choice stays: a splitter moved to taller plots is left alone
+    w.resizeDocks([w.plots_dock], [420], Qt.Orientation.Vertical)
+    qtbot.waitUntil(lambda: abs(w.plots_dock.height() - 420) <= 2, timeout=5000)
+    w.resize(1500, 900)
+    qtbot.waitUntil(lambda: w.width() == 1500 and not w._room_timer.isActive(), timeout=5000)
+    assert abs(w.plots_dock.height() - 420) <= 2
