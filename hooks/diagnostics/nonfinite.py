@@ -66,6 +66,10 @@ MASK_NAMES = ("mask", "bias")
 OVERFLOW_CHECKS = 8   # steps whose NaN/Inf gradient norms are checked against the gradients
 
 
+# layers whose backward only multiplies by their weights (no infinite derivative)
+_LINEAR_MAPS = (torch.nn.Linear, torch.nn.Bilinear, torch.nn.modules.conv._ConvNd)
+
+
 def _by_owner(params: Iterable[tuple[int, str, str]]) -> dict[tuple[int, str], list[str]]:
     """Parameter names by the ``(root, path)`` of the module owning them."""
     out: dict[tuple[int, str], list[str]] = {}
@@ -177,18 +181,25 @@ class NonFiniteObserver(Diagnostic):
         return bad
 
     def _report_overflowed(self, record: StepRecord, rows: list[dict[str, Any]]) -> None:
-        by_owner = _by_owner((r["root"] if isinstance(r.get("root"), int) else 0,
-                              r.get("module", ""), r["name"]) for r in rows)
-        for (rid, mpath), names in by_owner.items():
-            where = module_label(self.ctx, rid, mpath)
-            self.emit("exploding_gradient", "warning", "backward", rid, mpath,
-                      f"The gradients of {_listed(names)} in {where} at step {record.step} are "
-                      f"finite but so large that their norm overflows float32 (above about "
-                      f"1e19): the gradients explode (a recurrence or a deep stack that "
-                      f"multiplies them, huge activations, a learning rate far too high), "
-                      f"and the update that follows throws the weights to NaN/Inf. Fix: "
-                      f"clip them (torch.nn.utils.clip_grad_norm_), lower the learning rate, "
-                      f"or rescale the initialisation or the inputs.", step=record.step)
+        """One finding per root, on the root as ``exploding_gradient``'s norm check reports
+        it (the gradients grow through the whole stack or recurrence); the message names
+        the parameters and their modules."""
+        by_root: dict[int, list[tuple[str, str]]] = {}
+        for r in rows:
+            by_root.setdefault(r["root"] if isinstance(r.get("root"), int) else 0, []).append(
+                (r.get("module", ""), r["name"]))
+        for rid, params in by_root.items():
+            names = [name for _, name in params]
+            owners = list(dict.fromkeys(module_label(self.ctx, rid, m) for m, _ in params))
+            self.emit("exploding_gradient", "warning", "backward", rid, "",
+                      f"The gradients of {_listed(names)} (in {_listed(owners)}) at step "
+                      f"{record.step} are finite but so large that their norm overflows "
+                      f"float32 (above about 1e19): the gradients explode (a recurrence or a "
+                      f"deep stack that multiplies them, huge activations, a learning rate "
+                      f"far too high), and the update that follows throws the weights to "
+                      f"NaN/Inf. Fix: clip them (torch.nn.utils.clip_grad_norm_), lower the "
+                      f"learning rate, or rescale the initialisation or the inputs.",
+                      step=record.step)
 
     def _initially_bad(self, record: StepRecord) -> list[tuple[int, str, str]]:
         """The parameters found non-finite by this step's initial sums (if any)."""
@@ -475,6 +486,20 @@ class NonFiniteObserver(Diagnostic):
         where = (f"the gradient it passed back to its input (the output of {fed_name}, "
                  f"{fed.type})" if via == "input" else
                  f"a gradient computed inside it (the one flowing into {fed_name}, {fed.type})")
+        if via == "input" and isinstance(culprit.module, _LINEAR_MAPS):
+            # a matrix product's derivative is its weights: finite; its gradient overflowed
+            self.emit("non_finite", "error", "backward", culprit.root, culprit.path,
+                      f"The backward of {name} ({culprit.type}) produced the first Inf "
+                      f"gradient at step {record.step}: the gradient at its output was "
+                      f"finite, but {where} is not, while the forward was finite. A linear "
+                      f"map's backward multiplies the gradient by its weights, so the "
+                      f"gradient overflowed float32 (above about 3e38): the gradients explode "
+                      f"(a deep stack or a recurrence that multiplies them, weights "
+                      f"initialised too large, a learning rate far too high). Fix: the "
+                      f"default initialisation, normalisation layers, clip the gradients "
+                      f"(torch.nn.utils.clip_grad_norm_), a lower learning rate.",
+                      step=record.step)
+            return
         self.emit("non_finite", "error", "backward", culprit.root, culprit.path,
                   f"The backward of {name} ({culprit.type}) produced the first NaN/Inf gradient "
                   f"at step {record.step}: the gradient at its output was finite, but {where} "

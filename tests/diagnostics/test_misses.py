@@ -486,6 +486,30 @@ def test_gradients_whose_norm_overflows_explode_they_are_not_nan() -> None:
     assert any("the update diverged" in m for m in messages), messages
 
 
+def test_a_deep_stack_whose_gradients_overflow_is_one_finding_at_its_root() -> None:
+    """Twelve std-1 linear layers in one Sequential: every layer's weight gradient
+    overflows the float32 norm at the first backward. That is one exploding stack (the
+    root), not twelve findings, one per layer; the Inf that a Linear's backward then
+    passes on is an overflow, not an infinite derivative."""
+    torch.manual_seed(0)
+    layers = [nn.Linear(64, 64) for _ in range(12)]
+    for lin in layers:
+        nn.init.normal_(lin.weight, std=1.0)
+    model = nn.Sequential(*layers, nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    w, sink = _watch(model, opt)
+    for _ in range(3):
+        opt.zero_grad()
+        F.mse_loss(model(torch.randn(32, 64)), torch.randn(32, 1)).backward()
+        opt.step()
+    w.close()
+    assert [k for k in sink.findings if k[0] == "exploding_gradient"] == [
+        ("exploding_gradient", "")]
+    messages = [f.message for k, f in sink.findings.items()  # type: ignore[attr-defined]
+                if k[0] == "non_finite"]
+    assert messages and not [m for m in messages if "infinite derivative" in m], messages
+
+
 def _adam_run(lr: float, zero_head: bool) -> set[tuple[str, str]]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
