@@ -207,10 +207,16 @@ class SessionReader:
                 raise RecordingError(f"{cut_off_text(self.path, self.cut)}; what is left holds "
                                      f"no readable part of the recording "
                                      f"({error_text(exc)})") from exc
+            other = ("an SQLite database without TensorScope's tables, "
+                     if "no such table" in str(exc) else "")
             raise RecordingError(f"{self.path} is not a readable TensorScope recording: "
-                                 f"{error_text(exc)}") from exc
+                                 f"{other}{error_text(exc)}") from exc
         if self.cut is not None:   # said first; what could be read is added after the scan
             self.warnings.append(cut_off_text(self.path, self.cut))
+        if self.meta.get("format") != FORMAT and self.cut is not None:
+            # a cut inside the meta table's pages reads as a table with no rows
+            raise RecordingError(f"{cut_off_text(self.path, self.cut)}; what is left holds "
+                                 f"no readable part of the recording (its header is lost)")
         if self.meta.get("format") != FORMAT:
             raise RecordingError(f"{self.path} is not a TensorScope recording "
                                  f"(format {self.meta.get('format')!r})")

@@ -222,7 +222,8 @@ def test_kill_9_during_recording_keeps_committed_steps(tmp_path):
 
 @pytest.mark.parametrize("keep, said", [(0, "is empty"), (10, "is cut off: 10 of"),
                                         (100, "is cut off: 100 of"),
-                                        (4096, "is cut off: 4,096 of")])
+                                        (4096, "is cut off: 4,096 of"),
+                                        (5000, "is cut off: 5,000 of")])
 def test_a_tiny_cut_off_file_says_it_is_cut_off(tmp_path, keep, said):
     """A recording cut off after a few bytes or its first page was "not an SQLite
     file" or "no such table: meta": it now says it is cut off, and by how much."""
