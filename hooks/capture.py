@@ -77,6 +77,18 @@ def _param_state(module: torch.nn.Module) -> tuple[weakref.ref, int] | None:
         return None
 
 
+def _inside_called(locs: set[tuple[int, str]], loc: tuple[int, str]) -> bool:
+    """Whether the module at ``loc`` lies inside one called at ``locs`` (its root's
+    path ``""`` or a dotted prefix of its path)."""
+    rid, path = loc
+    if not path:
+        return False
+    if (rid, "") in locs:
+        return True
+    parts = path.split(".")
+    return any((rid, ".".join(parts[:n])) in locs for n in range(1, len(parts)))
+
+
 class Capture:
     """The hooks and the step state of one watch.
 
@@ -113,6 +125,9 @@ class Capture:
         self.step = self._new_step(0)
         self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
         self.optimizers_known = optimizers_known
+        # the watch's optimizers (the same list; ones seen stepping join it)
+        self.optimizers: list[Any] = []
+        self._optimized: tuple[tuple, frozenset[int]] = ((), frozenset())
         self.join_repeats = True   # a repeated root may join its step (_builds_graph)
         self.end_pending = False   # an optimizer stepped, another follows (callbacks._ends_later)
         # before an optimizer is known: the step's first root's first parameter and
@@ -235,7 +250,7 @@ class Capture:
                 # call, a root or a step of its own
                 return
             self.thread_active = True
-            self._root_starting(loc[0], module)
+            self._root_starting(loc, module)
         step = self.step
         calls = step.calls
         grad_on = _grad_enabled()
@@ -323,7 +338,7 @@ class Capture:
         step.flow[id(v)] = ent
         return ent
 
-    def _root_starting(self, rid: int, module: torch.nn.Module) -> None:
+    def _root_starting(self, loc: tuple[int, str], module: torch.nn.Module) -> None:
         if self.raised_open:
             self.host.exception_caught()
         step = self.step
@@ -332,30 +347,39 @@ class Capture:
             self.end_step("train")
             step = self.step
         if step.calls and (len(step.calls) >= MAX_STEP_CALLS or (
-                not self.explicit_steps and self._root_starts_step(step, module))):
+                not self.explicit_steps and self._root_starts_step(step, module, loc))):
             self.end_step("train" if step.saw_backward else "inference")
             step = self.step
         if self.stack:  # left behind by an interrupted forward (KeyboardInterrupt)
             self.stack.clear()
         step.roots_called.add(id(module))
+        step.root_locs.add(loc)
         if not step.calls:
             self.host.step_beginning(step.index)
             if not self.optimizers_known:
                 self._first_param = _param_state(module)
 
-    def _root_starts_step(self, step: StepBuffer, module: torch.nn.Module) -> bool:
+    def _root_starts_step(self, step: StepBuffer, module: torch.nn.Module,
+                          loc: tuple[int, str]) -> bool:
         """Whether a root call starting now begins a new step.
 
         An inference step (roots called with gradients off) groups the model
         and its loss, and ends when a module called from outside any forward is
         called again (``model.decode(z)`` calling two children is one step; a
         frozen teacher's forward joins the student's training step after it).
-        With no optimizer known, a finished backward also ends the step, and so
+        A child of a module called in the step begins a new one too (sampling with
+        ``model.decode(z)`` after an evaluation batch of ``model``). With no
+        optimizer known, a finished backward also ends the step, and so
         does a repeated root unless its step is building a graph for a backward
         to come (``_builds_graph``).
         """
         if step.inference_open:
-            return id(module) in step.roots_called
+            if id(module) in step.roots_called or _inside_called(step.root_locs, loc):
+                return True
+            if _grad_enabled():   # training may follow: cut here if it was not a teacher's
+                step.frozen_at = len(step.calls)
+                step.frozen_loss = (step.loss, step.output_loss)
+            return False
         if self.optimizers_known:
             if not step.saw_backward and not step.optimizer_steps \
                     and step.calls[0].module is module:
@@ -387,6 +411,34 @@ class Capture:
                 break
             n, start = n + 1, end
         return n
+
+    def _evaluation_before(self, step: StepBuffer) -> bool:
+        """Whether the forwards without gradients that began a training step (up to
+        ``frozen_at``) were an evaluation of their own, not a frozen teacher's part
+        of the step: no root call after them took one of their outputs, and they
+        ran a model an optimizer trains (an evaluation batch, a GAN's samples,
+        before another model's training step). A teacher no optimizer holds, or
+        one whose output the student or the loss module takes, stays in the step."""
+        cut = step.frozen_at
+        calls = step.calls
+        ours = {id(ent) for call, ent in step.root_outputs if call.index < cut}
+        if any(id(ent) in ours for c in calls[cut:] if c.parent is None
+               for ent in c.in_entries):
+            return False
+        optimized = self._optimized_params()
+        return any(id(p) in optimized for c in calls[:cut] if c.parent is None
+                   for p in c.module.parameters())
+
+    def _optimized_params(self) -> frozenset[int]:
+        """``id()`` of every parameter the known optimizers hold (kept while their
+        parameter groups keep their sizes)."""
+        key = tuple((id(g["params"]), len(g["params"])) for o in self.optimizers
+                    for g in getattr(o, "param_groups", ()))
+        if key != self._optimized[0]:
+            ids = frozenset(id(p) for o in self.optimizers
+                            for g in getattr(o, "param_groups", ()) for p in g["params"])
+            self._optimized = (key, ids)
+        return self._optimized[1]
 
     def _accumulates(self, module: torch.nn.Module) -> bool:
         """Whether a root called after a backward, before any optimizer step names
@@ -812,11 +864,16 @@ class Capture:
                 and not step.optimizer_steps:
             parts = split_joined(step, step.joins)   # joined for a backward that never came
             kinds = [kind] * len(parts)
-        elif step.joins and kind == "train":
-            evaluated = self._evaluated(step)
-            if evaluated:
-                parts = split_joined(step, step.joins[:evaluated])
-                kinds = ["inference"] * evaluated + [kind]
+        elif kind == "train" and (step.joins or step.frozen_at):
+            cuts = step.joins[:self._evaluated(step)] if step.joins else []
+            if step.frozen_at and self._evaluation_before(step):
+                cuts = sorted({step.frozen_at, *cuts})
+            if cuts:
+                parts = split_joined(step, cuts)
+                kinds = ["inference"] * (len(parts) - 1) + [kind]
+                if step.frozen_at in cuts:   # the evaluation's loss, as it was at the cut
+                    part = parts[cuts.index(step.frozen_at)]
+                    part.loss, part.output_loss = step.frozen_loss
         self.step = self._new_step(parts[-1].index + 1)
         self.prev_calls = parts[-1].calls if self.meta_every > 1 else []
         self._last_exc_id = 0

@@ -118,9 +118,14 @@ class StepBuffer:
         self.saw_backward = False
         self.any_grad = False
         self.roots_called: set[int] = set()   # id() of each module called outside a forward
+        self.root_locs: set[tuple[int, str]] = set()   # (root, path) of each of those
         self.root_outputs: list[tuple[CallRecord, FlowEntry]] = []
         self.optimizer_steps = 0
         self.inference_open = False   # a root forward ran with grad off: an inference step
+        # where a root called with gradients on joined an inference step (a frozen
+        # teacher's forward before the student's): ``Capture._evaluation_before``
+        self.frozen_at = 0
+        self.frozen_loss: tuple[_Tensor | None, _Tensor | None] = (None, None)
         # where a repeated root joined the step as building a graph for a backward to
         # come (``Capture._builds_graph``): indices in ``calls`` (``split_joined``)
         self.joins: list[int] = []

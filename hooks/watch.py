@@ -158,6 +158,7 @@ class Watch(FrameworkSteps):
                                mode=mode, stats_every=self.stats_every,
                                global_hooks=global_hooks, optimizers_known=bool(self.optimizers))
         self.callbacks.capture = self.capture
+        self.capture.optimizers = self.optimizers
         # the optimizer step hooks (registered on each optimizer, or process-wide)
         self.optimizer_pre = self.callbacks.optimizer_pre
         self.optimizer_post = self.callbacks.optimizer_post

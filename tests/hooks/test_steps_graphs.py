@@ -374,3 +374,76 @@ def test_an_actor_and_a_critic_updated_in_turn_are_one_step():
             value.pow(2).mean().backward()
             co.step()
     assert [(s.kind, s.calls) for s in log.summaries()] == [("train", 2)] * 3
+
+
+def _train(model: nn.Module, opt: torch.optim.Optimizer, n: int) -> None:
+    for x, y in _batches(n):
+        loss = nn.CrossEntropyLoss()(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def test_an_evaluation_before_another_models_training_is_a_step_of_its_own():
+    """Two models trained one after the other, each evaluated under no_grad: the
+    first model's evaluation joined the second's first training step as if it
+    were a frozen teacher (the step had both models' calls and the
+    evaluation's loss was lost)."""
+    torch.manual_seed(0)
+    w, log = _global_watch()
+    with w:
+        for _ in range(2):
+            model = Classifier()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            _train(model, opt, 2)
+            with torch.no_grad():
+                x, y = _batches(1)[0]
+                nn.CrossEntropyLoss()(model(x), y)
+    sums = log.summaries()
+    assert [(s.kind, s.calls) for s in sums] == [("train", 8), ("train", 8), ("inference", 8)] * 2
+    assert all(s.loss is not None for s in sums)
+
+
+def test_samples_drawn_between_two_gan_steps_are_an_inference_step():
+    """A generator sampled under no_grad at the end of an epoch (DCGAN's fixed
+    noise), then the discriminator's step, which begins with a real batch: the
+    samples joined that step. A generator run under no_grad whose output the
+    discriminator takes stays in it (the step's first forward)."""
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
+    disc = nn.Sequential(nn.Linear(8, 1), nn.Sigmoid())
+    opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(disc.parameters(), lr=1e-3)
+    w, log = _global_watch()
+    with w:
+        for epoch in range(2):
+            for _ in range(2):
+                loss_d = nn.BCELoss()(disc(torch.randn(4, 8)), torch.ones(4, 1))
+                with torch.no_grad():
+                    fake = gen(torch.randn(4, 4))
+                loss_d = loss_d + nn.BCELoss()(disc(fake), torch.zeros(4, 1))
+                opt_d.zero_grad()
+                loss_d.backward()
+                opt_d.step()
+                loss_g = nn.BCELoss()(disc(gen(torch.randn(4, 4))), torch.ones(4, 1))
+                opt_g.zero_grad()
+                loss_g.backward()
+                opt_g.step()
+            with torch.no_grad():
+                gen(torch.randn(2, 4)).sum().item()
+    kinds = [(s.kind, s.calls) for s in log.summaries()]
+    assert kinds == ([("train", 11), ("train", 7)] * 2 + [("inference", 3)]) * 2, kinds
+
+
+def test_a_method_calling_children_after_an_evaluation_batch_is_a_step_of_its_own():
+    """``model.decode(z)`` after the last evaluation batch of ``model`` (the VAE
+    example's sampling): its children joined that batch's inference step."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+    w, log = watch(model)
+    with w, torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(2, 4))
+        model[2](model[1](torch.randn(2, 8)))
+    assert [(s.kind, s.calls) for s in log.summaries()] == [("inference", 4)] * 2 + [
+        ("inference", 2)]
