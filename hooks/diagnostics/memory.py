@@ -95,21 +95,66 @@ def accumulates(module: Any) -> bool:
     of other tensors), which runs no parameter's ``AccumulateGrad`` node. True where
     it cannot be told (no trainable parameter, an older PyTorch). Call it only from a
     graph hook; stops at the first parameter that is accumulated."""
+    return _accumulated_into(module) is not False
+
+
+def _accumulated_into(module: Any) -> tuple[Any, str, Any] | bool:
+    """``accumulates``, with the first parameter that is accumulated as ``(its
+    module, its name there, its AccumulateGrad node)`` in place of True."""
     try:
         from torch.autograd.graph import get_gradient_edge
         will_run = torch._C._will_engine_execute_node
         asked = 0
-        for p in module.parameters():
+        for name, p in module.named_parameters():
             if not p.requires_grad:
                 continue
-            if will_run(get_gradient_edge(p).node):
-                return True
+            node = get_gradient_edge(p).node
+            if will_run(node):
+                owner, _, attr = name.rpartition(".")
+                return module.get_submodule(owner) if owner else module, attr, node
             asked += 1
             if asked >= ACCUMULATE_PROBES:
                 break
         return asked == 0
     except Exception:   # an API this PyTorch lacks: count it, as before
         return True
+
+
+class AccumulationProbe:
+    """``accumulates`` for the roots of a watch, each asking first the parameter that
+    answered last time, through its ``AccumulateGrad`` node kept here (the node a
+    parameter's graphs share while something holds it, as DDP's reducer holds them):
+    one engine query a backward instead of a walk of the parameters. The entry stands
+    while that parameter is still its module's, under the same name, and trainable."""
+
+    def __init__(self) -> None:
+        # root index -> (its module (weak), the parameter's module (weak), name, node)
+        self._first: dict[int, tuple[weakref.ref, weakref.ref, str, Any]] = {}
+
+    def __call__(self, rid: int, module: Any) -> bool:
+        hit = self._first.get(rid)
+        if hit is not None and hit[0]() is module:
+            owner, node = hit[1](), hit[3]
+            p = None if owner is None else owner._parameters.get(hit[2])
+            try:
+                if p is not None and p is node.variable and p.requires_grad and \
+                        torch._C._will_engine_execute_node(node):
+                    return True
+            except Exception:
+                pass
+        found = _accumulated_into(module)
+        if isinstance(found, tuple):
+            try:
+                self._first[rid] = (weakref.ref(module), weakref.ref(found[0]), found[1],
+                                    found[2])
+            except TypeError:   # a module that takes no weak reference: ask afresh each time
+                pass
+            return True
+        return found
+
+    def clear(self) -> None:
+        """Forget the nodes (the watch closes: the parameters are not held)."""
+        self._first.clear()
 
 
 def _hold_from_other_outputs(token: GraphToken, first: Any, more: Any) -> None:
@@ -146,6 +191,7 @@ class GraphObserver(Diagnostic):
         self._collected = -COLLECT_EVERY   # the training step of the last gc.collect()
         self._optimizer_seen = False
         self._latest: dict[int, GraphState] = {}   # root -> its latest graph (not a loss's)
+        self._accumulates = AccumulationProbe()
 
     def add_backward_listener(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` whenever a backward runs through a tagged graph node (before
@@ -206,7 +252,8 @@ class GraphObserver(Diagnostic):
         self._unused_run = 0
         self._unused_roots.clear()
         roots = self.ctx.roots
-        if self._listeners and (not 0 <= root < len(roots) or accumulates(roots[root])):
+        if self._listeners and (not 0 <= root < len(roots)
+                                or self._accumulates(root, roots[root])):
             for fn in self._listeners:
                 fn()
 
@@ -257,6 +304,7 @@ class GraphObserver(Diagnostic):
             if not state.used and not state.loss and state.backwards == self._backwards:
                 self._dead.append(state)
         self._live.clear()
+        self._accumulates.clear()
         self._check_unused(self.ctx.step_index)
 
     def _check_unused(self, step: int) -> None:
