@@ -27,6 +27,7 @@ KINDS = (
     "zero_grad_before_step", "single_class_batches", "softmax_dim", "ineffective_freeze",
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
     "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
+    "sampler_epoch_not_set",
 )
 
 
@@ -51,6 +52,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.memory import GraphObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
+    from tensorscope.hooks.diagnostics.samplers import SamplerEpochObserver
     from tensorscope.hooks.diagnostics.schedulers import SchedulerOrderObserver
     from tensorscope.hooks.diagnostics.target_grad import TargetGradObserver
     from tensorscope.hooks.diagnostics.targets import TargetObserver
@@ -61,6 +63,7 @@ def default_observers(mode: str) -> "list[Observer]":
         ModeObserver(), LossInputObserver(targets=targets), targets, graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
+        SamplerEpochObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())

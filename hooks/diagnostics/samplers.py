@@ -1,0 +1,120 @@
+"""``sampler_epoch_not_set``: a shuffling ``DistributedSampler`` whose epoch never changes.
+
+``DistributedSampler(shuffle=True)`` draws its permutation from ``seed + epoch``,
+and only ``sampler.set_epoch(epoch)`` changes the epoch. Without that call every
+epoch visits the data in the same order (on every rank the same shard in the same
+order), so shuffling does nothing after the first epoch. PyTorch says so only in
+the docstring; Lightning, the HF Trainer and Accelerate call it themselves, a
+hand-written loop has to.
+
+``DistributedSampler.__iter__`` is wrapped on the class while attached (put back
+on detach). Each iteration of a shuffling sampler notes its epoch and how many
+optimizer steps have run. A later iteration at the same epoch, after optimizer
+steps ran since the previous one began (an epoch of training went by), is the
+finding, once per sampler. Never a finding: a sampler peeked at before training
+(``next(iter(loader))``), iterated again before any training step, or made with
+``shuffle=False`` (an evaluation sampler). Nothing here reads a tensor.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import weakref
+from typing import Any, Callable
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+
+_listeners: list[Callable[[Any], None]] = []
+_original: list[tuple[Any, Callable[..., Any], Callable[..., Any]]] = []  # (cls, orig, wrapper)
+
+
+def _sampler_class() -> Any:
+    try:
+        from torch.utils.data.distributed import DistributedSampler
+    except Exception:   # a PyTorch without it
+        return None
+    return DistributedSampler
+
+
+def _install() -> None:
+    cls = _sampler_class()
+    orig = cls.__dict__.get("__iter__") if cls is not None else None
+    if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
+        return
+
+    @functools.wraps(orig)
+    def __iter__(self: Any) -> Any:
+        for fn in list(_listeners):
+            try:
+                fn(self)
+            except Exception as exc:   # never break the user's data loading
+                if fn in _listeners:
+                    _listeners.remove(fn)
+                print(f"tensorscope: the DistributedSampler epoch check failed "
+                      f"({type(exc).__name__}: {exc}); it is off for the rest of the run",
+                      file=sys.stderr)
+        return orig(self)
+
+    __iter__.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
+    cls.__iter__ = __iter__
+    _original.append((cls, orig, __iter__))
+
+
+def _uninstall() -> None:
+    for cls, orig, wrapper in _original:
+        if cls.__dict__.get("__iter__") is wrapper:
+            cls.__iter__ = orig
+    _original.clear()
+
+
+class SamplerEpochObserver(Diagnostic):
+    """Finds a shuffling ``DistributedSampler`` iterated epoch after epoch at one epoch."""
+
+    def __init__(self) -> None:
+        # sampler -> (its epoch at the last iteration, optimizer steps then)
+        self._last: weakref.WeakKeyDictionary[Any, tuple[Any, int]] = \
+            weakref.WeakKeyDictionary()
+        self._done: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._updates = 0
+
+    def on_attach(self, ctx: Any) -> None:
+        """Wrap ``DistributedSampler.__iter__`` (restored on detach)."""
+        super().on_attach(ctx)
+        if self._iterated not in _listeners:
+            _listeners.append(self._iterated)
+        _install()
+
+    def on_detach(self) -> None:
+        """Put ``DistributedSampler.__iter__`` back once no watch listens."""
+        if self._iterated in _listeners:
+            _listeners.remove(self._iterated)
+        if not _listeners:
+            _uninstall()
+
+    def on_optimizer_step(self, optimizer: Any) -> None:
+        """Count the updates (an epoch of training between two iterations)."""
+        self._updates += 1
+
+    def _iterated(self, sampler: Any) -> None:
+        """A sampler's ``__iter__`` is about to run (the training thread, or a loader's)."""
+        if not getattr(sampler, "shuffle", False) or sampler in self._done:
+            return
+        epoch = getattr(sampler, "epoch", None)
+        last = self._last.get(sampler)
+        self._last[sampler] = (epoch, self._updates)
+        if last is None or last[0] != epoch or last[1] == self._updates:
+            return
+        self._done.add(sampler)
+        try:
+            size = f" over {len(sampler.dataset)} samples"
+        except Exception:
+            size = ""
+        self.emit("sampler_epoch_not_set", "warning", "input", 0, "",
+                  f"A DistributedSampler(shuffle=True){size} is iterated again at "
+                  f"epoch {epoch} after {self._updates - last[1]} training steps: "
+                  f"sampler.set_epoch() is never called, so every epoch draws the same "
+                  f"permutation (seed + epoch) and shuffling does nothing after the first "
+                  f"(each rank sees its same shard in the same order). Fix: call "
+                  f"sampler.set_epoch(epoch) at the start of each epoch, before iterating "
+                  f"the DataLoader of {module_label(self.ctx, 0, '')}.",
+                  step=self.ctx.step_index)
