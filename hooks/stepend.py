@@ -255,6 +255,20 @@ def queue_loss(step: "StepBuffer") -> int | None:
     return step.buf.add(loss if loss.dim() == 0 else loss.reshape(()))
 
 
+def _data_sum(calls: list[Any], values: list[float]) -> float | None:
+    """The sum of the first floating tensor input of the step's first root call (the
+    batch), as its finite check took it (``same_data_on_ranks``); None without one."""
+    for call in calls:
+        if call.parent is not None:
+            continue
+        for ent in call.in_entries:
+            if ent.producer is None and ent.finite is not None:
+                v = values[ent.finite]
+                return v if isinstance(v, float) else None
+        return None
+    return None
+
+
 def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int,
            memory: int | None, meter: OverheadMeter | None = None, paused_ns: int = 0,
            rates: dict[str, Any] | None = None,
@@ -308,7 +322,7 @@ def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int
         duration=time.perf_counter() - step.started, calls=len(step.calls),
         grad_norm=math.sqrt(sum(g * g for g in grads)) if grads else None,
         params=rows, memory=memory, time=time.time(), overhead=overhead, rates=rates,
-        updates=updates)
+        updates=updates, data_sum=_data_sum(step.calls, values))
     deferred: dict[int, dict[str, Any]] = {
         handle: {k: values[i] for k, i in names.items()} for handle, names in step.deferred}
     return StepRecord(step.index, kind, batch, summary, step.calls, deferred, values,

@@ -270,7 +270,10 @@ class StepSummary(Message):
     training steps (optimizer updates) this rank has finished, this one
     included: the ranks of a job agree on it where their step indices differ
     (only rank 0 evaluates, say), so replicas are compared by it (None from
-    older senders).
+    older senders). ``data_sum`` is the sum of the first floating tensor input of
+    the step's first root call (its batch), from its finite check: the ranks of a
+    job compare it (``same_data_on_ranks``); None for an integer batch, in
+    ``shapes`` mode, and from older senders.
     """
 
     TYPE: ClassVar[str] = "step_summary"
@@ -293,6 +296,7 @@ class StepSummary(Message):
     overhead: float | None = None
     rates: dict[str, Any] | None = None
     updates: int | None = None
+    data_sum: float | None = None
 
 
 @dataclass

@@ -26,6 +26,7 @@ from typing import Any
 from tensorscope.common.distributed import (RANK_FIELD, FileLock, current_rank, first_failure,
                                              job_id, lock_path, rank_path)
 from tensorscope.common.divergence import compares_ranks, report_findings
+from tensorscope.common.same_data import same_data_findings
 from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped, ExceptionRaised,
                                        Finding, Hello, Message, ModuleTree, Scalars, StepCalls,
                                        StepSummary)
@@ -37,6 +38,7 @@ MAX_LOSSES = 10000
 COMPILED_KEYS = ("compiled", "inside_compiled")   # ModelIndex.mark_compiled
 MAX_OVERHEAD_STEPS = 10000   # the overhead field describes the last this many steps
 CHECKS = 64  # parameter-norm steps a rank's file keeps for the cross-rank check
+DATA_CHECKS = 32  # first training steps whose batch sums a rank's file keeps (same_data_on_ranks)
 _META_KEYS = ("path", "kind", "shape", "dtype", "device", "requires_grad", "contiguous",
               "layout", "nnz", "components", "subclass",
               "numel", "bytes")
@@ -155,6 +157,9 @@ class ReportBuilder:
         #: the latest steps' parameter norms (name -> [norm, root, module]), for the
         #: job report's rank_divergence check
         self.param_checks: collections.deque[dict[str, Any]] = collections.deque(maxlen=CHECKS)
+        #: the first training steps' [update, batch sum, loss, step], for the job report's
+        #: same_data_on_ranks check
+        self.data_checks: list[list[Any]] = []
         #: the ranks are replicas of one job (``Hello.replicated``), not only spawn
         #: children by index: only then does the job report compare their norms
         self.replicated = False
@@ -192,6 +197,8 @@ class ReportBuilder:
                 self.param_checks.append({"step": msg.step, "norms": norms,
                                           "update": msg.updates if msg.kind == "train"
                                           else None})
+            if msg.kind == "train" and msg.updates and len(self.data_checks) < DATA_CHECKS:
+                self.data_checks.append([msg.updates, msg.data_sum, msg.loss, msg.step])
             losses = self.eval_losses if msg.kind == "inference" else self.losses
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])
@@ -383,6 +390,7 @@ class ReportBuilder:
             "losses": self.losses, "eval_losses": self.eval_losses,
             "scalars": self.scalars,
             "exception": self.exception, "overhead": self._overhead(hello.mode),
+            **({"data_checks": self.data_checks} if hello.world_size > 1 else {}),
         })
 
     def _overhead(self, mode: str) -> dict[str, Any] | None:
@@ -557,6 +565,8 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
         "failure": first_failure(ranks),
     })
     divergence = report_findings(ranks, world_size) if not merged["missing_ranks"] else []
+    if not merged["missing_ranks"]:
+        divergence += same_data_findings(ranks, world_size)
     for finding in divergence:
         entry = next((e for e in merged["ranks"] if e["rank"] == finding["rank"]), None)
         if entry is not None:

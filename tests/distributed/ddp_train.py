@@ -4,6 +4,7 @@ Prints ``LOSS <rank> <step> <loss>`` per step. ``--bug`` makes rank 1 change a
 parameter after ``step()`` (a rank divergence); ``--nan-at N`` puts a NaN in rank 1's
 data at step N (the all-reduce carries it to rank 0's weights); ``--raise-at N``
 makes rank 1 raise after step N's update (rank 0's next collective loses its peer);
+``--same-data`` gives every rank the same batches (no sampler: a mistake);
 ``--eval-on-rank0`` has rank 0 alone run two evaluation forwards after each update; the model holds a BatchNorm
 whose running statistics differ across ranks (never a finding).
 """
@@ -23,6 +24,7 @@ parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--nan-at", type=int, default=-1)
 parser.add_argument("--raise-at", type=int, default=-1)
 parser.add_argument("--eval-on-rank0", action="store_true")
+parser.add_argument("--same-data", action="store_true")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -32,8 +34,11 @@ model = nn.parallel.DistributedDataParallel(
     nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1)))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 for step in range(args.steps):
-    gen = torch.Generator().manual_seed(1000 * step + rank)
-    x = torch.randn(16, 4, generator=gen) + rank  # rank-dependent data: BN stats differ
+    if args.same_data:   # every rank draws the whole batch the same way
+        x = torch.randn(16, 4, generator=torch.Generator().manual_seed(1000 * step))
+    else:
+        gen = torch.Generator().manual_seed(1000 * step + rank)
+        x = torch.randn(16, 4, generator=gen) + rank  # rank-dependent data: BN stats differ
     if rank == 1 and step == args.nan_at:
         x[0, 2] = float("nan")
     loss = model(x).pow(2).mean()
@@ -47,7 +52,7 @@ for step in range(args.steps):
         model.module.eval()
         with torch.no_grad():
             for _ in range(2):
-                model.module(torch.randn(8, 4, generator=gen))
+                model.module(torch.randn(8, 4, generator=torch.Generator().manual_seed(step)))
         model.module.train()
     if rank == 1 and step == args.raise_at:
         raise RuntimeError("rank 1 stops on purpose")

@@ -133,6 +133,8 @@ def test_two_rank_job_numbers_merged_report_and_one_gui(tmp_path):
     for entry in report["ranks"]:
         assert entry["steps"] == 6 and entry["roots"] and entry["parameters"]
     assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]  # BN: no
+    assert not [f for f in report["findings"] if f["kind"] == "same_data_on_ranks"]
+    assert not [f for f in m.findings.values() if f.kind == "same_data_on_ranks"]
 
 
 def test_a_rank_divergence_is_found_and_named(tmp_path):
@@ -236,6 +238,20 @@ def test_a_rank_that_raises_is_named_the_failure_and_its_peer_is_told_why(tmp_pa
     if rank0["exception"] is not None:   # rank 0 may have been stopped before it raised
         found = [f for f in rank0["findings"] if f["kind"] == "exception"]
         assert found and "lost its peer: another rank exited" in found[0]["message"]
+
+
+def test_every_rank_training_on_the_same_batches_is_found_once(tmp_path):
+    """Every rank draws the same batches (a DataLoader without a DistributedSampler):
+    one same_data_on_ranks finding in the merged report; rank-dependent data (the
+    other jobs here) gives none."""
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", SCRIPT, "--same-data"], tmp_path)
+    _finish(proc)
+    report = json.loads((tmp_path / "r.json").read_text())
+    found = [f for f in report["findings"] if f["kind"] == "same_data_on_ranks"]
+    assert len(found) == 1 and found[0]["severity"] == "warning"
+    assert "DistributedSampler" in found[0]["message"] and "batch sums" in found[0]["message"]
+    assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]
 
 
 def test_evaluating_on_rank_0_only_is_no_divergence(tmp_path):

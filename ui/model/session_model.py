@@ -26,6 +26,7 @@ import numpy as np
 
 from tensorscope.common import statistics
 from tensorscope.common.divergence import DivergenceCheck, compares_ranks
+from tensorscope.common.same_data import SameDataCheck
 from tensorscope.common.distributed import lost_peer
 from tensorscope.common.events import (Bye, CallDigest, CallSignatures, Dropped,
                                        ExceptionRaised, Finding, GraphStructure, Hello, Message,
@@ -331,6 +332,7 @@ class SessionModel:
         self.changes = ChangeLog()
         self._unheard = RankState(0)
         self.divergence = DivergenceCheck()  # rank_divergence across the ranks' summaries
+        self.same_data = SameDataCheck()     # same_data_on_ranks, likewise
         #: findings this model made itself, across ranks, that the ranks have not been
         #: told of yet (``JobConnection.observe`` sends them, for their finding breakpoints)
         self.job_findings: list[Finding] = []
@@ -558,6 +560,13 @@ class SessionModel:
             self.changes.mark("calls")
         if not compares_ranks(rank.hello):   # one rank, or an mp.spawn sweep's own model
             return
+        if msg.kind == "train":
+            for finding in self.same_data.add(
+                    msg.rank, msg.updates, msg.step, msg.data_sum, msg.loss,
+                    any(p.get("replicated") for p in msg.params),
+                    rank.hello.world_size if rank.hello else 1):
+                self.job_findings.append(finding)
+                self._finding(finding)
         for finding in self.divergence.add(msg.rank, msg.step, msg.params,
                                            rank.hello.world_size if rank.hello else 1,
                                            msg.updates if msg.kind == "train" else None):
