@@ -24,7 +24,9 @@ from typing import Any
 
 import torch
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.diagnostics.base import Diagnostic, is_ancestor_path, \
+    maximal_modules, module_label
+from tensorscope.hooks.observer import StepRecord
 
 
 class FreezeObserver(Diagnostic):
@@ -33,6 +35,7 @@ class FreezeObserver(Diagnostic):
     def __init__(self) -> None:
         self._checked = 0   # roots walked so far (ctx.roots only grows)
         self._optimizers: set[int] = set()   # id of each optimizer seen stepping
+        self._moved: set[tuple[int, str]] = set()   # frozen modules reported as updated
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """Walk the roots not walked yet, or all of them at a new optimizer's first step
@@ -59,6 +62,48 @@ class FreezeObserver(Diagnostic):
                                          for g in opt.param_groups for p in g["params"]}
                         if id(value) not in optimized:
                             self._plain_tensor(rid, path, name, value)
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """A frozen parameter (``requires_grad=False``) that the last update moved while its
+        gradient was zero: a stale zero gradient (``zero_grad(set_to_none=False)``, or
+        frozen after training began) keeps it in the optimizer's step, whose weight decay
+        and momentum (Adam's moments) go on changing it."""
+        params = record.summary.params
+        moved: dict[int, list[dict[str, Any]]] = {}
+        for r in params:   # one dictionary read for a trainable parameter
+            if r.get("requires_grad") is False and r.get("update_ratio") \
+                    and r.get("grad_norm") == 0 and isinstance(r.get("root"), int):
+                moved.setdefault(r["root"], []).append(r)
+        if not moved:
+            return
+        owners: dict[int, dict[str, str]] = {}
+        for r in params:
+            if isinstance(r.get("root"), int):
+                owners.setdefault(r["root"], {})[r["name"]] = r.get("module", "")
+        for rid, rows in moved.items():
+            names = {r["name"] for r in rows}
+            for path in maximal_modules(owners[rid], names):
+                if (rid, path) in self._moved:
+                    continue
+                self._moved.add((rid, path))
+                self._frozen_moved(rid, path, [r for r in rows if is_ancestor_path(
+                    path, r.get("module", ""))], record.step)
+
+    def _frozen_moved(self, rid: int, path: str, rows: list[dict[str, Any]], step: int) -> None:
+        where = module_label(self.ctx, rid, path)
+        names = ", ".join(r["name"] for r in rows[:4]) + (" ..." if len(rows) > 4 else "")
+        groups = [g for opt in self.ctx.optimizers for g in opt.param_groups]
+        decay = any(g.get("weight_decay") for g in groups)
+        why = "its weight decay" if decay else "its momentum (the moments of past gradients)"
+        self.emit("ineffective_freeze", "warning", "optimizer", rid, path,
+                  f"{where} is frozen (requires_grad=False: {names}), but the optimizer step "
+                  f"of step {step} still changed it: its gradients are zero tensors, not None "
+                  f"(zero_grad(set_to_none=False), or frozen after training began), so the "
+                  f"optimizer keeps it in its update and {why} moves the frozen weights "
+                  f"every step. Fix: set p.grad = None for the frozen parameters (or "
+                  f"optimizer.zero_grad(set_to_none=True)), or build the optimizer over the "
+                  f"trainable parameters only (filter(lambda p: p.requires_grad, "
+                  f"model.parameters())).", step=step)
 
     def _plain_tensor(self, rid: int, path: str, name: str, value: torch.Tensor) -> None:
         """A trainable tensor kept as a plain attribute: it got a gradient, but it is
