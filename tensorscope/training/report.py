@@ -19,6 +19,7 @@ import json
 import math
 import os
 import stat
+import sys
 import tempfile
 from collections import deque
 from typing import Any
@@ -371,6 +372,7 @@ class ReportBuilder:
             with FileLock(lock_path(self.path)):
                 merged = merge_rank_reports(self.path, hello.world_size, self.job)
                 write_json(self.path, merged)
+            say_job_findings(merged)   # the last rank to finish sees every rank
 
     # ------------------------------------------------------------ the report
     def build(self) -> dict[str, Any]:
@@ -567,6 +569,7 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
     divergence = report_findings(ranks, world_size) if not merged["missing_ranks"] else []
     if not merged["missing_ranks"]:
         divergence += same_data_findings(ranks, world_size)
+    merged["job_findings"] = divergence   # the ones only the ranks together show
     for finding in divergence:
         entry = next((e for e in merged["ranks"] if e["rank"] == finding["rank"]), None)
         if entry is not None:
@@ -577,6 +580,22 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
     if job:
         merged["job"] = job
     return merged
+
+
+def say_job_findings(merged: dict[str, Any], out: Any = None) -> None:
+    """Print the findings only the ranks together show (``rank_divergence``,
+    ``same_data_on_ranks``) once the merged report holds every rank: each rank's
+    summary said only its own."""
+    found = merged.get("job_findings") or []
+    if not found or merged.get("missing_ranks"):
+        return
+    out = out if out is not None else sys.stderr
+    print(f"tensorscope: job: {len(found)} finding{'s' if len(found) != 1 else ''} across "
+          f"the ranks", file=out)
+    for f in found:
+        print(f"  {f.get('severity', ''):<7} {f.get('kind', ''):<20} rank {f.get('rank', 0)} "
+              f"{f.get('module') or '<root>':<17} step {f.get('step', 0):<5} "
+              f"{f.get('message', '')}", file=out)
 
 
 def _meta(m: dict[str, Any]) -> dict[str, Any]:

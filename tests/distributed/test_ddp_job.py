@@ -246,7 +246,8 @@ def test_every_rank_training_on_the_same_batches_is_found_once(tmp_path):
     other jobs here) gives none."""
     proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
                    "--headless", "--report", "r.json", SCRIPT, "--same-data"], tmp_path)
-    _finish(proc)
+    _out, err = _finish(proc)
+    assert "job: 1 finding across the ranks" in err and "same_data_on_ranks" in err
     report = json.loads((tmp_path / "r.json").read_text())
     found = [f for f in report["findings"] if f["kind"] == "same_data_on_ranks"]
     assert len(found) == 1 and found[0]["severity"] == "warning"
