@@ -20,6 +20,8 @@ from tensorscope.ui.model.cards import (MEASURED, PILL_DOT, SIDE_ROW, CardText, 
 from tensorscope.ui.theme import Theme, mono_font, ui_font
 
 LOD_TEXT = 0.4
+#: the tag beside a card where a NaN/Inf first appeared
+ORIGIN_TAG = "NaN/Inf starts here"
 
 
 @dataclass
@@ -51,8 +53,12 @@ class NodeLayer(QGraphicsItem):
         self.selected: set[str] = set()
         self.related: set[str] = set()
         self.breakpoints: set[str] = set()
+        #: cards where a NaN/Inf first appeared (a ``non_finite`` finding names them): a
+        #: heavy frame and a tag; the cards it only flowed through are tinted lightly
+        self.origins: set[str] = set()
         self.executing: str | None = None
         self._bounds = QRectF()
+        self._card_bounds = QRectF()
         self._fonts = (ui_font(0.5, bold=True), ui_font(-1.0), mono_font(-0.5),
                        ui_font(-2.0, bold=True))
         self._metrics = [QFontMetricsF(f) for f in self._fonts]
@@ -67,8 +73,32 @@ class NodeLayer(QGraphicsItem):
         rect = QRectF()
         for c in cards:
             rect = rect.united(c.rect)
-        self._bounds = rect.adjusted(-12, -12, 12, 12)
+        self._card_bounds = rect
+        self.origins = {i for i in self.origins if i in self.by_id}
+        self._bounds = self._with_tags(rect)
         self.update()
+
+    def set_origins(self, ids: set[str]) -> None:
+        """Mark the cards where a NaN/Inf first appeared (GUI thread)."""
+        ids = {i for i in ids if i in self.by_id}
+        if ids == self.origins:
+            return
+        self.prepareGeometryChange()
+        self.origins = ids
+        self._bounds = self._with_tags(self._card_bounds)
+        self.update()
+
+    def _with_tags(self, rect: QRectF) -> QRectF:
+        """The cards' bounds, with room for the origin tags left of their cards."""
+        out = rect.adjusted(-12, -12, 12, 12)
+        for nid in self.origins:
+            out = out.united(self.tag_rect(self.by_id[nid]))
+        return out
+
+    def tag_rect(self, card: Card) -> QRectF:
+        """Where the origin tag of ``card`` goes: left of it, level with its title."""
+        w = self._metrics[3].horizontalAdvance(ORIGIN_TAG) + 14
+        return QRectF(card.rect.left() - w - 16, card.rect.top() + 6, w, 18)
 
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt API)
         return self._bounds
@@ -91,6 +121,23 @@ class NodeLayer(QGraphicsItem):
                 self._paint_block(painter, card)
             else:
                 self._paint_card(painter, card)
+        for nid in self.origins:   # after every card: nothing is drawn over a tag
+            card = self.by_id[nid]
+            if self.tag_rect(card).intersects(exposed) and lod >= LOD_TEXT:
+                self._paint_tag(painter, card)
+
+    def _paint_tag(self, painter: QPainter, card: Card) -> None:
+        """A red tag left of a card where a NaN/Inf first appeared, with a tick to it."""
+        t, rect = self.theme, self.tag_rect(card)
+        y = rect.center().y()
+        painter.setPen(QPen(t.non_finite, 2.0))
+        painter.drawLine(QPointF(rect.right(), y), QPointF(card.rect.left() - 2, y))
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(t.non_finite)
+        painter.drawRoundedRect(rect, 9, 9)
+        painter.setFont(self._fonts[3])
+        painter.setPen(t.badge_text)
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, ORIGIN_TAG)
 
     def _frame_pen(self, card: Card) -> QPen:
         t = self.theme
@@ -98,9 +145,12 @@ class NodeLayer(QGraphicsItem):
             return _marker_pen(t.executing, 3.0)
         if card.id in self.selected:
             return _marker_pen(t.accent, 2.5)
+        if card.id in self.origins:
+            return _marker_pen(t.non_finite, 3.5)
         colour = self.colours.get(card.id)
         if colour is not None and colour == t.non_finite:
-            return _marker_pen(t.non_finite, 2.5)
+            # where the NaN/Inf only flowed on from an origin shown: a plain red frame
+            return QPen(t.non_finite, 1.5) if self.origins else _marker_pen(t.non_finite, 2.5)
         if card.id in self.related:
             return QPen(t.accent, 1.6, Qt.PenStyle.DashLine)
         return QPen(t.card_border, 1.0)
@@ -128,7 +178,8 @@ class NodeLayer(QGraphicsItem):
         if bad:   # NaN/Inf: tint the whole card, not just its bar
             fill = QColor(fill)
             red = t.non_finite
-            mix = 0.22 if t.dark else 0.14
+            carried = bool(self.origins) and card.id not in self.origins
+            mix = (0.10 if t.dark else 0.06) if carried else (0.22 if t.dark else 0.14)
             fill.setRgbF(*(a + (b - a) * mix for a, b in zip(fill.getRgbF()[:3], red.getRgbF()[:3])))
         painter.setBrush(fill)
         painter.drawRoundedRect(r, 7, 7)
@@ -194,17 +245,31 @@ class NodeLayer(QGraphicsItem):
         painter.setPen(t.text)
         painter.drawText(base, Qt.AlignmentFlag.AlignVCenter, card.shape or "—")
         x = right
+        for text, colour in self.badges(card):
+            x = self._badge(painter, x, base.center().y(), text, colour) - 5
+
+    def badges(self, card: Card) -> list[tuple[str, QColor]]:
+        """The badges of a card's bottom row, right to left: device, dtype, NaN/Inf.
+        The card was sized for its dtype and device: a NaN/Inf badge takes the place
+        of the device's, then the dtype's, rather than run over the shape."""
+        t = self.theme
         bad = self.colours.get(card.id) == t.non_finite
-        for text, colour in ((card.device, t.device_colour(card.device)),
-                             (short_dtype(card.dtype), t.dtype_colour(card.dtype)),
-                             ("NaN/Inf" if bad else "", t.non_finite)):
-            if text:
-                x = self._badge(painter, x, base.center().y(), text, colour) - 5
+        badges = [(text, colour) for text, colour in (
+            (card.device, t.device_colour(card.device)),
+            (short_dtype(card.dtype), t.dtype_colour(card.dtype)),
+            ("NaN/Inf" if bad else "", t.non_finite)) if text]
+        room = card.rect.width() - 24 - self._metrics[2].horizontalAdvance(card.shape or "—") - 8
+        while len(badges) > 1 and sum(self._badge_width(b) + 5 for b, _c in badges) > room:
+            badges.pop(0)
+        return badges
+
+    def _badge_width(self, text: str) -> float:
+        return self._metrics[3].horizontalAdvance(text) + 10
 
     def _badge(self, painter: QPainter, right: float, cy: float, text: str,
                colour: QColor) -> float:
         font = self._fonts[3]
-        w = self._metrics[3].horizontalAdvance(text) + 10
+        w = self._badge_width(text)
         rect = QRectF(right - w, cy - 8, w, 16)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(colour)

@@ -71,6 +71,10 @@ class ModuleLabels:
         return title, path
 
 
+#: the finding that names where a NaN/Inf came from (not the modules it flowed through)
+ORIGIN_FINDING = "non_finite"
+
+
 class GraphPanel(QWidget):
     """Two graph views in a stack, drawing the session and the ``ViewState``."""
 
@@ -293,9 +297,25 @@ class GraphPanel(QWidget):
             diffs = {nid: self.compare.get(self.graphs[kind].module_of(nid) or (-1, ""))
                      for nid in view.nodes.by_id}
             view.set_difference_values(diffs, self.colour_metric)
+            view.set_origins(set())
         else:
-            view.set_metric_values(self.node_values(kind, self.colour_metric), self.colour_metric,
-                                   self.loss_nodes(kind))
+            values = self.node_values(kind, self.colour_metric)
+            view.set_metric_values(values, self.colour_metric, self.loss_nodes(kind))
+            view.set_origins(self.nan_origins(kind, values))
+
+    def nan_origins(self, kind: str, values: dict[str, float | None]) -> set[str]:
+        """Visible nodes of the modules a ``non_finite`` finding names as where the
+        NaN/Inf came from, while they show it (red in ``values``); their folded
+        container where they are folded."""
+        graph, out = self.graphs[kind], set()
+        for finding in self.model.findings.values():
+            if finding.kind != ORIGIN_FINDING or finding.rank != self.model.rank:
+                continue
+            nid = graph.visible_for_module(finding.root, finding.module)
+            v = values.get(nid) if nid is not None else None
+            if v is not None and not math.isfinite(v):
+                out.add(nid)
+        return out
 
     def loss_nodes(self, kind: str) -> set[str]:
         """Visible nodes of loss roots: coloured, but left out of the colour range (the

@@ -290,6 +290,10 @@ class GraphView(QGraphicsView):
         self.nodes.executing = nid
         self.nodes.update()
 
+    def set_origins(self, ids: set[str]) -> None:
+        """Mark the nodes where a NaN/Inf first appeared (a tag and a heavy frame)."""
+        self.nodes.set_origins(ids)
+
     def set_breakpoints(self, ids: set[str]) -> None:
         """Mark nodes carrying a breakpoint."""
         self.nodes.breakpoints = set(ids)

@@ -98,3 +98,42 @@ def test_a_live_selection_shows_the_newest_statistics_as_training_runs(qtbot):
                     timeout=5000)
     w.close()
     peer.close()
+
+
+def test_the_graph_points_at_the_module_that_made_the_nan_not_those_it_flowed_through(qtbot):
+    """network.2 made a NaN that network.3 and network.4 carried on: the three cards
+    were framed and tinted alike, so the graph did not say which one to look at,
+    though the finding named network.2. Its card is tagged and framed heavily; the
+    others keep a light tint; the tag goes once the finding's module is finite."""
+    from tensorscope.common.events import Finding
+    finding = Finding(kind="non_finite", severity="error", step=3, root=0, module="network.2",
+                      message="NaN/Inf first appears in the output of network.2")
+    w = laid_out_window(qtbot, mlp_session(3) + mlp_step(3, nan_at=3) + [finding])
+    graph, view = w.graph.graphs["module"], w.graph.views["module"]
+    origin = graph.visible_for_module(0, "network.2")
+    carried = graph.visible_for_module(0, "network.3")
+    qtbot.waitUntil(lambda: view.nodes.origins == {origin}, timeout=5000)
+    red = make_theme(False).non_finite
+    assert view.nodes.colours[carried] == red   # still red: it holds NaN too
+    heavy, light = view.nodes._frame_pen(view.nodes.by_id[origin]), \
+        view.nodes._frame_pen(view.nodes.by_id[carried])
+    assert heavy.color() == red and heavy.widthF() > light.widthF()
+    assert view.nodes.boundingRect().contains(view.nodes.tag_rect(view.nodes.by_id[origin]))
+    w.grab()   # paints the tag
+    w.ingest(mlp_step(4))   # finite again: nothing is red, nothing is tagged
+    qtbot.waitUntil(lambda: not view.nodes.origins, timeout=5000)
+
+
+def test_a_nan_badge_takes_the_place_of_the_device_badge_on_a_narrow_card(qtbot):
+    """The NaN/Inf badge was drawn over the card's shape (``scala`` of ``scalar``):
+    the card is sized for its dtype and device badges only."""
+    w = laid_out_window(qtbot, mlp_session(3) + mlp_step(3, nan_at=3))
+    view = w.graph.views["module"]
+    nid = w.graph.graphs["module"].visible_for_module(0, "network.3")
+    qtbot.waitUntil(lambda: view.nodes.colours.get(nid) == make_theme(False).non_finite,
+                    timeout=5000)
+    card = view.nodes.by_id[nid]
+    shown = [text for text, _c in view.nodes.badges(card)]
+    assert shown[-1] == "NaN/Inf" and len(shown) < 3   # all three did not fit
+    room = card.rect.width() - 24 - view.nodes._metrics[2].horizontalAdvance(card.shape)
+    assert sum(view.nodes._badge_width(t) + 5 for t in shown) <= room
