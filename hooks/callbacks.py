@@ -253,7 +253,7 @@ class CaptureCallbacks:
                 self.observers.call(self.observers.opt, "on_optimizer_step", optimizer)
         finally:
             cap.meter.train_ns += _ns() - t0
-        if self._ends_later(optimizer):
+        if cap.batch_steps or self._ends_later(optimizer):
             return
         cap.end_pending = False
         cap.end_step("train")   # the step end counts itself (hooks.meter)

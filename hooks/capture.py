@@ -124,6 +124,9 @@ class Capture:
         self.stack: list[CallRecord] = []
         self.step = self._new_step(0)
         self.explicit_steps = False      # Watch.step() was called: no automatic boundaries
+        # a framework ends each training batch's step itself (Lightning's manual
+        # optimization steps several optimizers a batch): optimizer steps end none
+        self.batch_steps = False
         self.optimizers_known = optimizers_known
         # the watch's optimizers (the same list; ones seen stepping join it)
         self.optimizers: list[Any] = []

@@ -80,6 +80,7 @@ def detach_for_callback(watch: Any, owned: bool, owner: Any = None) -> None:
     if owner is not None and held is not None and held() is owner:
         watch.framework_driver = None
         watch.capture.explicit_steps = watch.framework_explicit
+        watch.capture.batch_steps = False
 
 
 class FrameworkSteps:
@@ -127,6 +128,12 @@ class FrameworkSteps:
         """From now on steps end only at optimizer steps, ``step()`` and ``end_step()``:
         a framework callback knows its loops' boundaries (no automatic ones)."""
         self.capture.mark_explicit()
+
+    def steps_per_batch(self) -> None:
+        """From now on an optimizer step ends no step: the framework ends each
+        training batch's step with ``end_step()`` (Lightning, whose manual
+        optimization may step several optimizers in one batch)."""
+        self.capture.batch_steps = True
 
     @property
     def step_open(self) -> bool:

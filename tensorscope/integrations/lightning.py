@@ -4,8 +4,9 @@
 
 It attaches a ``Watch`` to the LightningModule at ``setup`` and detaches at
 ``teardown`` (or when the run raises). Each training batch is a training
-step (with ``accumulate_grad_batches=N`` the N batches of one optimizer step
-are one step); each validation, test and predict batch is an inference step
+step, however many optimizer steps it makes (manual optimization); with
+``accumulate_grad_batches=N`` the N batches of one optimizer step are one
+step. Each validation, test and predict batch is an inference step
 labelled with its loop (``"validation"``, ``"sanity_check"``, ``"test"``,
 ``"predict"``). What the LightningModule logs with ``self.log`` is sent as
 ``Scalars`` (the GUI's Logged plot) when Lightning logs it. Under
@@ -63,6 +64,8 @@ class TensorScopeCallback(Callback):
 
         self.watch, self._owned = attach_for_callback(pl_module, self.options,
                                                       "TensorScopeCallback", self)
+        if self.watch is not None:   # each training batch is one step, whatever steps in it
+            self.watch.steps_per_batch()
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         """Detach: the last step is flushed and every hook removed."""
@@ -109,9 +112,10 @@ class TensorScopeCallback(Callback):
         if self.watch is None:
             return
         accumulate = getattr(trainer, "accumulate_grad_batches", 1)
-        # an optimizer step ended the step already, or the batch accumulates for a later one
+        # the batch accumulates gradients for a later batch's optimizer step
         self._accumulating = bool(accumulate > 1 and getattr(trainer, "optimizers", None)
-                                  and self.watch.step_open)
+                                  and self.watch.step_open
+                                  and not self.watch.capture.step.optimizer_steps)
         if not self._accumulating:
             self.watch.end_step("train", "train")
         every = max(1, int(getattr(trainer, "log_every_n_steps", 50) or 50))

@@ -179,6 +179,35 @@ def test_a_binary_cross_entropy_on_other_shapes_is_said_refused_not_broadcast() 
     assert [k for k, _ in sink.findings] == ["loss_broadcast"]
 
 
+def test_binary_cross_entropy_modules_on_other_shapes_are_loss_broadcast() -> None:
+    """nn.BCELoss / nn.BCEWithLogitsLoss on [N, 1] against [N] raise; the finding says why,
+    as for the functional forms."""
+    for loss, act in ((nn.BCEWithLogitsLoss(), nn.Identity()), (nn.BCELoss(), nn.Sigmoid())):
+        clf = nn.Sequential(nn.Linear(4, 1), act)
+        w, sink = _watch(clf)
+        with pytest.raises(ValueError):
+            loss(clf(torch.randn(6, 4)), torch.ones(6))
+        w.close()
+        assert "PyTorch refuses shapes that differ" in sink.findings[("loss_broadcast", "")].message
+
+
+def test_hand_written_loss_on_a_squeezed_prediction_and_a_column_target() -> None:
+    """``((pred.squeeze(1) - y[:, None]) ** 2).mean()``: [N] against [N, 1] is [N, N] too,
+    named at the layer that made the prediction; equal shapes are silent."""
+    for target_shape in ((8, 1), (8,)):
+        torch.manual_seed(0)
+        reg = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+        opt = torch.optim.SGD(reg.parameters(), lr=0.01)
+        w, sink = _watch(reg, opt)
+        for _ in range(2):
+            opt.zero_grad()
+            ((reg(torch.randn(8, 4)).squeeze(1) - torch.randn(*target_shape)) ** 2).mean().backward()
+            opt.step()
+        w.close()
+        got = {k for k in sink.findings if k[0] == "loss_broadcast"}
+        assert got == ({("loss_broadcast", "2")} if len(target_shape) == 2 else set())
+
+
 def test_scripted_module_with_functional_loss_still_compiles() -> None:
     class M(nn.Module):
         def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
