@@ -94,9 +94,62 @@ def synced_wrapper(module: nn.Module) -> str | None:
 
 def synced_parameters(roots: list[nn.Module]) -> set[int]:
     """The ids of the parameters that a wrapper of ``SYNCED_WRAPPERS`` in one of
-    ``roots``' trees keeps replicated over the ranks."""
-    return {id(p) for root in roots for m in root.modules() if _is_synced(m)
-            for p in m.parameters()}
+    ``roots``' trees keeps replicated over the ranks, and those of every DDP wrapper
+    built while watched (``built_ddp_wrappers``: its inner module may be the root,
+    called directly)."""
+    return {id(p) for root in [*roots, *built_ddp_wrappers()] for m in root.modules()
+            if _is_synced(m) for p in m.parameters()}
+
+
+# DistributedDataParallel instances built while a watch listens (``track_ddp``): the
+# roots a capture sees are the modules called, and a forward through ``ddp.module``
+# never calls the wrapper
+_ddp_built: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()
+_ddp_patch: list[Any] = []   # [class, original __init__, wrapper, listeners]
+
+
+def track_ddp() -> None:
+    """Note every ``DistributedDataParallel`` built from now on, until ``untrack_ddp``
+    is called as many times (``__init__`` wrapped on the class; nothing else changes)."""
+    if _ddp_patch:
+        _ddp_patch[3] += 1
+        return
+    try:
+        from torch.nn.parallel import DistributedDataParallel as ddp_class
+    except Exception:   # a PyTorch built without distributed support
+        return
+    orig = ddp_class.__dict__.get("__init__")
+    if orig is None:
+        return
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, *args, **kwargs)
+        try:
+            _ddp_built.add(self)
+        except TypeError:   # pragma: no cover - a module takes weak references
+            pass
+
+    __init__.__wrapped__ = orig  # type: ignore[attr-defined]
+    ddp_class.__init__ = __init__
+    _ddp_patch[:] = [ddp_class, orig, __init__, 1]
+
+
+def untrack_ddp() -> None:
+    """Undo one ``track_ddp``; the last one puts ``__init__`` back."""
+    if not _ddp_patch:
+        return
+    _ddp_patch[3] -= 1
+    if _ddp_patch[3] > 0:
+        return
+    cls, orig, wrapper, _ = _ddp_patch
+    if cls.__dict__.get("__init__") is wrapper:
+        cls.__init__ = orig
+    _ddp_patch.clear()
+
+
+def built_ddp_wrappers() -> list[nn.Module]:
+    """The DDP wrappers built while watched that are still alive."""
+    return list(_ddp_built)
 
 
 class ModelIndex:

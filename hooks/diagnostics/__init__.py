@@ -27,7 +27,7 @@ KINDS = (
     "zero_grad_before_step", "single_class_batches", "softmax_dim", "ineffective_freeze",
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
     "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
-    "sampler_epoch_not_set",
+    "sampler_epoch_not_set", "ddp_bypassed",
 )
 
 
@@ -42,6 +42,7 @@ def default_observers(mode: str) -> "list[Observer]":
         Fp16OverflowObserver
     from tensorscope.hooks.diagnostics.backward_errors import BackwardErrorObserver
     from tensorscope.hooks.diagnostics.clipping import ClipObserver
+    from tensorscope.hooks.diagnostics.ddp import DdpBypassObserver
     from tensorscope.hooks.diagnostics.cuda import HostSyncObserver
     from tensorscope.hooks.diagnostics.device import DeviceObserver
     from tensorscope.hooks.diagnostics.freezing import FreezeObserver
@@ -63,7 +64,7 @@ def default_observers(mode: str) -> "list[Observer]":
         ModeObserver(), LossInputObserver(targets=targets), targets, graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
-        SamplerEpochObserver(),
+        SamplerEpochObserver(), DdpBypassObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())

@@ -69,7 +69,7 @@ def launch_job(args: argparse.Namespace) -> int:
 def merge_job_reports(path: str, world_size: int, job: str | None = None) -> None:
     """Merge the job's rank reports into ``path`` once every rank is done (the launcher)."""
     from tensorscope.common.distributed import RANK_FIELD, FileLock, lock_path
-    from tensorscope.training.report import merge_rank_reports, say_job_findings, write_json
+    from tensorscope.training.report import merge_rank_reports, write_json
 
     if RANK_FIELD in path:
         return
@@ -78,7 +78,7 @@ def merge_job_reports(path: str, world_size: int, job: str | None = None) -> Non
                                     os.environ.get("TENSORSCOPE_JOB", "") if job is None else job)
         if merged["ranks"]:
             write_json(path, merged)
-    say_job_findings(merged)
+    # the job's cross-rank findings: printed by the last rank to finish (ReportBuilder.close)
     failure = merged.get("failure")
     if failure:
         print(f"tensorscope: the job failed: rank {failure['rank']} raised {failure['type']}: "

@@ -255,6 +255,26 @@ def test_every_rank_training_on_the_same_batches_is_found_once(tmp_path):
     assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]
 
 
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_training_forward_around_the_ddp_wrapper_is_named(tmp_path, fixed):
+    """``model.module(x)`` in training skips DDP's gradient averaging: ddp_bypassed on
+    each rank, and the parameters (replicated under the wrapper built in the script)
+    diverge; calling the wrapper and evaluating through model.module is silent."""
+    script = [str(HERE / "ddp_bypass_train.py")] + (["--fixed"] if fixed else [])
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", "--stats-every", "1", *script],
+                  tmp_path)
+    _out, err = _finish(proc)
+    report = json.loads((tmp_path / "r.json").read_text())
+    kinds = {(f["kind"], f["rank"]) for f in report["findings"]}
+    if fixed:
+        assert not {k for k, _ in kinds} & {"ddp_bypassed", "rank_divergence"}
+        return
+    assert {("ddp_bypassed", 0), ("ddp_bypassed", 1)} <= kinds
+    assert any(k == "rank_divergence" for k, _ in kinds)
+    assert err.count("job: ") == 1   # the cross-rank findings, said once
+
+
 def test_evaluating_on_rank_0_only_is_no_divergence(tmp_path):
     """Rank 0 alone runs evaluation forwards, so its step indices run ahead of rank 1's;
     the replicas are compared after the same update, not at the same index."""
