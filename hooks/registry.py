@@ -130,7 +130,7 @@ def track_ddp() -> None:
             pass
 
     __init__.__wrapped__ = orig  # type: ignore[attr-defined]
-    ddp_class.__init__ = __init__
+    setattr(ddp_class, "__init__", __init__)
     _ddp_patch[:] = [ddp_class, orig, __init__, 1]
 
 
@@ -143,7 +143,7 @@ def untrack_ddp() -> None:
         return
     cls, orig, wrapper, _ = _ddp_patch
     if cls.__dict__.get("__init__") is wrapper:
-        cls.__init__ = orig
+        setattr(cls, "__init__", orig)
     _ddp_patch.clear()
 
 
