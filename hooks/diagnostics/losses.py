@@ -74,7 +74,8 @@ _NOT_ACTIVATION_OUTPUT = (
     nn.modules.pooling._AvgPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd,
     nn.modules.pooling._AdaptiveMaxPoolNd, nn.Embedding, nn.Flatten, nn.Unflatten)
 _ELEMENTWISE = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.KLDivLoss,
-                nn.PoissonNLLLoss)
+                nn.PoissonNLLLoss, nn.BCELoss, nn.BCEWithLogitsLoss)   # (the binary ones
+# raise on such shapes: the finding says why, beside the exception)
 _GRAPH_SEARCH = 24          # nodes looked at under the loss in the functional check
 MANUAL_CHECKS = 16          # backwards whose hand-written loss is checked for a broadcast
 # The functional losses wrapped while attached, and what their inputs are checked for.
@@ -272,15 +273,20 @@ class LossInputObserver(Diagnostic):
                 continue   # both sides in the graph (pairwise differences), or a constant
             pred = node_output_shape(*edges[0])
             out = node_output_shape(node, 0)
-            if pred is not None and out is not None and len(pred) == 2 and pred[1] == 1 \
-                    and pred[0] > 1 and out == [pred[0], pred[0]]:
+            # [N, 1] against a target [N], or [N] against a target [N, 1]: [N, N]
+            if pred is not None and out is not None and pred and pred[0] > 1 and (
+                    pred == [pred[0], 1] or pred == [pred[0]]) and out == [pred[0], pred[0]]:
                 self._manual.append((edges[0][0], pred, out, self.ctx.step_index))
 
     def _report_manual(self, calls: list[CallRecord]) -> None:
         manual, self._manual = self._manual, []
         for made, pred, out, step in manual:
-            call = next((c for c in calls for e in c.out_entries
-                         if e.made_fn is made and e.producer is c), None)
+            nodes = [made]   # the prediction's node, and through views (a .squeeze(1)) under it
+            while len(nodes) < 6 and fn_name(nodes[-1]) in PASS_THROUGH_FNS \
+                    and nodes[-1].next_functions and nodes[-1].next_functions[0][0] is not None:
+                nodes.append(nodes[-1].next_functions[0][0])
+            call = next((c for n in nodes for c in calls for e in c.out_entries
+                         if e.made_fn is n and e.producer is c), None)
             root, path = (call.root, call.path) if call is not None else \
                 (self._last_root or (0, "", step))[:2]
             self._report_broadcast("the hand-written loss (pred - target)", pred, None, out,
@@ -342,7 +348,7 @@ class LossInputObserver(Diagnostic):
         if expects is not None and tensors:
             self._double_activation(call.type, tensors[0], expects, call.root, call.path,
                                     call.step)
-        elif isinstance(module, _ELEMENTWISE) and len(tensors) >= 2:
+        if isinstance(module, _ELEMENTWISE) and len(tensors) >= 2:
             self._broadcast(call.type, tensors[0], tensors[1], call.root, call.path, call.step)
 
     def emit(self, kind: str, severity: str, phase: str, root: int, module: str,
