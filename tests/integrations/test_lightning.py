@@ -131,6 +131,42 @@ def test_gradient_accumulation_batches_are_one_step(tmp_path):
     assert [s.loss for s in train] == pytest.approx(pairs)
 
 
+class TwoOptimizers(L.LightningModule):
+    """Manual optimization: a generator's and a discriminator's step in every batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.gen = nn.Linear(6, 6)
+        self.disc = nn.Linear(6, 1)
+
+    def training_step(self, batch, batch_idx):
+        opt_g, opt_d = self.optimizers()
+        x, _ = batch
+        fake = self.gen(x)
+        loss_d = nn.functional.softplus(self.disc(fake.detach())).mean()
+        opt_d.zero_grad()
+        self.manual_backward(loss_d)
+        opt_d.step()
+        loss_g = nn.functional.softplus(-self.disc(fake)).mean()
+        opt_g.zero_grad()
+        self.manual_backward(loss_g)
+        opt_g.step()
+
+    def configure_optimizers(self):
+        return (torch.optim.SGD(self.gen.parameters(), lr=0.1),
+                torch.optim.SGD(self.disc.parameters(), lr=0.1))
+
+
+def test_manual_optimization_with_two_optimizers_is_one_step_a_batch(tmp_path):
+    """Each optimizer step ended a step: a batch of manual optimization stepping two
+    optimizers was two training steps (the docs say one a batch)."""
+    torch.manual_seed(0)
+    cb = Recording(connect=False)
+    _trainer(tmp_path, cb, limit_val_batches=0).fit(TwoOptimizers(), _loader())
+    assert [(s.kind, s.loop, s.calls) for s in cb.sink.summaries] == [("train", "train", 3)] * 4
+
+
 def test_test_and_predict_batches_are_inference_steps(tmp_path):
     model = TinyRegressor()
     cb = Recording(connect=False)
