@@ -524,11 +524,29 @@ class Watch(FrameworkSteps):
             root, path = err[0], err[1]
             self.capture.raised_open = False
             self.emitter.exception_escaped(root, path)
+        else:
+            self._script_exception(exc)
         self.session.emit(ExceptionRaised(
             step=self.step_index, rank=self.rank, root=root, module=path,
             type=type(exc).__name__, message=str(exc),
             traceback=traceback_text if traceback_text is not None else
             "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+
+    def _script_exception(self, exc: BaseException) -> None:
+        """An exception raised by the script's own code (no module, no backward): an
+        ``exception`` finding at the model's root when it is a PyTorch training error
+        with a known fix (a parameter changed in place outside ``no_grad``)."""
+        from tensorscope.hooks.diagnostics.hints import script_exception_hint
+        found = script_exception_hint(exc)
+        if found is None:
+            return
+        phase, hint = found
+        names = self.index.root_names
+        name = names[0] if names else "the model"
+        first = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+        self.emitter.finding("exception", "error", phase, 0, "",
+                             f"{type(exc).__name__} in the script's own code at step "
+                             f"{self.step_index} (training {name}): {first}. Hint: {hint}")
 
     def __enter__(self) -> "Watch":
         return self

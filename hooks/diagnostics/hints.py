@@ -223,6 +223,30 @@ def exception_hint(module: nn.Module | None, inputs: Sequence[tuple[str, Any]],
     return ""
 
 
+_LEAF_IN_PLACE = re.compile(r"a leaf Variable that requires grad is being used in an "
+                            r"in-place operation")
+_NON_LEAF = re.compile(r"can't optimize a non-leaf Tensor")
+
+
+def script_exception_hint(exc: BaseException) -> tuple[str, str] | None:
+    """For an exception the script raised outside any module (no finding of its own):
+    ``(phase, hint)`` when it is a PyTorch training error with a known fix, else None."""
+    text = str(exc)
+    if _LEAF_IN_PLACE.search(text):
+        return ("optimizer", "an in-place change of a parameter (or another tensor created with "
+                "requires_grad=True) while autograd records: a hand-written update "
+                "`p -= lr * p.grad` must run under `with torch.no_grad():` (or change "
+                "`p.data`), and an input you want gradients of is changed before "
+                "`requires_grad_()`.")
+    if _NON_LEAF.search(text):
+        return ("optimizer", "the optimizer was given a tensor computed from a parameter (a "
+                "non-leaf): `torch.randn(..., requires_grad=True).to(device)` or `w * 2` "
+                "is the result of an op. Create it on the device "
+                "(`torch.randn(..., device=device, requires_grad=True)`) or wrap it in "
+                "nn.Parameter, and give the optimizer that tensor.")
+    return None
+
+
 def is_device_error(exc: BaseException) -> bool:
     """Whether ``exc`` is PyTorch's tensors-on-different-devices error."""
     return bool(_DEVICES.search(str(exc)))

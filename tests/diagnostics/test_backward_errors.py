@@ -1,6 +1,8 @@
 """``exception`` raised inside ``backward()``: named at the module responsible."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch import nn
@@ -67,3 +69,29 @@ def test_a_backward_that_succeeds_is_not_a_finding() -> None:
             opt.step()
 
     assert _findings(model, body) == []
+
+
+def _manual_update(no_grad: bool) -> list:
+    """A hand-written SGD step that ends the ``with watch`` block by raising (or not)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    sink = Log()
+    with pytest.raises(RuntimeError, match="leaf Variable") if not no_grad else contextlib.nullcontext():
+        with tensorscope.watch(model, connect=False) as w:
+            w.session.add_sink(sink)
+            for _ in range(2):
+                model.zero_grad()
+                model(torch.randn(3, 4)).pow(2).mean().backward()
+                with torch.no_grad() if no_grad else contextlib.nullcontext():
+                    for p in model.parameters():
+                        p -= 0.01 * p.grad
+    return [m for m in sink.of("Finding") if m.kind == "exception"]
+
+
+def test_a_manual_update_outside_no_grad_is_named_at_the_model() -> None:
+    """``p -= lr * p.grad`` while autograd records raises in the script's own code: no
+    module or backward saw it, yet it is the classic mistake, named at the root."""
+    (f,) = _manual_update(no_grad=False)
+    assert (f.module, f.phase, f.severity) == ("", "optimizer", "error")
+    assert "torch.no_grad()" in f.message
+    assert not _manual_update(no_grad=True)
