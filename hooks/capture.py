@@ -68,6 +68,13 @@ FINITE_PASSING = (torch.nn.ReLU, torch.nn.LeakyReLU, torch.nn.Identity, torch.nn
 MAX_STEP_CALLS = 50_000
 
 
+def _job_of_several() -> bool:
+    """Whether this process is a rank of a ``torch.distributed`` job of two or more."""
+    from tensorscope.common.distributed import current_rank, in_process_group
+
+    return in_process_group() and current_rank().world_size > 1
+
+
 def _param_state(module: torch.nn.Module) -> tuple[weakref.ref, int] | None:
     """A weak reference to the first parameter of ``module`` and its version."""
     try:
@@ -846,7 +853,14 @@ class Capture:
         sample the same updates even when one of them also runs evaluations)."""
         step = self.step
         if not step.optimizer_steps:
-            step.param_step = self.mode != "shapes" and self.updates % self.params_every == 0
+            u = self.updates
+            step.param_step = self.mode != "shapes" and u % self.params_every == 0
+            # the ranks of a job compare their replicas' parameter norms (rank_divergence):
+            # before the first interval is over, at updates 1, 2, 4, 8... too (norms only),
+            # so a short job, or a divergence that starts at its second update, is compared
+            step.norm_step = (not step.param_step and self.mode != "shapes"
+                              and 0 < u < self.params_every and not u & (u - 1)
+                              and _job_of_several())
 
     def mark_explicit(self) -> None:
         """``Watch.step()`` was called: boundaries come from the user from now on."""

@@ -163,7 +163,8 @@ class ParamTracker:
         layout = self._rows()
         templates, tensors = layout
         flags = tuple([t.requires_grad for t in tensors])
-        if self.mode == "shapes" or not (step.param_step or self.mode == "full"):
+        if self.mode == "shapes" or not (step.param_step or step.norm_step
+                                         or self.mode == "full"):
             # no number is queued, so ``finish`` leaves the rows as they are: the
             # steps like this one share one list (nothing changes a row once emitted)
             plain = self._plain
@@ -173,7 +174,7 @@ class ParamTracker:
             return
         work.rows = _filled(templates, flags)
         with torch.no_grad():
-            if step.param_step:
+            if step.param_step or step.norm_step:
                 norms = _norms(tensors)
                 if norms is not None:
                     work.norm_at = step.buf.add_vector(norms)

@@ -104,6 +104,7 @@ class StepBuffer:
         self.stats_step = stats_step   # activation statistics this step
         self.param_step = stats_step if param_step is None else param_step  # norms, updates
         self.meta_step = meta_step     # metadata read afresh (else the last step's reused)
+        self.norm_step = False   # parameter and gradient norms only (Capture.update_starting)
         self.calls: list[CallRecord] = []
         self.buf = ScalarBuffer()
         self.flow: dict[int, FlowEntry] = {}

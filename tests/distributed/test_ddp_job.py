@@ -153,6 +153,21 @@ def test_a_rank_divergence_is_found_and_named(tmp_path):
     assert all(p.get("replicated") for p in rank1["parameters"])
 
 
+def test_a_divergence_in_a_short_job_at_the_default_rate_is_found(tmp_path):
+    """Six updates under the default --stats-every 10: the replicas are compared at
+    updates 1, 2 and 4 too (norms only), so rank 1's change after its second update
+    is seen."""
+    proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
+                   "--headless", "--report", "r.json", SCRIPT, "--bug"], tmp_path)
+    _finish(proc)
+    report = json.loads((tmp_path / "r.json").read_text())
+    found = [f for f in report["findings"] if f["kind"] == "rank_divergence"]
+    assert found and {f["rank"] for f in found} == {1}
+    assert {f["module"] for f in found} == {"module.3"}
+    rank0 = json.loads((tmp_path / "r.rank0.json").read_text())
+    assert [c["update"] for c in rank0["parameter_checks"]] == [1, 2, 3, 5]
+
+
 @pytest.mark.parametrize("bug", [False, True])
 def test_hand_written_data_parallelism_is_compared_by_its_shared_gradients(tmp_path, bug):
     script = [str(HERE / "manual_dp_train.py")] + (["--bug"] if bug else [])
