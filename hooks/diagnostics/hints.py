@@ -31,7 +31,9 @@ _MULTI_TARGET = re.compile(r"(?:0D or 1D target tensor expected, multi-target no
 _INDEX = re.compile(r"index out of range in self")
 _CONV_DIM = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input to (conv\w+), "
                        r"but got input of size: \[([\d, ]+)\]")
-_LONG_TARGET = re.compile(r"expected scalar type Long but found", re.IGNORECASE)
+_LONG_TARGET = re.compile(r"expected scalar type Long but found|expected target dtype to be "
+                          r"Long or Byte", re.IGNORECASE)
+_ONE_HOT_LONG = re.compile(r"Expected floating point type for target with class probabilities")
 _RNN_SIZE = re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+), got (\d+)")
 
 
@@ -122,6 +124,12 @@ def _long_target_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
             "probabilities as a float target of the same shape as the input).")
 
 
+def _one_hot_long_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
+    return ("a target of the input's shape is read as class probabilities, which must be "
+            "float; an int64 one (F.one_hot(y, C)) is one-hot labels. Fix: give the class "
+            "indices themselves (y, or onehot.argmax(1)), or onehot.float().")
+
+
 def _rnn_hint(module: nn.Module, inputs: list, m: re.Match) -> str:
     return (f"the recurrent layer expects {m.group(1)} features per time step but got "
             f"{m.group(2)}: check input_size, and batch_first (N x T x F when True, "
@@ -198,6 +206,7 @@ _RULES: list[tuple[re.Pattern, Callable[..., str]]] = [
     (_MAT, _mat_hint), (_CHANNELS, _channel_hint), (_DEVICES, _device_hint),
     (_BATCH, _batch_hint), (_TARGET_BOUNDS, _target_hint), (_MULTI_TARGET, _multi_target_hint),
     (_INDEX, _index_hint), (_CONV_DIM, _conv_dim_hint), (_LONG_TARGET, _long_target_hint),
+    (_ONE_HOT_LONG, _one_hot_long_hint),
     (_RNN_SIZE, _rnn_hint), (_DTYPE, _dtype_hint), (_ONE_VALUE, _one_value_hint),
     (_PROBABILITY, _probability_hint), (_TARGET_SIZE, _target_size_hint),
     (_CLASS_DIM, _class_dim_hint), (_BROADCAST, _broadcast_hint),

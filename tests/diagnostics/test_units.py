@@ -110,6 +110,17 @@ def test_hint_loss_shapes_and_ranges() -> None:
     assert "transpose(1, 2)" in hint
 
 
+def test_hint_target_dtypes_of_a_cross_entropy() -> None:
+    """Class indices given as float (this PyTorch's wording), one-hot labels as int64."""
+    ce = nn.CrossEntropyLoss()
+    y = torch.randint(0, 3, (4,))
+    for loss in (ce, nn.NLLLoss()):
+        hint = exception_hint(loss, [], _raised(lambda: loss(torch.randn(4, 3), y.float())))
+        assert "target.long()" in hint
+    hint = exception_hint(ce, [], _raised(lambda: ce(torch.randn(4, 3), F.one_hot(y, 3))))
+    assert "class indices" in hint and "onehot.float()" in hint
+
+
 def test_hint_device_lists_devices() -> None:
     exc = RuntimeError("Expected all tensors to be on the same device, but found at least "
                        "two devices, cuda:0 and cpu!")
