@@ -304,3 +304,28 @@ def test_an_all_nan_line_says_so_and_marks_each_element(inspector):
     show(inspector, np.array([1.0, np.nan, 3.0], dtype=np.float32))   # a gap, marked
     assert inspector.line.marked()["NaN"] == [1]
     assert not inspector.line.note.isVisibleTo(inspector.line)
+
+
+def test_finite_statistics_wrap_instead_of_widening_the_inspector(inspector, qtbot):
+    """A tensor holding Inf added finite min/max/mean/std: four pairs of
+    ``finite mean -8.525e-09`` a row asked for ~575 px, and the inspector's dock grew
+    over the graph. The pairs go two a row where four do not fit, every one shown."""
+    stats = {"min": float("-inf"), "max": float("inf"), "mean": float("nan"),
+             "std": float("nan"), "norm": float("inf"), "zero_fraction": 0.0, "nan": 0,
+             "inf": 12, "finite_min": -5.491e4, "finite_max": 5.501e4,
+             "finite_mean": -8.525e-09, "finite_std": 3.642e4}
+    array = np.full((4, 8), np.inf, dtype=np.float32)
+    show(inspector, array)
+    inspector.show_tensor(REF, tensor_meta("features.0", shape=[4, 8], dtype="float32",
+                                           device="cpu"), stats)
+    header = inspector.header
+    assert header.minimumSizeHint().width() <= 340
+    assert inspector.minimumSizeHint().width() <= 360
+    inspector.resize(340, 800)
+    qtbot.waitUntil(lambda: header.stats.columns == 2, timeout=5000)
+    for name, value in header.stat_values.items():
+        assert value.isVisible() and value.width() >= value.sizeHint().width(), name
+        assert header.stats.rect().contains(value.geometry()), name
+    inspector.resize(900, 800)   # room again: four a row
+    qtbot.waitUntil(lambda: header.stats.columns == 4, timeout=5000)
+    assert header.stats.height() < 4 * header.stat_values["min"].height()

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout,
+                               QWidget)
 
 from tensorscope.ui.elided import ElidedLabel, WrappedLabel
 from tensorscope.common.tensors import parse_tensor_ref
@@ -81,6 +82,105 @@ def histogram(values: np.ndarray, bins: int = HIST_BINS) -> tuple[np.ndarray, np
     return np.histogram(finite, bins=bins, range=(lo, hi))
 
 
+class StatsGrid(QWidget):
+    """(name, value) label pairs in rows of four pairs, or of two where the width is
+    short: four pairs of ``finite mean -8.525e-09`` asked for 560 px and widened the
+    inspector's dock over the graph. Its least width is the two-pair arrangement's;
+    its height follows the arrangement its width allows. It places the labels
+    itself (a grid layout would impose the four-pair width as its minimum; GUI thread)."""
+
+    WIDE, NARROW = 4, 2
+    H_SPACING, V_SPACING = 10, 1
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.pairs: list[tuple[QLabel, QLabel]] = []
+        self.columns = self.WIDE
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
+
+    def add(self, key: QLabel, value: QLabel) -> None:
+        """Append a pair (in statistic order); its labels are this widget's children."""
+        for label in (key, value):
+            label.setParent(self)
+            label.installEventFilter(self)
+        self.pairs.append((key, value))
+
+    def _shown(self) -> list[tuple[int, QLabel, QLabel]]:
+        return [(i, k, v) for i, (k, v) in enumerate(self.pairs)
+                if not (k.isHidden() and v.isHidden())]
+
+    def _widths(self, columns: int) -> list[tuple[int, int]]:
+        widths = [[0, 0] for _ in range(columns)]
+        for i, key, value in self._shown():
+            w = widths[i % columns]
+            w[0] = max(w[0], key.sizeHint().width())
+            w[1] = max(w[1], value.sizeHint().width())
+        return [(a, b) for a, b in widths]
+
+    def width_for(self, columns: int) -> int:
+        """The least width of ``columns`` pairs a row (the shown labels' widths)."""
+        shown = [w for w in self._widths(columns) if w[0] or w[1]] or [(0, 0)]
+        return sum(a + b for a, b in shown) + self.H_SPACING * (2 * len(shown) - 1)
+
+    def _line(self) -> int:
+        return max((v.sizeHint().height() for _k, v in self.pairs), default=16)
+
+    def _height(self, columns: int) -> int:
+        rows = len({i // columns for i, _k, _v in self._shown()}) or 1
+        return rows * self._line() + (rows - 1) * self.V_SPACING
+
+    def columns_for(self, width: int) -> int:
+        """Four pairs a row where they fit in ``width``, else two."""
+        return self.WIDE if width >= self.width_for(self.WIDE) else self.NARROW
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        """Four pairs a row."""
+        return QSize(self.width_for(self.WIDE), self._height(self.WIDE))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        """Two pairs a row: the least it needs."""
+        return QSize(self.width_for(self.NARROW), self._height(self.columns_for(self.width())))
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 (Qt API)
+        return self._height(self.columns_for(width))
+
+    def arrange(self) -> None:
+        """Place the pairs as the current width allows (on a resize or new texts)."""
+        columns = self.columns_for(self.width())
+        if columns != self.columns:
+            self.columns = columns
+            self.updateGeometry()   # the height changes with the rows
+        widths = self._widths(columns)
+        # spread the spare width over the columns, as the grid did
+        spare = max(0, self.width() - self.width_for(columns)) // max(1, 2 * columns)
+        lefts, x = [], 0
+        for key_w, value_w in widths:
+            lefts.append((x, x + key_w + spare + self.H_SPACING))
+            x += key_w + value_w + 2 * spare + 2 * self.H_SPACING
+        line = self._line()
+        rows: dict[int, int] = {}
+        for i, key, value in self._shown():
+            row = rows.setdefault(i // columns, len(rows))
+            y = row * (line + self.V_SPACING)
+            (kx, vx), (key_w, value_w) = lefts[i % columns], widths[i % columns]
+            key.setGeometry(kx, y, key_w + spare, line)
+            value.setGeometry(vx, y, value_w + spare, line)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt API)
+        super().resizeEvent(event)
+        self.arrange()
+
+    def eventFilter(self, watched, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        """A label's text or visibility changed: its width or the rows may have."""
+        if event.type() in (QEvent.Type.LayoutRequest, QEvent.Type.Show, QEvent.Type.Hide,
+                            QEvent.Type.FontChange):
+            self.updateGeometry()
+            self.arrange()
+        return False
+
+
 class InspectorHeader(QWidget):
     """Title, metadata line, whole-tensor statistics grid and a slice histogram."""
 
@@ -109,26 +209,24 @@ class InspectorHeader(QWidget):
         layout.setSpacing(3)
         layout.addLayout(title_row)
         layout.addWidget(self.meta_line)
-        layout.addLayout(stats)
+        layout.addWidget(stats)
+        self.stats = stats
         layout.addWidget(self.hist)
 
-    def _build_stats(self) -> QGridLayout:
-        stats = QGridLayout()
-        stats.setHorizontalSpacing(10)
-        stats.setVerticalSpacing(1)
-        for i, name in enumerate(STAT_ORDER):
-            key = QLabel(STAT_LABELS.get(name, name), self)
+    def _build_stats(self) -> StatsGrid:
+        stats = StatsGrid(self)
+        for name in STAT_ORDER:
+            key = QLabel(STAT_LABELS.get(name, name), stats)
             key.setToolTip(BY_KEY[name].meaning)
             mute(key)
             self.stat_names[name] = key
-            value = QLabel("–", self)
+            value = QLabel("–", stats)
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.stat_values[name] = value
             if name in FINITE_ONLY:
                 key.hide()
                 value.hide()
-            stats.addWidget(key, i // 4, (i % 4) * 2)
-            stats.addWidget(value, i // 4, (i % 4) * 2 + 1)
+            stats.add(key, value)
         return stats
 
     def _build_histogram(self) -> None:
