@@ -22,7 +22,8 @@ from typing import Any
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
 from tensorscope.hooks.observer import CallRecord, StepRecord
-from tensorscope.hooks.registry import built_ddp_wrappers, track_ddp, untrack_ddp
+from tensorscope.hooks.registry import any_ddp_built, built_ddp_wrappers, track_ddp, \
+    untrack_ddp
 
 
 def _world(wrapper: Any) -> int:
@@ -53,7 +54,8 @@ class DdpBypassObserver(Diagnostic):
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """A root call: the inner module of a noted wrapper, training with gradients?"""
-        if call.parent is not None or not call.grad_enabled or call.root in self._done:
+        if call.parent is not None or not call.grad_enabled or call.root in self._done \
+                or not any_ddp_built():
             return
         module = call.module
         if module is None or not getattr(module, "training", False):
