@@ -149,12 +149,12 @@ def untrack_ddp() -> None:
 
 def built_ddp_wrappers() -> list[nn.Module]:
     """The DDP wrappers built while watched that are still alive."""
-    return list(_ddp_built) if _ddp_built.data else []
+    return list(_ddp_built) if len(_ddp_built) else []
 
 
 def any_ddp_built() -> bool:
     """Whether a DDP wrapper built while watched is alive (cheap: no list is made)."""
-    return bool(_ddp_built.data)
+    return len(_ddp_built) > 0
 
 
 class ModelIndex:
