@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from tensorscope.common.distributed import (RankInfo, current_rank, in_process_group, job_id,
-                                            rank_probe)
+                                            lost_peer, own_failure_message, rank_probe)
 from tensorscope.common.events import Bye, ExceptionRaised, Hello, ModuleTree, SetBreakpoints
 from tensorscope.hooks import faults, processes, tracing
 from tensorscope.hooks.backward_calls import BackwardWrapper
@@ -41,6 +41,10 @@ from tensorscope.hooks.signals import SignalClose
 from tensorscope.hooks.stats import NoValues
 from tensorscope.hooks.watch_events import StepEmitter
 from tensorscope.training.session import Session
+
+# frames of TensorScope's own code (tensorscope run's runner) are not where a script raised
+_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(f)) + os.sep
+                  for f in (__file__, sys.modules["tensorscope"].__file__ or __file__))
 
 MODES = ("shapes", "default", "full")
 
@@ -524,22 +528,23 @@ class Watch(FrameworkSteps):
             root, path = err[0], err[1]
             self.capture.raised_open = False
             self.emitter.exception_escaped(root, path)
-        else:
-            self._script_exception(exc)
+        elif not self._script_exception(exc) and self.rank_info.world_size > 1:
+            self._rank_failed(exc)
         self.session.emit(ExceptionRaised(
             step=self.step_index, rank=self.rank, root=root, module=path,
             type=type(exc).__name__, message=str(exc),
             traceback=traceback_text if traceback_text is not None else
             "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
 
-    def _script_exception(self, exc: BaseException) -> None:
+    def _script_exception(self, exc: BaseException) -> bool:
         """An exception raised by the script's own code (no module, no backward): an
         ``exception`` finding at the model's root when it is a PyTorch training error
-        with a known fix (a parameter changed in place outside ``no_grad``)."""
+        with a known fix (a parameter changed in place outside ``no_grad``).
+        Returns whether it was."""
         from tensorscope.hooks.diagnostics.hints import script_exception_hint
         found = script_exception_hint(exc)
         if found is None:
-            return
+            return False
         phase, hint = found
         names = self.index.root_names
         name = names[0] if names else "the model"
@@ -547,6 +552,22 @@ class Watch(FrameworkSteps):
         self.emitter.finding("exception", "error", phase, 0, "",
                              f"{type(exc).__name__} in the script's own code at step "
                              f"{self.step_index} (training {name}): {first}. Hint: {hint}")
+        return True
+
+    def _rank_failed(self, exc: BaseException) -> None:
+        """A rank of a job ends with its own exception raised outside any module: a
+        finding, so the job's report and GUI name the rank that failed and why
+        (its peers' lost collectives are findings of theirs)."""
+        name = type(exc).__name__
+        if not isinstance(exc, Exception) or lost_peer(name, str(exc)):
+            return
+        frames = traceback.extract_tb(exc.__traceback__)
+        own = [f for f in frames if "site-packages" not in f.filename
+               and not f.filename.startswith(_OWN_DIRS)]
+        last = (own or frames)[-1:]
+        where = f"{os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
+        self.emitter.finding("exception", "error", "step", 0, "", own_failure_message(
+            name, str(exc), self.rank, self.step_index, where))
 
     def __enter__(self) -> "Watch":
         return self

@@ -28,6 +28,16 @@ def lost_peer(exc_type: str, message: str) -> bool:
     return exc_type in PEER_ERRORS or bool(PEER_LOST.search(message))
 
 
+def own_failure_message(exc_type: str, message: str, rank: int, step: int,
+                        where: str) -> str:
+    """The finding of a rank whose own exception, raised outside any module (in
+    its data, its loss, its loop: ``where``, a ``file:line``), ended it."""
+    at = f" ({where})" if where else ""
+    return (f"{exc_type} on rank {rank} at step {step}, outside any module{at}: {message}. "
+            f"This rank's own error ended the job; the other ranks' errors that follow "
+            f"(a collective that lost its peer) are its consequence")
+
+
 def first_failure(ranks: "list[dict]") -> "dict | None":
     """The exception that ended a job: ``{"rank", "type", "message", "step"}`` of
     the first rank (by rank) whose own error is not a lost peer, else of the

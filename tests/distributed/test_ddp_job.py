@@ -249,6 +249,13 @@ def test_a_rank_that_raises_is_named_the_failure_and_its_peer_is_told_why(tmp_pa
     assert report["failure"]["rank"] == 1
     assert report["failure"]["message"] == "rank 1 stops on purpose"
     assert "rank 1 raised RuntimeError: rank 1 stops on purpose" in err
+    # rank 1's own error, raised outside any module, is a finding of rank 1 (it had none:
+    # only the report's failure and the ranks dock named it)
+    own = [f for f in report["findings"] if f["rank"] == 1 and f["kind"] == "exception"]
+    assert own and own[0]["severity"] == "error", report["findings"]
+    step = report["failure"]["step"]
+    assert own[0]["message"].startswith(f"RuntimeError on rank 1 at step {step}, outside any "
+                                        "module (ddp_train.py:58): rank 1 stops on purpose")
     rank0 = next(r for r in report["ranks"] if r["rank"] == 0)
     if rank0["exception"] is not None:   # rank 0 may have been stopped before it raised
         found = [f for f in rank0["findings"] if f["kind"] == "exception"]
