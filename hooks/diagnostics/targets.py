@@ -370,6 +370,17 @@ class TargetObserver(Diagnostic):
             dim = _dim_of(inner, logp.dim())
             if dim == 1:
                 return
+        elif fn_name(made) == "LogSoftmaxBackward0" and logp.dim() >= 3 \
+                and _reshapes_only(inner, made):
+            # [N, C, d1] log-probabilities viewed to [N, C, 1, d1] by the loss: classes at 1
+            result = getattr(made, "_saved_result", None)
+            if not isinstance(result, torch.Tensor) or result.dim() < 3 \
+                    or list(result.shape[:2]) != shape[:2] or result.numel() != logp.numel():
+                return
+            dim = _dim_of(made, result.dim())
+            if dim == 1:
+                return
+            inner, shape = made, list(result.shape)
         elif fn_name(made) == "LogSoftmaxBackward0" and logp.dim() == 2 \
                 and _reshapes_only(inner, made):
             # [B, T, C] log-probabilities flattened to [B*T, C]: the classes are the last dim
@@ -416,6 +427,17 @@ class TargetObserver(Diagnostic):
                           f"it minimises -p[target] instead of -log p[target] and learns "
                           f"slowly or not at all. Fix: F.log_softmax(x, dim=1) (nn.LogSoftmax) "
                           f"before NLLLoss, or raw logits into nn.CrossEntropyLoss.", step=step)
+                continue
+            if classes == 1 and len(shape) >= 3 and dim == len(shape) - 1:
+                self.emit(kind, "warning", "loss", rid, path,
+                          f"The log-probabilities given to the NLL loss at step {step} are a "
+                          f"{shape} tensor (from {where}) normalised over its last dimension, "
+                          f"the classes of per-position scores [N, T, C], but the loss takes "
+                          f"the classes from dimension 1 (N x C x d1 ...): it reads the "
+                          f"positions as classes and trains the wrong thing (PyTorch raises "
+                          f"only when the sizes disagree). Fix: loss(logp.transpose(1, 2), "
+                          f"target), or loss(logp.reshape(-1, {shape[-1]}), "
+                          f"target.reshape(-1)).", step=step)
                 continue
             self.emit(kind, "warning", "loss", rid, path,
                       f"The log-probabilities given to the NLL loss at step {step} come from "

@@ -60,6 +60,16 @@ def test_sequence_logits_with_classes_last_are_named_at_the_head() -> None:
         ("softmax_dim", "head")}
 
 
+def test_sequence_log_probabilities_with_classes_last_into_nll() -> None:
+    """``nn.LogSoftmax(dim=-1)`` over [N, T, C] scores, then NLLLoss as they are (T == C):
+    the loss reads dimension 1 as the classes."""
+    y = torch.randint(0, 6, (4, 6))
+    model = nn.Sequential(Tagger(6), nn.LogSoftmax(dim=-1))
+    assert _train(model, lambda z: F.nll_loss(z, y), _tokens) == {("softmax_dim", "1")}
+    model = nn.Sequential(Tagger(6), nn.LogSoftmax(dim=-1))
+    assert not _train(model, lambda z: F.nll_loss(z.transpose(1, 2), y), _tokens)
+
+
 def test_sequence_logits_with_the_classes_moved_are_silent() -> None:
     y = torch.randint(0, 6, (4, 6))
     onehot = F.one_hot(y, 6).float()
