@@ -67,14 +67,26 @@ def _uninstall() -> None:
     _original.clear()
 
 
+def _hold(obj: Any) -> Any:
+    """A weak reference to ``obj`` where it takes one, else ``obj`` itself."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return obj
+
+
+def _held(held: Any) -> Any:
+    return held() if isinstance(held, weakref.ref) else held
+
+
 class SamplerEpochObserver(Diagnostic):
     """Finds a shuffling ``DistributedSampler`` iterated epoch after epoch at one epoch."""
 
     def __init__(self) -> None:
-        # sampler -> (its epoch at the last iteration, optimizer steps then)
-        self._last: weakref.WeakKeyDictionary[Any, tuple[Any, int]] = \
-            weakref.WeakKeyDictionary()
-        self._done: weakref.WeakSet[Any] = weakref.WeakSet()
+        # id(sampler) -> (the sampler, weakly where it can be, its epoch at the last
+        # iteration, optimizer steps then); by id: a sampler class may define __eq__
+        self._last: dict[int, tuple[Any, Any, int]] = {}
+        self._done: set[int] = set()
         self._updates = 0
 
     def on_attach(self, ctx: Any) -> None:
@@ -97,21 +109,24 @@ class SamplerEpochObserver(Diagnostic):
 
     def _iterated(self, sampler: Any) -> None:
         """A sampler's ``__iter__`` is about to run (the training thread, or a loader's)."""
-        if not getattr(sampler, "shuffle", False) or sampler in self._done:
+        key = id(sampler)
+        if not getattr(sampler, "shuffle", False) or key in self._done:
             return
         epoch = getattr(sampler, "epoch", None)
-        last = self._last.get(sampler)
-        self._last[sampler] = (epoch, self._updates)
-        if last is None or last[0] != epoch or last[1] == self._updates:
+        last = self._last.get(key)
+        if last is not None and _held(last[0]) is not sampler:
+            last = None   # another sampler under a reused id
+        self._last[key] = (_hold(sampler), epoch, self._updates)
+        if last is None or last[1] != epoch or last[2] == self._updates:
             return
-        self._done.add(sampler)
+        self._done.add(key)
         try:
             size = f" over {len(sampler.dataset)} samples"
         except Exception:
             size = ""
         self.emit("sampler_epoch_not_set", "warning", "input", 0, "",
                   f"A DistributedSampler(shuffle=True){size} is iterated again at "
-                  f"epoch {epoch} after {self._updates - last[1]} training steps: "
+                  f"epoch {epoch} after {self._updates - last[2]} training steps: "
                   f"sampler.set_epoch() is never called, so every epoch draws the same "
                   f"permutation (seed + epoch) and shuffling does nothing after the first "
                   f"(each rank sees its same shard in the same order). Fix: call "
