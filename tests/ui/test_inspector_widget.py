@@ -329,3 +329,13 @@ def test_finite_statistics_wrap_instead_of_widening_the_inspector(inspector, qtb
     inspector.resize(900, 800)   # room again: four a row
     qtbot.waitUntil(lambda: header.stats.columns == 4, timeout=5000)
     assert header.stats.height() < 4 * header.stat_values["min"].height()
+    # the texts alone rearrange (no resize, no label shown or hidden)
+    long = {k: -8.525e-09 for k in ("min", "max", "mean", "std", "norm")}
+    header.set_tensor(REF, {}, long)
+    inspector.resize(400, 800)
+    qtbot.waitUntil(lambda: header.stats.columns == 2, timeout=5000)
+    header.set_tensor(REF, {}, {k: 1.0 for k in ("min", "max", "mean", "std", "norm")})
+    qtbot.waitUntil(lambda: header.stats.columns == 4, timeout=5000)
+    for name in ("min", "max", "mean", "std"):
+        value = header.stat_values[name]
+        assert value.width() >= value.sizeHint().width(), name

@@ -172,10 +172,15 @@ class StatsGrid(QWidget):
         super().resizeEvent(event)
         self.arrange()
 
+    def event(self, event: QEvent) -> bool:  # noqa: D102 (Qt API)
+        if event.type() == QEvent.Type.LayoutRequest:   # a label's text changed its size
+            self.updateGeometry()
+            self.arrange()
+        return super().event(event)
+
     def eventFilter(self, watched, event: QEvent) -> bool:  # noqa: N802 (Qt API)
-        """A label's text or visibility changed: its width or the rows may have."""
-        if event.type() in (QEvent.Type.LayoutRequest, QEvent.Type.Show, QEvent.Type.Hide,
-                            QEvent.Type.FontChange):
+        """A label shown or hidden: the rows may have changed."""
+        if event.type() in (QEvent.Type.Show, QEvent.Type.Hide, QEvent.Type.FontChange):
             self.updateGeometry()
             self.arrange()
         return False
