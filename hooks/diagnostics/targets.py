@@ -151,9 +151,10 @@ class TargetObserver(Diagnostic):
                 break
             fn = _first_input(fn)
         shape = list(result.shape)
-        made = node_output_shape(fn, 0) if _layer_output(fn) \
-            and fn_name(fn) != "ConvolutionBackward0" else None   # a convolution's
-        # channels (the classes) are dimension 1
+        # a linear map's features are its last dimension; a convolution's channels (the
+        # classes) are dimension 1, and a batched product (bmm, einsum) may put them anywhere
+        made = node_output_shape(fn, 0) if _layer_output(fn) and not _under(
+            fn, ("ConvolutionBackward0", "BmmBackward0")) else None
         if made is not None and len(made) >= 2 and made[-1] == shape[-1] \
                 and _prod(made[:-1]) == _prod(shape[:-1]):
             self._class_last.append((chain, shape, None, self.ctx.step_index))
@@ -558,6 +559,14 @@ def _reshapes_only(fn: Any, until: Any) -> bool:
             return False
         fn = _first_input(fn)
     return False
+
+
+def _under(fn: Any, names: tuple[str, ...]) -> bool:
+    """Whether ``fn`` is one of ``names``, or the bias added to one (``AddBackward0``)."""
+    if fn_name(fn) in names:
+        return True
+    return fn_name(fn) == "AddBackward0" and any(
+        fn_name(_skip_views(f)) in names for f, _ in fn.next_functions)
 
 
 def _skip_reshapes(fn: Any) -> Any:

@@ -91,6 +91,25 @@ def test_convolution_logits_are_classes_first() -> None:
     assert not _train(frames, lambda z: F.cross_entropy(z, soft), lambda: torch.randn(2, 2, 5))
 
 
+class LabelScores(nn.Module):
+    """[N, C, T] scores from a batched product of class embeddings and the GRU states."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(20, 8)
+        self.rnn = nn.GRU(8, 8, batch_first=True)
+        self.classes = nn.Parameter(torch.randn(6, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.rnn(self.emb(x))[0]
+        return torch.bmm(self.classes.expand(x.shape[0], -1, -1), h.transpose(1, 2))
+
+
+def test_a_batched_product_may_put_the_classes_at_dimension_1() -> None:
+    y = torch.randint(0, 6, (4, 6))
+    assert not _train(LabelScores(), lambda z: F.cross_entropy(z, y), _tokens)
+
+
 def test_one_hot_targets_with_classes_last_are_named() -> None:
     """[N, C, T] logits (a Conv1d) against F.one_hot(y, C): [N, T, C], T == C."""
     frames = nn.Sequential(nn.Conv1d(2, 8, 3, padding=1), nn.ReLU(), nn.Conv1d(8, 5, 1))
