@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QGraphicsScene, QGraphicsView, QStyle, QWidget
 from tensorscope.common.statistics import METRICS
 from tensorscope.ui.graph_items import Card, EdgeLabel, EdgeLayer, NodeLayer
 from tensorscope.ui.model.cards import CardText, short_dtype
+from tensorscope.ui.legend import HEIGHT as LEGEND_HEIGHT
 from tensorscope.ui.legend import MetricLegend
 from tensorscope.ui.minimap import Minimap
 from tensorscope.ui.theme import Theme, make_theme, mono_font
@@ -358,14 +359,14 @@ class GraphView(QGraphicsView):
         else:
             self.centerOn(QPointF(rect.center().x(), rect.center().y() - top / 2 / scale))
         if not top and self._under_legend():
-            self._fit_default(rect, top=self.legend.height() + 16.0)
+            self._fit_default(rect, top=LEGEND_HEIGHT + 16.0)
             return
         self.minimap.refresh(force=False)
 
     def _under_legend(self) -> bool:
         """Whether a card shows under the metric legend's corner (shown or to come)."""
         vw, _vh = self.fit_size()
-        box = QRect(vw - self.legend.width() - 12, 12, self.legend.width(), self.legend.height())
+        box = QRect(vw - self.legend.width() - 12, 12, self.legend.width(), LEGEND_HEIGHT)
         area = self.mapToScene(box).boundingRect()
         return any(card.rect.intersects(area) for card in self.nodes.cards)
 

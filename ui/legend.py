@@ -21,6 +21,8 @@ def format_number(value: float) -> str:
 
 
 WIDTH, MIN_WIDTH = 230, 150   # px: the legend's width, and its least in a narrow view
+#: px: the legend's height, and its height folded to one row while cards lie under it
+HEIGHT, FOLDED_HEIGHT = 64, 16
 #: how opaque the legend is drawn while cards lie under it
 FADED = 0.45
 
@@ -28,9 +30,10 @@ FADED = 0.45
 class MetricLegend(QWidget):
     """Shows which metric colours the nodes, its range and the NaN colour.
 
-    It stays in the top-right corner; while cards scrolled under it, it is drawn
-    faded so that they show through. ``covers(rect)``: whether a card lies under
-    ``rect`` (the parent's coordinates).
+    It stays in the top-right corner; while cards scrolled under it, it folds to
+    a thin ramp drawn faded, so that the cards' text shows through rather than
+    under three rows of its own. ``covers(rect)``: whether a card lies
+    under ``rect`` (the parent's coordinates).
     """
 
     def __init__(self, parent: QWidget, theme: Theme,
@@ -45,7 +48,7 @@ class MetricLegend(QWidget):
         self.diverging = False
         self.finite = True   # some node has a finite value (else the range says so)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self.resize(WIDTH, 64)
+        self.resize(WIDTH, HEIGHT)
         self.hide()
 
     def set_range(self, metric: str, lo: float, hi: float, log: bool, visible: bool,
@@ -76,9 +79,12 @@ class MetricLegend(QWidget):
             if width != self.width():
                 self.resize(width, self.height())
             self.move(parent.width() - self.width() - 12, 12)
-        faded = self.isVisible() and self._covers(self.geometry())
+        # judged on the unfolded size: folding must not unfold it again
+        full = QRect(self.x(), self.y(), self.width(), HEIGHT)
+        faded = self.isVisible() and self._covers(full)
         if faded != self.faded:
             self.faded = faded
+            self.resize(self.width(), FOLDED_HEIGHT if faded else HEIGHT)
             self.update()
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt API)
@@ -92,6 +98,10 @@ class MetricLegend(QWidget):
         p.setPen(QPen(t.card_border, 1))
         p.setBrush(bg)
         p.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
+        if self.faded:
+            self._paint_folded(p)
+            p.end()
+            return
         p.setFont(ui_font(-1.0, bold=True))
         p.setPen(t.text)
         title = p.fontMetrics().elidedText(self.title, Qt.TextElideMode.ElideRight,
@@ -122,3 +132,18 @@ class MetricLegend(QWidget):
         p.drawText(row, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
                    format_number(self.hi))
         p.end()
+
+    def _paint_folded(self, p: QPainter) -> None:
+        """Only the ramp and the NaN swatch: the metric's name is the toolbar's, and
+        text over the cards' own text read as neither."""
+        t = self.theme
+        bar = QRectF(6, 4, self.width() - 28, self.height() - 8)
+        grad = QLinearGradient(bar.topLeft(), bar.topRight())
+        for i in range(11):
+            f = i / 10
+            grad.setColorAt(f, t.diverging(2 * f - 1) if self.diverging else t.ramp(f))
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(grad)
+        p.drawRoundedRect(bar, 3, 3)
+        p.setBrush(t.non_finite)
+        p.drawRoundedRect(QRectF(bar.right() + 6, 4, 10, bar.height()), 3, 3)

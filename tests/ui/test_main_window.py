@@ -498,3 +498,25 @@ def test_a_shorter_window_keeps_room_for_the_graph_and_gives_the_panels_back(qtb
     w.resize(1500, 900)
     qtbot.waitUntil(lambda: w.width() == 1500 and not w._room_timer.isActive(), timeout=5000)
     assert abs(w.plots_dock.height() - 420) <= 2
+
+
+def test_the_legend_folds_to_a_thin_ramp_over_cards_and_unfolds_when_they_leave(qtbot):
+    """In an 800×500 window the faded legend's three rows of text lay over a card's
+    title and path: neither was readable. Over cards it folds to a thin ramp; the
+    fit still keeps the legend's whole height clear."""
+    from tensorscope.ui.legend import FOLDED_HEIGHT, HEIGHT
+    w = laid_out_window(qtbot, mlp_session(10), (1600, 1000))
+    view = w.graph.views["module"]
+    legend = view.legend
+    assert legend.height() == HEIGHT and not legend.faded
+    card = view.nodes.cards[0]
+    area = view.mapToScene(legend.geometry()).boundingRect()
+    view.nodes.cards.append(type(card)(**{**vars(card), "id": "under", "rect": area}))
+    view.scrollContentsBy(0, 0)
+    assert legend.faded and legend.height() == FOLDED_HEIGHT
+    legend.reposition()   # judged on its whole size: it stays folded
+    assert legend.faded and legend.height() == FOLDED_HEIGHT
+    legend.grab()
+    view.nodes.cards.pop()
+    view.scrollContentsBy(0, 0)
+    assert not legend.faded and legend.height() == HEIGHT
