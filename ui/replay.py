@@ -210,7 +210,13 @@ class ReplayWindow(MainWindow):
 
     def reload(self) -> None:
         """Read the recording again from its files (GUI thread): a recording still
-        being written shows the steps committed since it was opened."""
+        being written shows the steps committed since it was opened. The module
+        selected stays selected, and the step shown stays shown (the newest one
+        shown follows to the newest one read)."""
+        steps = self.replay.steps
+        at = self.replay.current_step()
+        self._kept = (self.view_state.selection,
+                      None if not steps or at == steps[-1] else at)
         self.reset_session()
         self.shown_step, self._step_stats, self._non_finite_out = None, None, set()
         self.graph.set_notice("")
@@ -260,6 +266,19 @@ class ReplayWindow(MainWindow):
                   for r in self.readers if (summary := r.skipped_summary())]
         self.bridge.post_response(lambda got: self._loaded(*got), (steps, found))
 
+    def _restore_kept(self, steps: list[int]) -> None:
+        """After a reload: the step and the module shown before it, where they still are."""
+        kept, self._kept = getattr(self, "_kept", None), None
+        if kept is None:
+            return
+        selection, step = kept
+        if step is not None and step in steps:
+            self.replay.slider.setValue(steps.index(step))
+        if selection is not None and selection.rank in self.model.ranks:
+            self.model.select_rank(selection.rank)
+            if self.model.module(selection.root, selection.path):
+                self.select_module(selection.root, selection.path)
+
     def _replayed(self, conn_id: int, msgs: list) -> None:
         if conn_id == -1:
             self.model.ingest_many(msgs)
@@ -267,6 +286,7 @@ class ReplayWindow(MainWindow):
     def _loaded(self, steps: list[int], warnings: list[str] | None = None) -> None:
         self.model.paused = None
         self.replay.set_steps(steps)
+        self._restore_kept(steps)
         self.status.set_state("replay")
         if "module" not in self.model.graphs:
             told = [w for r in self.readers for w in r.warnings][:1]

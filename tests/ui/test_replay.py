@@ -321,3 +321,42 @@ def test_reloading_a_recording_shows_the_steps_written_since(qtbot, tmp_path):
     assert before == [0, 1, 2] and w.replay.steps == [0, 1, 2, 3, 4, 5]
     qtbot.waitUntil(lambda: w.shown_step == 5 and w.model.steps_seen == 6, timeout=5000)
     w.close()
+
+
+def test_reloading_keeps_the_module_and_the_step_shown(qtbot, tmp_path):
+    """Reload forgot the module selected (the inspector went blank, the tree and graph
+    lost it) and jumped to the newest step from the one the user looked at."""
+    from sample_events import mlp_session, mlp_step
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+    path = str(tmp_path / "growing.tscope")
+    session = Session()
+    session.add_sink(Recorder(path))
+    for m in mlp_session(4):
+        session.emit(m)
+    w = ReplayWindow(path, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    w.select_module(0, "network.2")
+    w.replay.slider.setValue(w.replay.steps.index(1))
+    qtbot.waitUntil(lambda: w.shown_step == 1, timeout=5000)
+    for step in range(4, 7):
+        for m in mlp_step(step):
+            session.emit(m)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.reload_action.trigger()
+    assert w.replay.steps[-1] == 6
+    sel = w.view_state.selection
+    assert sel is not None and (sel.root, sel.path) == (0, "network.2")
+    qtbot.waitUntil(lambda: w.shown_step == 1, timeout=5000)
+    # at the newest step, a reload follows to the newest one read
+    w.replay.slider.setValue(len(w.replay.steps) - 1)
+    for m in mlp_step(7):
+        session.emit(m)
+    session.close()
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.reload_action.trigger()
+    qtbot.waitUntil(lambda: w.shown_step == 7, timeout=5000)
+    assert w.inspector.state.meta or w.inspector.header.title.text() != "No tensor selected"
+    w.close()
