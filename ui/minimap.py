@@ -27,7 +27,7 @@ RERENDER_S = 2.0
 MARGIN = 12
 #: how opaque the overview is drawn while it lies over cards (until hovered)
 FADED = 0.3
-#: the least size of the main view, in overview sizes each way, that shows the overview
+#: the least area of the main view, in overview areas (squared), that shows the overview
 ROOM = 3
 #: the overview's usual size; a tall or wide graph gets the same area in its own shape
 BASE = QSize(160, 116)
@@ -118,10 +118,12 @@ class Minimap(QWidget):
         return QSize(w, h)
 
     def fits(self) -> bool:
-        """Whether the main view is at least ``ROOM`` times the usual overview's size
-        each way (a small window keeps its few square inches for the graph)."""
+        """Whether the main view has ``ROOM``² times the usual overview's area, and
+        room for its least side (a small window keeps its few square inches for the
+        graph; a narrow but tall view still shows the tall strip of a deep graph)."""
         vp = self.main.viewport()
-        return vp.width() >= ROOM * BASE.width() and vp.height() >= ROOM * BASE.height()
+        return (vp.width() * vp.height() >= ROOM * ROOM * BASE.width() * BASE.height()
+                and min(vp.width(), vp.height()) >= ROOM * LEAST_SIDE)
 
     def shown_part(self) -> QRectF:
         """The part of the scene the overview shows: the whole graph when it fits at

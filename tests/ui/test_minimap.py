@@ -94,3 +94,19 @@ def test_the_minimap_of_an_expanded_12_layer_transformer_shows_its_cards(qtbot):
     view.minimap.refresh()
     assert view.minimap.isVisible()
     assert _ink(view.minimap) > 0.15
+
+
+def test_a_narrow_tall_view_still_shows_the_strip_of_a_deep_graph(qtbot):
+    """A 470-px-wide graph view (a 1200×800 window) hid the overview of an expanded
+    GPT-2: the rule asked for three 160-px overviews across, though a deep graph's
+    overview is a 64-px strip."""
+    view = _chain_view(qtbot, 300)
+    view.resize(470, 450)
+    qtbot.waitUntil(lambda: view.viewport().width() < 480, timeout=5000)
+    view.minimap.refresh()
+    mm = view.minimap
+    assert mm.isVisible() and mm.width() <= 0.2 * view.viewport().width()
+    view.resize(300, 260)   # a small view keeps its room for the graph
+    qtbot.waitUntil(lambda: view.viewport().width() < 300, timeout=5000)
+    view.minimap.refresh()
+    assert not mm.isVisible()
