@@ -52,8 +52,10 @@ def backward_loss(t: Any) -> torch.Tensor | None:
         return None
     fn = t.grad_fn
     if fn is not None and type(fn).__name__ == "MulBackward0":
-        try:
-            scale = fn._saved_other   # saved: the gradient with respect to the loss needs it
+        try:   # saved: the gradient with respect to the loss needs it (never unpacked
+            # through a saved-tensor hook: checkpoint's would recompute its forward)
+            raw = getattr(fn, "_raw_saved_other", None)
+            scale = None if getattr(raw, "unpack_hook", None) is not None else fn._saved_other
         except (AttributeError, RuntimeError):
             scale = None
         if isinstance(scale, torch.Tensor) and scale.numel() == 1 and not scale.requires_grad \

@@ -37,6 +37,25 @@ def fn_name(fn: Any) -> str:
     return type(fn).__name__ if fn is not None else ""
 
 
+def hooked_saved(node: Any, attr: str) -> bool:
+    """Whether reading ``node.<attr>`` (a ``_saved_*`` attribute) would run a
+    saved-tensor unpack hook: the tensor was packed under ``saved_tensors_hooks``
+    (``torch.utils.checkpoint`` without reentrancy, whose unpack recomputes the
+    whole checkpointed forward; ``save_on_cpu``, which copies it back)."""
+    raw = getattr(node, "_raw" + attr, None) if attr.startswith("_saved_") else None
+    return raw is not None and getattr(raw, "unpack_hook", None) is not None
+
+
+def saved_value(node: Any, name: str, default: Any = None) -> Any:
+    """``node._saved_<name>``, or ``default`` where reading it would run an unpack hook
+    (``hooked_saved``): a diagnostic looking at the graph must not make the script
+    recompute its checkpointed forwards (or stream its offloaded activations back)."""
+    attr = "_saved_" + name
+    if hooked_saved(node, attr):
+        return default
+    return getattr(node, attr, default)
+
+
 def producing_fn(t: torch.Tensor, max_hops: int = 6) -> Any:
     """The ``grad_fn`` that produced ``t``, skipping reshapes, views and casts."""
     fn = t.grad_fn

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import torch
 
-from tensorscope.hooks.diagnostics.base import fn_name
+from tensorscope.hooks.diagnostics.base import fn_name, hooked_saved
 from tensorscope.hooks.observer import CallRecord
 
 #: nodes looked at in one walk of a failed graph (an error path, never a step's cost)
@@ -122,7 +122,7 @@ def _saved_modified(roots: list[Any], m: re.Match) -> Any:
     best, best_seq = None, -1
     for node in _walk(roots):
         for attr in dir(node):
-            if not attr.startswith("_saved_"):
+            if not attr.startswith("_saved_") or hooked_saved(node, attr):
                 continue
             try:
                 getattr(node, attr)
@@ -143,7 +143,7 @@ def _saved_freed(roots: list[Any]) -> Any:
     best, best_seq = None, -1
     for node in _walk(roots):
         for attr in dir(node):
-            if attr.startswith("_saved_"):
+            if attr.startswith("_saved_") and not hooked_saved(node, attr):
                 try:
                     getattr(node, attr)
                 except RuntimeError as err:

@@ -53,7 +53,7 @@ from torch import nn
 from tensorscope.hooks.compiled import is_compiling as _is_compiling
 from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, \
     FunctionalPatches, fn_name, functional_wrapper, is_loss_module, is_loss_type, \
-    iter_tensors, module_label, producing_fn
+    iter_tensors, module_label, producing_fn, saved_value
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
@@ -305,8 +305,8 @@ class LossInputObserver(Diagnostic):
         first = node.next_functions[0][0] if node.next_functions else None
         if fn_name(first) != "ExpandBackward0":
             return
-        before = list(getattr(first, "_saved_self_sym_sizes", ()) or ())
-        saved = getattr(node, "_saved_self", None)
+        before = list(saved_value(first, "self_sym_sizes", ()) or ())
+        saved = saved_value(node, "self", None)
         after = list(saved.shape) if isinstance(saved, torch.Tensor) else None
         if after is None or before == after:
             return

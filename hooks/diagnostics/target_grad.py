@@ -57,7 +57,7 @@ import torch
 from torch import nn
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, is_loss_module, \
-    is_ancestor_path, is_loss_type, iter_tensors, module_label, root_call
+    is_ancestor_path, is_loss_type, iter_tensors, module_label, root_call, saved_value
 from tensorscope.hooks.diagnostics.losses import top_nodes
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
@@ -294,7 +294,7 @@ def _pure(fn: Any, made: dict[int, tuple[Any, CallRecord, CallRecord]]) -> bool:
         if len(edges) != 1:
             return False
         if len(nxt) > 1:
-            other = getattr(node, "_saved_other", None) if fn_name(node) in _SCALED else None
+            other = saved_value(node, "other", None) if fn_name(node) in _SCALED else None
             if not isinstance(other, torch.Tensor) or other.numel() != 1:
                 return False
         node = edges[0]

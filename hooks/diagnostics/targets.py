@@ -62,7 +62,7 @@ import torch
 from torch import nn
 
 from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, fn_name, \
-    module_label
+    module_label, saved_value
 from tensorscope.hooks.diagnostics.losses import node_output_shape, top_nodes
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
@@ -133,14 +133,13 @@ class TargetObserver(Diagnostic):
         if fn_name(node) == "MulBackward0":
             if len(edges) != 2 or sum(f is not None for f in edges) != 1:
                 return   # a soft cross-entropy multiplies by a constant target
-            target = getattr(node, "_saved_other" if edges[0] is not None else "_saved_self",
-                             None)
+            target = saved_value(node, "other" if edges[0] is not None else "self")
             edges = [f for f in edges if f is not None]
         logsm = _skip_reshapes(edges[0] if edges else None)
         if fn_name(logsm) != "LogSoftmaxBackward0" or len(self._class_last) >= 4 \
                 or any(logsm is c[0][0] for c in self._class_last):
             return
-        result = getattr(logsm, "_saved_result", None)
+        result = saved_value(logsm, "result", None)
         if not isinstance(result, torch.Tensor) or result.dim() < 3 or result.is_meta \
                 or _dim_of(logsm, result.dim()) != 1:
             return
@@ -217,7 +216,7 @@ class TargetObserver(Diagnostic):
         if not batches:
             return
         for node in nodes:
-            out = getattr(node, "_saved_result", None)
+            out = saved_value(node, "result", None)
             if not isinstance(out, torch.Tensor) or out.dim() < 2 or out.is_meta:
                 continue
             shape = list(out.shape)
@@ -288,7 +287,7 @@ class TargetObserver(Diagnostic):
         """Defer the range of a binary cross-entropy's target: for the logits form it
         must lie in [0, 1] (``BCELoss`` checks that itself); one label per sample also
         joins the run of single-class steps."""
-        target = getattr(node, "_saved_target", None)
+        target = saved_value(node, "target", None)
         if not isinstance(target, torch.Tensor) or not target.is_floating_point() \
                 or target.dim() == 0 or target.numel() == 0 or target.is_meta \
                 or len(self._binary_handles) >= 4:
@@ -327,15 +326,15 @@ class TargetObserver(Diagnostic):
                       step=step)
 
     def _nll(self, node: Any) -> None:
-        logp = getattr(node, "_saved_self", None)
-        target = getattr(node, "_saved_target", None)
+        logp = saved_value(node, "self", None)
+        target = saved_value(node, "target", None)
         if not isinstance(logp, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
         self._check_dim(node, logp)
         if target.dim() != 1 or target.numel() < 8 or target.dtype not in _INDEX_DTYPES \
                 or logp.dim() != 2 or len(self._handles) >= 4 or target.is_meta:
             return
-        ignore = _signed(getattr(node, "_saved_ignore_index", -100))
+        ignore = _signed(saved_value(node, "ignore_index", -100))
         with torch.no_grad():
             valid = target != ignore
             big = torch.iinfo(target.dtype).max
@@ -365,7 +364,7 @@ class TargetObserver(Diagnostic):
                 and _softmax_under_log(made) is not None:
             # torch.log(F.softmax(x, dim)), the same shape as the NLL's input
             inner = _softmax_under_log(made)
-            result = getattr(inner, "_saved_result", None)
+            result = saved_value(inner, "result", None)
             if not isinstance(result, torch.Tensor) or list(result.shape) != shape:
                 return
             dim = _dim_of(inner, logp.dim())
@@ -374,7 +373,7 @@ class TargetObserver(Diagnostic):
         elif fn_name(made) == "LogSoftmaxBackward0" and logp.dim() >= 3 \
                 and _reshapes_only(inner, made):
             # [N, C, d1] log-probabilities viewed to [N, C, 1, d1] by the loss: classes at 1
-            result = getattr(made, "_saved_result", None)
+            result = saved_value(made, "result", None)
             if not isinstance(result, torch.Tensor) or result.dim() < 3 \
                     or list(result.shape[:2]) != shape[:2] or result.numel() != logp.numel():
                 return
@@ -385,7 +384,7 @@ class TargetObserver(Diagnostic):
         elif fn_name(made) == "LogSoftmaxBackward0" and logp.dim() == 2 \
                 and _reshapes_only(inner, made):
             # [B, T, C] log-probabilities flattened to [B*T, C]: the classes are the last dim
-            result = getattr(made, "_saved_result", None)
+            result = saved_value(made, "result", None)
             if not isinstance(result, torch.Tensor) or result.dim() < 2 \
                     or result.shape[-1] != logp.shape[1] or result.numel() != logp.numel():
                 return
@@ -543,7 +542,7 @@ def _softmax_under_log(log_node: Any) -> Any:
 
 def _dim_of(node: Any, ndim: int) -> int:
     """A (log-)softmax node's saved ``dim``, counted from 0 for an ``ndim``-d input."""
-    dim = _signed(getattr(node, "_saved_dim", 1))
+    dim = _signed(saved_value(node, "dim", 1))
     return dim + ndim if dim < 0 else dim
 
 
