@@ -59,9 +59,10 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.targets import TargetObserver
     from tensorscope.hooks.diagnostics.updates import UpdateRatioObserver
 
-    graphs, targets = GraphObserver(), TargetGradObserver()
+    modes = ModeObserver()
+    graphs, targets = GraphObserver(modes), TargetGradObserver()
     observers: list[Observer] = [
-        ModeObserver(), LossInputObserver(targets=targets), targets, graphs, GradAccumulationObserver(graphs),
+        modes, LossInputObserver(targets=targets), targets, graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
         SamplerEpochObserver(), DdpBypassObserver(),

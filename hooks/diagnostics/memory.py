@@ -44,9 +44,11 @@ MAX_HOLDERS = 8        # other outputs of a root call whose graphs keep its toke
 class GraphState:
     """What is known about one root call's graph (outlives the graph)."""
 
-    __slots__ = ("root", "epoch", "used", "loss", "backwards")
+    __slots__ = ("root", "epoch", "used", "loss", "backwards", "modes")
 
     def __init__(self, root: int, epoch: int, loss: bool, backwards: int) -> None:
+        # the forward's Dropout/BatchNorm in training mode (ModeObserver.train_mode_calls)
+        self.modes: list[tuple[str, str, str]] | None = None
         self.root = root
         self.epoch = epoch      # training steps finished before the graph was built
         self.used = False
@@ -175,7 +177,9 @@ class GraphObserver(Diagnostic):
 
     roots_only = frozenset({"on_forward_pre", "on_forward"})
 
-    def __init__(self) -> None:
+    def __init__(self, modes: Any = None) -> None:
+        self._modes = modes   # a ModeObserver: told of train-mode layers of unused forwards
+        self._unused_modes: dict[int, list[tuple[str, str, str]]] = {}
         self._live: dict[int, tuple[weakref.ref, GraphState]] = {}
         self._dead: list[GraphState] = []
         self._unused_run = 0          # graphs freed unused since the last backward
@@ -218,6 +222,8 @@ class GraphObserver(Diagnostic):
                 state = GraphState(call.root, self._train_steps, loss, self._backwards)
                 if not loss:
                     self._latest[call.root] = state
+                    if self._modes is not None:
+                        state.modes = self._modes.train_mode_calls(call.root)
                 token = GraphToken(state, self)
                 v.grad_fn.register_hook(token)
                 if len(outputs) > i + 1:
@@ -251,6 +257,7 @@ class GraphObserver(Diagnostic):
         self._cut = 0
         self._unused_run = 0
         self._unused_roots.clear()
+        self._unused_modes.clear()
         roots = self.ctx.roots
         if self._listeners and (not 0 <= root < len(roots)
                                 or self._accumulates(root, roots[root])):
@@ -328,6 +335,9 @@ class GraphObserver(Diagnostic):
                           f"gradient and nothing is learned. Fix: compute the loss from the "
                           f"output tensor itself and call backward() on it.", step=step)
                 continue
+            modes = self._unused_modes.pop(rid, None)
+            if modes and self._modes is not None:
+                self._modes.evaluated_with_grad(rid, modes, step)
             self.emit("grad_tracking_in_inference", "warning", "forward", rid, "",
                       f"{n} forwards of {name} ran with gradients enabled and their autograd "
                       f"graphs were freed without any backward{mem}: each forward stored "
@@ -343,6 +353,8 @@ class GraphObserver(Diagnostic):
                 continue
             self._unused_run += 1
             self._unused_roots[state.root] = self._unused_roots.get(state.root, 0) + 1
+            if state.modes:
+                self._unused_modes[state.root] = state.modes
 
     def _retained(self) -> dict[int, set[int]]:
         """Per root, the earlier training steps whose used graphs are still alive."""

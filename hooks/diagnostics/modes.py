@@ -24,6 +24,10 @@ device work at all.
   mode with its dropouts switched back on: Monte Carlo dropout), and BatchNorm
   with ``momentum=None`` (the cumulative statistics recalibration of
   ``swa_utils.update_bn``) are left alone too.
+* ``train_mode_in_eval`` also names the train-mode Dropout/BatchNorm of an evaluation
+  that forgot ``no_grad`` too: ``GraphObserver`` keeps ``train_mode_calls`` with each
+  forward's graph token and, when such forwards of a trained root go unused batch after
+  batch (``grad_tracking_in_inference``), calls ``evaluated_with_grad``.
 * ``eval_mode_in_training``: an optimizer steps after a forward with
   gradients enabled in which a Dropout or BatchNorm module was in eval mode.
   Deliberately frozen parts are skipped: the module's own parameters are all
@@ -105,6 +109,12 @@ class ModeObserver(Diagnostic):
         self._nograd_runs: dict[int, int] = {}     # root: no_grad forwards since trained
         self._suspects: dict[int, list[tuple[str, int, str]]] = {}   # root: (path, step, text)
         self._sampled: set[int] = set()            # roots whose one-off was followed by training
+        # the running forward with gradients of each root: its train-mode Dropout/BatchNorm
+        # (path, type, kind), and the roots with one in eval mode there; and those reported
+        # as an evaluation with gradients (no_grad forgotten too)
+        self._grad_train: dict[int, list[tuple[str, str, str]]] = {}
+        self._grad_mixed: set[int] = set()
+        self._grad_eval_seen: set[tuple[int, str]] = set()
         # batchnorm_batch_of_one: (root, path) -> (type, input shape) this step; the
         # optimizer steps of the current run of such steps
         self._one_now: dict[tuple[int, str], tuple[str, list[int]]] = {}
@@ -174,6 +184,9 @@ class ModeObserver(Diagnostic):
             if self._hits:   # left by a forward that raised
                 self._judge_hits()
             self._eval_in_eval = False
+            if self._grad_train or self._grad_mixed:
+                self._grad_train.pop(call.root, None)
+                self._grad_mixed.discard(call.root)
             if not call.grad_enabled and call.root in self._trained:
                 runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
                 if runs >= 2:   # a loop of evaluation forwards
@@ -183,6 +196,10 @@ class ModeObserver(Diagnostic):
         if call.training == call.grad_enabled:   # training with gradients, or eval without
             if call.training and isinstance(call.module, nn.modules.batchnorm._BatchNorm):
                 self._batch_of_one(call)
+            if isinstance(call.module, _MODE_TYPES) and call.training and \
+                    call.root in self._trained and mode_sensitive(call.module):
+                self._grad_train.setdefault(call.root, []).append(
+                    (call.path, call.type, _kind(call.module)))
             if call.root not in self._train_mode_roots and isinstance(
                     call.module, _MODE_TYPES) and mode_sensitive(call.module):
                 if call.training:
@@ -196,6 +213,7 @@ class ModeObserver(Diagnostic):
         if call.training and not call.grad_enabled:
             self._hits.append(call)   # judged when its root forward returns
         elif not call.training and call.grad_enabled:
+            self._grad_mixed.add(call.root)
             key = (call.root, call.path)
             if key not in self._pending:
                 self._pending[key] = (call, module, call.step)
@@ -280,6 +298,36 @@ class ModeObserver(Diagnostic):
             return
         self.emit("train_mode_in_eval", "warning", "forward", rid, call.path, text,
                   step=call.step)
+
+    def train_mode_calls(self, rid: int) -> list[tuple[str, str, str]] | None:
+        """The Dropout/BatchNorm calls in training mode of the forward with gradients that
+        ``rid`` just ran (a trained root, none of that forward's in eval mode: not Monte
+        Carlo dropout), for ``GraphObserver`` to keep with the forward's graph."""
+        if rid in self._grad_mixed:
+            return None
+        return self._grad_train.get(rid)
+
+    def evaluated_with_grad(self, rid: int, calls: list[tuple[str, str, str]],
+                            step: int) -> None:
+        """Forwards of ``rid`` with gradients whose graphs no backward used, in a row (an
+        evaluation that forgot ``no_grad``: ``grad_tracking_in_inference``), had these
+        Dropout/BatchNorm calls in training mode: ``model.eval()`` was forgotten too."""
+        if self._root_frozen(rid):
+            return
+        for path, type_name, kind in calls:
+            if (rid, path) in self._grad_eval_seen:
+                continue
+            self._grad_eval_seen.add((rid, path))
+            effect = ("keeps dropping units at random, so the evaluation is noisy and its "
+                      "metrics too low" if kind == "Dropout" else
+                      "normalises with the batch's statistics and overwrites its running "
+                      "statistics with evaluation data")
+            self.emit("train_mode_in_eval", "warning", "forward", rid, path,
+                      f"{path or 'The model'} ({type_name}) ran in training mode in forwards "
+                      f"that no backward used, batch after batch (an evaluation, by step "
+                      f"{step}): it {effect}. Fix: call model.eval() before evaluating (and "
+                      f"model.train() before training again), and evaluate under "
+                      f"torch.no_grad().", step=step)
 
     def _report_suspects(self, rid: int) -> None:
         for path, step, text in self._suspects.pop(rid, ()):
