@@ -237,12 +237,15 @@ class GraphPanel(QWidget):
             return
         self.graphs[kind] = result.model
         self.runners[kind].previous = result.layout
+        first = not self._laid_out[kind]
         view.apply_layout(result.visible, result.texts, result.sizes, result.layout,
-                          fit=fit or not self._laid_out[kind])
+                          fit=fit or first)
         self._laid_out[kind] = True
         self._seen.reset()
         self.recolour()
-        self.show_selection(centre=False)
+        # a module selected before its graph was first drawn (from the tree, or the
+        # finding a recording opens on) is scrolled to, not left below the first fit
+        self.show_selection(centre=first and kind == self.kind)
         self._show_breakpoints()
         self._show_paused_at()
         if self._reveal_pending and kind == self.kind:

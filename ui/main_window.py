@@ -266,6 +266,9 @@ class MainWindow(QMainWindow):
         m = self.model
         m.note_idle()
         self.tree.refresh(m)
+        sel = self.view_state.selection
+        if sel is not None and sel.rank == m.rank and self.tree.selected_module() != sel.local:
+            self.tree.select_module(*sel.local)   # selected before its row was made
         self.graph.refresh()
         self.plots.refresh(m)
         self.findings.refresh(m)

@@ -266,6 +266,20 @@ class ReplayWindow(MainWindow):
                   for r in self.readers if (summary := r.skipped_summary())]
         self.bridge.post_response(lambda got: self._loaded(*got), (steps, found))
 
+    def _select_first_error(self) -> None:
+        """With nothing selected, select the module of the first error finding (a
+        NaN's origin first): the graph, tree and inspector show where it went wrong."""
+        if self.view_state.selection is not None:
+            return
+        errors = sorted((f for f in self.model.findings.values() if f.severity == "error"),
+                        key=lambda f: (f.kind != "non_finite", f.step, f.rank))
+        for f in errors:
+            if f.rank in self.model.ranks:
+                self.model.select_rank(f.rank)
+            if self.model.module(f.root, f.module) is not None:
+                self.select_module(f.root, f.module)
+                return
+
     def _restore_kept(self, steps: list[int]) -> None:
         """After a reload: the step and the module shown before it, where they still are."""
         kept, self._kept = getattr(self, "_kept", None), None
@@ -313,6 +327,7 @@ class ReplayWindow(MainWindow):
         if self.model.exceptions or any(f.severity == "error" for f in [
                 *self.model.findings.values(), *self.model.job_findings]):
             self.findings_dock.raise_()   # a run that went wrong opens on what went wrong
+            self._select_first_error()
         self.loaded.emit()
 
     def refresh(self) -> None:

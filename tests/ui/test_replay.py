@@ -360,3 +360,38 @@ def test_reloading_keeps_the_module_and_the_step_shown(qtbot, tmp_path):
     qtbot.waitUntil(lambda: w.shown_step == 7, timeout=5000)
     assert w.inspector.state.meta or w.inspector.header.title.text() != "No tensor selected"
     w.close()
+
+
+def test_a_recording_with_a_nan_opens_on_its_origin_in_graph_tree_and_inspector(qtbot, tmp_path):
+    """A NaN run opened on the Findings tab, but nothing pointed at the module: the
+    graph showed its top (the origin below the fold), the tree and inspector nothing.
+    It opens with the finding's module selected, scrolled to in the graph (a module
+    selected before the graph was first drawn is scrolled to), and selected in the
+    tree (a selection made before its row existed is applied when it appears)."""
+    from sample_events import mlp_session, mlp_step
+    from tensorscope.common.events import Finding
+    from tensorscope.training.recording import Recorder
+    from tensorscope.training.session import Session
+    path = str(tmp_path / "nan.tscope")
+    session = Session()
+    session.add_sink(Recorder(path))
+    for m in mlp_session(3) + mlp_step(3, nan_at=3) + [Finding(
+            kind="non_finite", severity="error", step=3, root=0, module="network.4",
+            message="NaN/Inf first appears in the output of network.4")]:
+        session.emit(m)
+    session.close()
+    w = ReplayWindow(path, settings_key=None)
+    qtbot.addWidget(w)
+    w.resize(1200, 640)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    sel = w.view_state.selection
+    assert sel is not None and (sel.root, sel.path) == (0, "network.4")
+    view = w.graph.views["module"]
+    qtbot.waitUntil(lambda: w.graph.pending_layouts() == 0 and bool(view.nodes.cards),
+                    timeout=10_000)
+    nid = w.graph.graphs["module"].visible_for_module(0, "network.4")
+    qtbot.waitUntil(lambda: view.mapToScene(view.viewport().rect()).boundingRect().contains(
+        view.nodes.by_id[nid].rect), timeout=5000)
+    qtbot.waitUntil(lambda: w.tree.selected_module() == (0, "network.4"), timeout=5000)
+    w.close()
