@@ -14,6 +14,14 @@ steps ran since the previous one began (an epoch of training went by), is the
 finding, once per sampler. Never a finding: a sampler peeked at before training
 (``next(iter(loader))``), iterated again before any training step, or made with
 ``shuffle=False`` (an evaluation sampler). Nothing here reads a tensor.
+
+The same observer tells the cross-rank ``same_data_on_ranks`` check whether this
+rank trains from a ``DataLoader`` that does not shard its data: ``DataLoader.__iter__``
+is wrapped on the class too, and a training step after the iteration of a plain
+``DataLoader`` (not a subclass, which may shard itself as Accelerate's do) over a
+map-style dataset whose sampler is no ``DistributedSampler`` and whose batch sampler
+is torch's own marks its summary ``unsharded_loader``. Synthetic batches drawn in
+the loop (``torch.randn`` on every rank alike, a toy script) are not that mistake.
 """
 from __future__ import annotations
 
@@ -23,8 +31,10 @@ import weakref
 from typing import Any, Callable
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.observer import StepRecord
 
 _listeners: list[Callable[[Any], None]] = []
+_loader_listeners: list[Callable[[Any], None]] = []
 _original: list[tuple[Any, Callable[..., Any], Callable[..., Any]]] = []  # (cls, orig, wrapper)
 
 
@@ -60,6 +70,53 @@ def _install() -> None:
     _original.append((cls, orig, __iter__))
 
 
+def _install_loader() -> None:
+    try:
+        from torch.utils.data import DataLoader
+    except Exception:   # pragma: no cover
+        return
+    orig = DataLoader.__dict__.get("__iter__")
+    if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
+        return
+
+    @functools.wraps(orig)
+    def __iter__(self: Any) -> Any:
+        for fn in list(_loader_listeners):
+            try:
+                fn(self)
+            except Exception as exc:   # never break the user's data loading
+                if fn in _loader_listeners:
+                    _loader_listeners.remove(fn)
+                print(f"tensorscope: the DataLoader sharding check failed "
+                      f"({type(exc).__name__}: {exc}); it is off for the rest of the run",
+                      file=sys.stderr)
+        return orig(self)
+
+    __iter__.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
+    DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
+    _original.append((DataLoader, orig, __iter__))
+
+
+def unsharded(loader: Any) -> bool:
+    """Whether ``loader`` gives every rank the whole dataset: a plain ``DataLoader``
+    over a map-style dataset, with no ``DistributedSampler`` and torch's own batch
+    sampler (anything else may shard: a subclass, an iterable dataset, a custom
+    sampler)."""
+    from torch.utils.data import BatchSampler, DataLoader, IterableDataset
+
+    cls = _sampler_class()
+    if type(loader) is not DataLoader or isinstance(loader.dataset, IterableDataset):
+        return False
+    batch = getattr(loader, "batch_sampler", None)
+    if batch is not None and type(batch) is not BatchSampler:
+        return False
+    sampler = getattr(batch, "sampler", None) if batch is not None else loader.sampler
+    if sampler is None:
+        sampler = loader.sampler
+    return cls is None or not isinstance(sampler, cls) and \
+        type(sampler).__module__.startswith("torch.utils.data")
+
+
 def _uninstall() -> None:
     for cls, orig, wrapper in _original:
         if cls.__dict__.get("__iter__") is wrapper:
@@ -88,24 +145,39 @@ class SamplerEpochObserver(Diagnostic):
         self._last: dict[int, tuple[Any, Any, int]] = {}
         self._done: set[int] = set()
         self._updates = 0
+        self._unsharded = False   # the last DataLoader iterated gives every rank all data
 
     def on_attach(self, ctx: Any) -> None:
         """Wrap ``DistributedSampler.__iter__`` (restored on detach)."""
         super().on_attach(ctx)
         if self._iterated not in _listeners:
             _listeners.append(self._iterated)
+        if self._loader_iterated not in _loader_listeners:
+            _loader_listeners.append(self._loader_iterated)
         _install()
+        _install_loader()
 
     def on_detach(self) -> None:
         """Put ``DistributedSampler.__iter__`` back once no watch listens."""
         if self._iterated in _listeners:
             _listeners.remove(self._iterated)
-        if not _listeners:
+        if self._loader_iterated in _loader_listeners:
+            _loader_listeners.remove(self._loader_iterated)
+        if not _listeners and not _loader_listeners:
             _uninstall()
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         """Count the updates (an epoch of training between two iterations)."""
         self._updates += 1
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """Mark a training step fed by a loader that does not shard (same_data_on_ranks)."""
+        if self._unsharded and record.kind == "train":
+            record.summary.unsharded_loader = True
+
+    def _loader_iterated(self, loader: Any) -> None:
+        """A DataLoader's ``__iter__`` is about to run."""
+        self._unsharded = unsharded(loader)
 
     def _iterated(self, sampler: Any) -> None:
         """A sampler's ``__iter__`` is about to run (the training thread, or a loader's)."""

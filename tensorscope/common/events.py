@@ -273,7 +273,9 @@ class StepSummary(Message):
     older senders). ``data_sum`` is the sum of the first floating tensor input of
     the step's first root call (its batch), from its finite check: the ranks of a
     job compare it (``same_data_on_ranks``); None for an integer batch, in
-    ``shapes`` mode, and from older senders.
+    ``shapes`` mode, and from older senders. ``unsharded_loader`` says the step
+    was fed by a ``DataLoader`` that gives every rank the whole dataset (no
+    ``DistributedSampler``; ``hooks.diagnostics.samplers``).
     """
 
     TYPE: ClassVar[str] = "step_summary"
@@ -297,6 +299,7 @@ class StepSummary(Message):
     rates: dict[str, Any] | None = None
     updates: int | None = None
     data_sum: float | None = None
+    unsharded_loader: bool = False
 
 
 @dataclass

@@ -3,7 +3,10 @@
 The classic mistake of a hand-written DDP script is a ``DataLoader`` without a
 ``DistributedSampler``: every rank iterates the whole dataset in the same order,
 DDP averages identical gradients, and the job does one rank's work N times over
-(an epoch is no shorter, and the effective batch is one rank's).
+(an epoch is no shorter, and the effective batch is one rank's). Only that is
+the finding: some rank's steps must have come from a loader that does not shard
+(``StepSummary.unsharded_loader``); a toy script drawing ``torch.randn`` batches
+alike on every rank is not named.
 
 Each rank's step summary carries ``data_sum``, the sum of the first floating
 tensor input of the step's first root call (the batch; its finite check already
@@ -40,15 +43,18 @@ class SameDataCheck:
         self._run: list[tuple[int, tuple]] = []   # (update, the common values) of the run
         self._last = -1
         self._replicated = False
+        self._unsharded = False
         self.done = False
 
     def add(self, rank: int, update: int | None, step: int, data_sum: float | None,
-            loss: float | None, replicated: bool, world_size: int | None = None
-            ) -> list[Finding]:
-        """One rank's training step (its ``update``-th); the finding once it is clear."""
+            loss: float | None, replicated: bool, world_size: int | None = None,
+            unsharded: bool = False) -> list[Finding]:
+        """One rank's training step (its ``update``-th; ``unsharded``: fed by a loader
+        that gives every rank the whole dataset); the finding once it is clear."""
         if world_size:
             self.world_size = max(self.world_size, int(world_size))
         self._replicated = self._replicated or replicated
+        self._unsharded = self._unsharded or unsharded
         if self.done or update is None or self.world_size <= 1:
             return []
         at = self._at.setdefault(update, {})
@@ -73,7 +79,7 @@ class SameDataCheck:
             self._run = []
             return []
         self._run.append((update, common))
-        if len(self._run) < SAME_UPDATES or not self._replicated:
+        if len(self._run) < SAME_UPDATES or not (self._replicated and self._unsharded):
             return []
         if all(c == self._run[0][1] for _, c in self._run):
             return []   # one constant (a batch of zeros, a loss stuck at a value)
@@ -112,16 +118,17 @@ def _equal(values: list[float | None]) -> float | None:
 
 def same_data_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
     """The ``same_data_on_ranks`` finding of a merged report, from its ranks'
-    ``data_checks`` (``[update, batch sum, loss, step]`` of their first training steps)
-    and ``parameters`` (``replicated`` rows)."""
+    ``data_checks`` (``[update, batch sum, loss, step, unsharded loader]`` of their
+    first training steps) and ``parameters`` (``replicated`` rows)."""
     check = SameDataCheck(world_size)
     replicated = any(p.get("replicated") for r in ranks for p in r.get("parameters") or [])
-    rows = sorted((e[0], int(r.get("rank", 0)), e[1], e[2], e[3]) for r in ranks
-                  for e in r.get("data_checks") or []
-                  if isinstance(e, list) and len(e) == 4 and isinstance(e[0], int)
+    rows = sorted((e[0], int(r.get("rank", 0)), e[1], e[2], e[3], len(e) > 4 and e[4] is True)
+                  for r in ranks for e in r.get("data_checks") or []
+                  if isinstance(e, list) and len(e) >= 4 and isinstance(e[0], int)
                   and isinstance(e[3], int))
-    for update, rank, data_sum, loss, step in rows:
-        for f in check.add(rank, update, step, data_sum, loss, replicated):
+    for update, rank, data_sum, loss, step, unsharded in rows:
+        for f in check.add(rank, update, step, data_sum, loss, replicated,
+                           unsharded=unsharded):
             return [{"kind": f.kind, "severity": f.severity, "step": f.step, "phase": f.phase,
                      "root": f.root, "module": f.module, "message": f.message, "count": 1,
                      "rank": f.rank}]

@@ -158,7 +158,8 @@ class ReportBuilder:
         #: the latest steps' parameter norms (name -> [norm, root, module]), for the
         #: job report's rank_divergence check
         self.param_checks: collections.deque[dict[str, Any]] = collections.deque(maxlen=CHECKS)
-        #: the first training steps' [update, batch sum, loss, step], for the job report's
+        #: the first training steps' [update, batch sum, loss, step, fed by a loader that
+        #: does not shard], for the job report's
         #: same_data_on_ranks check
         self.data_checks: list[list[Any]] = []
         #: the ranks are replicas of one job (``Hello.replicated``), not only spawn
@@ -199,7 +200,8 @@ class ReportBuilder:
                                           "update": msg.updates if msg.kind == "train"
                                           else None})
             if msg.kind == "train" and msg.updates and len(self.data_checks) < DATA_CHECKS:
-                self.data_checks.append([msg.updates, msg.data_sum, msg.loss, msg.step])
+                self.data_checks.append([msg.updates, msg.data_sum, msg.loss, msg.step,
+                                         bool(msg.unsharded_loader)])
             losses = self.eval_losses if msg.kind == "inference" else self.losses
             if msg.loss is not None and len(losses) < MAX_LOSSES:
                 losses.append([msg.step, msg.loss])

@@ -5,12 +5,13 @@ from tensorscope.common.same_data import SAME_UPDATES, SameDataCheck, same_data_
 
 
 def _feed(check: SameDataCheck, per_rank: list[list[tuple[float | None, float | None]]],
-          replicated: bool = True) -> list:
+          replicated: bool = True, unsharded: bool = True) -> list:
     found = []
     for u in range(len(per_rank[0])):
         for rank, values in enumerate(per_rank):
             s, loss = values[u]
-            found += check.add(rank, u + 1, u, s, loss, replicated, world_size=len(per_rank))
+            found += check.add(rank, u + 1, u, s, loss, replicated, world_size=len(per_rank),
+                               unsharded=unsharded)
     return found
 
 
@@ -29,6 +30,9 @@ def test_different_batches_or_no_replicas_or_a_constant_are_not() -> None:
     assert _feed(SameDataCheck(), [a, a], replicated=False) == []
     const = [(0.0, 1.0)] * 6   # a batch of zeros and a loss stuck at one value
     assert _feed(SameDataCheck(), [const, const]) == []
+    # a toy script drawing torch.randn alike on every rank, no DataLoader: not this mistake
+    same = [(float(10 + u), 2.0 - u / 10) for u in range(6)]
+    assert _feed(SameDataCheck(), [same, same], unsharded=False) == []
 
 
 def test_integer_batches_fall_back_to_the_losses() -> None:
@@ -46,12 +50,15 @@ def test_a_run_broken_by_one_different_update_starts_again() -> None:
 
 
 def test_merged_report_rows_and_malformed_entries() -> None:
-    rows = [[u + 1, float(u), 1.0, u] for u in range(4)]
+    rows = [[u + 1, float(u), 1.0, u, True] for u in range(4)]
     ranks = [{"rank": r, "parameters": [{"name": "w", "replicated": True}],
               "data_checks": rows + [["bad"], [1, 2, 3], None]} for r in (0, 1)]
     found = same_data_findings(ranks, 2)
     assert [f["kind"] for f in found] == ["same_data_on_ranks"] and found[0]["rank"] == 0
-    ranks[1]["data_checks"] = [[u + 1, float(u) + 0.5, 1.0, u] for u in range(4)]
+    ranks[1]["data_checks"] = [[u + 1, float(u) + 0.5, 1.0, u, True] for u in range(4)]
+    assert same_data_findings(ranks, 2) == []
+    for r in ranks:   # the same batches, not from a DataLoader: no finding
+        r["data_checks"] = [[u + 1, float(u), 1.0, u] for u in range(4)]
     assert same_data_findings(ranks, 2) == []
 
 

@@ -4,7 +4,9 @@ Prints ``LOSS <rank> <step> <loss>`` per step. ``--bug`` makes rank 1 change a
 parameter after ``step()`` (a rank divergence); ``--nan-at N`` puts a NaN in rank 1's
 data at step N (the all-reduce carries it to rank 0's weights); ``--raise-at N``
 makes rank 1 raise after step N's update (rank 0's next collective loses its peer);
-``--same-data`` gives every rank the same batches (no sampler: a mistake);
+``--same-data loader`` gives every rank the same batches from a DataLoader without a
+DistributedSampler (a mistake), ``--same-data randn`` draws them alike in the loop (a
+toy script, never a finding);
 ``--eval-on-rank0`` has rank 0 alone run two evaluation forwards after each update; the model holds a BatchNorm
 whose running statistics differ across ranks (never a finding).
 """
@@ -24,7 +26,7 @@ parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--nan-at", type=int, default=-1)
 parser.add_argument("--raise-at", type=int, default=-1)
 parser.add_argument("--eval-on-rank0", action="store_true")
-parser.add_argument("--same-data", action="store_true")
+parser.add_argument("--same-data", choices=["loader", "randn"])
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -33,8 +35,13 @@ torch.manual_seed(0)
 model = nn.parallel.DistributedDataParallel(
     nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1)))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
+if args.same_data == "loader":   # no DistributedSampler: every rank iterates all of it
+    data = torch.randn(16 * args.steps, 4, generator=torch.Generator().manual_seed(7))
+    batches = iter(torch.utils.data.DataLoader(data, batch_size=16))
 for step in range(args.steps):
-    if args.same_data:   # every rank draws the whole batch the same way
+    if args.same_data == "loader":
+        x = next(batches)
+    elif args.same_data == "randn":   # every rank draws the whole batch the same way
         x = torch.randn(16, 4, generator=torch.Generator().manual_seed(1000 * step))
     else:
         gen = torch.Generator().manual_seed(1000 * step + rank)

@@ -564,7 +564,7 @@ class SessionModel:
             for finding in self.same_data.add(
                     msg.rank, msg.updates, msg.step, msg.data_sum, msg.loss,
                     any(p.get("replicated") for p in msg.params),
-                    rank.hello.world_size if rank.hello else 1):
+                    rank.hello.world_size if rank.hello else 1, bool(msg.unsharded_loader)):
                 self.job_findings.append(finding)
                 self._finding(finding)
         for finding in self.divergence.add(msg.rank, msg.step, msg.params,
