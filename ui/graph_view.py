@@ -78,6 +78,12 @@ ARROWS = {Qt.Key.Key_Up: (0, -1), Qt.Key.Key_Down: (0, 1), Qt.Key.Key_Left: (-1,
           Qt.Key.Key_Right: (1, 0)}
 
 
+def _reading_order(card: Card) -> tuple[float, float]:
+    """Row by row (a card's middle: a taller card in a row, one with a side-input
+    row, is not above its neighbours), then left to right."""
+    return (round(card.rect.center().y()), card.rect.left())
+
+
 class RectIndex:
     """Rectangles bucketed on a coarse grid: does a new one overlap any? (Testing
     every edge label against every card and label was quadratic: a second per
@@ -441,7 +447,7 @@ class GraphView(QGraphicsView):
     def _selected_card(self) -> Card | None:
         """The selected card highest up (a module called twice has two)."""
         chosen = [self.nodes.by_id[i] for i in self.nodes.selected if i in self.nodes.by_id]
-        return min(chosen, key=lambda c: (c.rect.top(), c.rect.left())) if chosen else None
+        return min(chosen, key=_reading_order) if chosen else None
 
     def neighbour(self, direction: tuple[int, int]) -> str | None:
         """The card nearest the selected one in ``direction`` ((0, 1): down), favouring
@@ -449,7 +455,7 @@ class GraphView(QGraphicsView):
         cards = [c for c in self.nodes.cards if self.selectable(c.id)]
         current = self._selected_card()
         if current is None:
-            first = min(cards, key=lambda c: (c.rect.top(), c.rect.left()), default=None)
+            first = min(cards, key=_reading_order, default=None)
             return first.id if first is not None else None
         dx, dy = direction
         origin = current.rect.center()

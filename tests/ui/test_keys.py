@@ -63,3 +63,35 @@ def test_arrow_keys_walk_the_graph_and_enter_opens_a_card(qtbot):
     QTest.keyClick(view, Qt.Key.Key_Return)   # folds its block (opens a folded one), as a
     qtbot.waitUntil(                          # double click does
         lambda: w.graph.graphs["module"].visible_count() != shown, timeout=5000)
+
+
+def test_the_first_arrow_key_selects_the_leftmost_card_of_the_first_row(qtbot):
+    """GPT-2's wte and wpe embeddings share the first row; wpe's card is taller (a
+    side-input row), so its top is higher and the first Down selected it, the right
+    one, instead of wte on the left."""
+    from types import SimpleNamespace
+
+    import networkx as nx
+
+    from tensorscope.ui.graph_items import text_widths
+    from tensorscope.ui.graph_view import GraphView
+    from tensorscope.ui.model.cards import card_sizes, card_texts
+    from tensorscope.ui.theme import make_theme
+    g = nx.DiGraph()
+    g.add_node("wte", kind="call", label="Embedding", root=0, path="wte")
+    g.add_node("wpe", kind="call", label="Embedding", root=0, path="wpe",
+               side=["position_ids 1×32"])
+    g.add_node("drop", kind="call", label="Dropout", root=0, path="drop")
+    g.add_edge("wte", "drop")
+    g.add_edge("wpe", "drop")
+    view = GraphView(None, make_theme(False))
+    qtbot.addWidget(view)
+    view.resize(800, 600)
+    view.show()
+    texts = card_texts(g)
+    sizes = card_sizes(texts, text_widths())
+    sizes["wpe"] = (sizes["wpe"][0], sizes["wte"][1] + 20)   # taller, as with a side row
+    view.apply_layout(g, texts, sizes, SimpleNamespace(positions={
+        "wte": (0.0, 0.0), "wpe": (260.0, 0.0), "drop": (130.0, 150.0)}), fit=True)
+    assert view.nodes.by_id["wpe"].rect.top() < view.nodes.by_id["wte"].rect.top()
+    assert view.neighbour((0, 1)) == "wte"
