@@ -122,6 +122,15 @@ def _accumulated_into(module: Any) -> tuple[Any, str, Any] | bool:
         return True
 
 
+def _own_parameter(module: Any, name: str) -> Any:
+    """``module``'s own parameter ``name`` (None if none): ``_parameters`` is a plain
+    dict, or TorchScript's own mapping (no ``get``) on a traced module."""
+    params = module._parameters
+    if isinstance(params, dict):
+        return params.get(name)
+    return dict(module.named_parameters(recurse=False)).get(name)
+
+
 class AccumulationProbe:
     """``accumulates`` for the roots of a watch, each asking first the parameter that
     answered last time, through its ``AccumulateGrad`` node kept here (the node a
@@ -136,14 +145,14 @@ class AccumulationProbe:
     def __call__(self, rid: int, module: Any) -> bool:
         hit = self._first.get(rid)
         if hit is not None and hit[0]() is module:
-            owner, node = hit[1](), hit[3]
-            p = None if owner is None else owner._parameters.get(hit[2])
-            try:
+            try:   # a graph hook: nothing may raise into the user's backward
+                owner, node = hit[1](), hit[3]
+                p = None if owner is None else _own_parameter(owner, hit[2])
                 if p is not None and p is node.variable and p.requires_grad and \
                         torch._C._will_engine_execute_node(node):
                     return True
             except Exception:
-                pass
+                self._first.pop(rid, None)
         found = _accumulated_into(module)
         if isinstance(found, tuple):
             try:

@@ -63,3 +63,12 @@ def test_the_probe_lets_a_model_go() -> None:
     gc.collect()
     assert ref() is None   # the entry holds the module weakly (its parameter until cleared)
     probe.clear()
+
+
+def test_a_traced_module_is_asked_too() -> None:
+    """A ``torch.jit.trace`` module's ``_parameters`` is TorchScript's own mapping."""
+    torch.manual_seed(0)
+    traced = torch.jit.trace(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 1)), torch.randn(2, 4))
+    probe = AccumulationProbe()
+    for _ in range(3):
+        assert _asked_in_backward(traced, probe, traced(torch.randn(2, 4)).sum()) == [True, True]
