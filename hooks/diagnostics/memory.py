@@ -23,6 +23,7 @@ one hook registration per root call, one no-op call per backward.
 from __future__ import annotations
 
 import gc
+import sys
 
 import weakref
 from typing import Any, Callable
@@ -68,7 +69,10 @@ class GraphToken:
 
     def __call__(self, *args: Any) -> None:
         self.state.used = True
-        self.observer.backward_seen(self.state.root)
+        try:   # a graph hook: nothing may raise into the user's backward
+            self.observer.backward_seen(self.state.root)
+        except Exception as exc:
+            self.observer.backward_failed(exc)
         return None
 
 
@@ -272,6 +276,13 @@ class GraphObserver(Diagnostic):
                                 or self._accumulates(root, roots[root])):
             for fn in self._listeners:
                 fn()
+
+    def backward_failed(self, exc: Exception) -> None:
+        """``backward_seen`` raised (autograd's thread): its listeners are switched off,
+        said once; the backward goes on."""
+        self._listeners.clear()
+        print(f"tensorscope: the backward-seen check failed ({type(exc).__name__}: {exc}); "
+              f"gradient-accumulation checks are off for the rest of the run", file=sys.stderr)
 
     def reached(self, root: int) -> bool | None:
         """Whether a backward used the latest graph built by a forward of ``root`` (None:

@@ -72,3 +72,26 @@ def test_a_traced_module_is_asked_too() -> None:
     probe = AccumulationProbe()
     for _ in range(3):
         assert _asked_in_backward(traced, probe, traced(torch.randn(2, 4)).sum()) == [True, True]
+
+
+def test_a_failing_listener_never_reaches_the_users_backward(capsys) -> None:
+    import tensorscope
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = tensorscope.watch(model, opt, connect=False)
+    graphs = next(o for o in w.capture.observers.all if type(o).__name__ == "GraphObserver")
+
+    def broken() -> None:
+        raise RuntimeError("listener bug")
+
+    graphs.add_backward_listener(broken)
+    plain = nn.Linear(4, 1)
+    plain.load_state_dict(model.state_dict())
+    x = torch.randn(8, 4)
+    for m in (model, plain):
+        m(x).pow(2).mean().backward()   # must not raise
+    w.close()
+    assert torch.equal(model.weight.grad, plain.weight.grad)
+    assert "backward-seen check failed" in capsys.readouterr().err
