@@ -258,13 +258,16 @@ def queue_loss(step: "StepBuffer") -> int | None:
 def _data_sum(calls: list[Any], values: list[float]) -> float | None:
     """The sum of the first floating tensor input of the step's first root call (the
     batch), as its finite check took it (``same_data_on_ranks``); None without one."""
-    for call in calls:
-        if call.parent is not None:
-            continue
-        for ent in call.in_entries:
-            if ent.producer is None and ent.finite is not None:
-                v = values[ent.finite]
-                return v if isinstance(v, float) else None
+    try:   # a number of the summary: never worth failing the step's end for
+        for call in calls:
+            if call.parent is not None:
+                continue
+            for ent in call.in_entries:
+                if ent.producer is None and ent.finite is not None:
+                    v = values[ent.finite]
+                    return v if isinstance(v, float) else None
+            return None
+    except Exception:
         return None
     return None
 
