@@ -275,7 +275,8 @@ class MainWindow(QMainWindow):
         if len(m.ranks) > 1:
             if self._rank_count < 2:
                 self.ranks_dock.show()
-                self.ranks_dock.raise_()
+                if not self.went_wrong():   # else the findings tab stays in front
+                    self.ranks_dock.raise_()
             self.ranks.refresh(m)
         self._rank_count = len(m.ranks)
         sel = self.view_state.selection
@@ -336,6 +337,13 @@ class MainWindow(QMainWindow):
         if not self.view_state.select(self.model.rank, root, path):
             self.graph.show_selection()
             self._selection_changed()
+
+    def went_wrong(self) -> bool:
+        """Whether the session raised or made an error finding (its findings tab is
+        then what the window shows first)."""
+        m = self.model
+        return bool(m.exceptions) or any(f.severity == "error" for f in [
+            *m.findings.values(), *m.job_findings])
 
     def _selection_changed(self) -> None:
         """The ``ViewState``'s selection moved: the tree, plots and inspector follow

@@ -324,8 +324,7 @@ class ReplayWindow(MainWindow):
                 + (f" (and {len(told) - 1} more files)" if len(told) > 1 else "")
                 + (" · hover for details" if len(warnings or ()) > 1 else ""),
                 "\n".join(warnings or ()))
-        if self.model.exceptions or any(f.severity == "error" for f in [
-                *self.model.findings.values(), *self.model.job_findings]):
+        if self.went_wrong():
             self.findings_dock.raise_()   # a run that went wrong opens on what went wrong
             self._select_first_error()
         self.loaded.emit()

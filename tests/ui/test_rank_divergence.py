@@ -60,3 +60,19 @@ def test_rank_0_evaluating_in_between_is_not_called_diverged(qtbot):
 def test_replicas_that_differ_after_the_same_update_are_flagged(qtbot):
     msgs = _hellos() + [_summary(0, 15, 11, 1.5), _summary(1, 10, 11, 2.5)]
     assert _shown_kinds(qtbot, msgs) == ["rank_divergence"]
+
+
+def test_a_job_whose_rank_made_an_error_keeps_the_findings_tab_in_front(qtbot):
+    """Rank 1 of a job made a NaN: the Ranks tab, raised when the second rank
+    joined, hid the Findings tab with the error."""
+    from tensorscope.common.events import Finding
+    from windows import laid_out_window
+    from sample_events import mlp_session
+    msgs = mlp_session(2) + [Hello(rank=1, world_size=2, job="j"), Finding(
+        kind="non_finite", severity="error", step=1, rank=1, root=0, module="network.2",
+        message="NaN/Inf first appears in the output of network.2")]
+    w = laid_out_window(qtbot, msgs, (1400, 900))
+    qtbot.waitUntil(lambda: not w.ranks_dock.isHidden(),
+                    timeout=5000)
+    qtbot.waitUntil(lambda: w._rank_count == 2, timeout=5000)
+    assert not w.findings_dock.visibleRegion().isEmpty()
