@@ -667,7 +667,7 @@ class ParamCoverageObserver(Diagnostic):
                               f"over all parameters from the start (frozen ones get no "
                               f"gradient and are skipped).", step=step)
                     continue
-                if prefix:
+                if prefix and not self._orphans_in_optimizer():
                     self.emit("param_not_in_optimizer", "info", "optimizer", rid, mod,
                               f"The parameters of {where} ({_names(listed)}) receive "
                               f"gradients but no optimizer updates them, while the layers "
@@ -684,6 +684,15 @@ class ParamCoverageObserver(Diagnostic):
                           f"the optimizer. Fix: build the optimizer after the model is "
                           f"complete, or optimizer.add_param_group({{'params': ...}}).",
                           step=step)
+
+    def _orphans_in_optimizer(self) -> bool:
+        """Whether an optimizer holds an ``nn.Parameter`` that no watched model has: the
+        weights of a layer replaced after the optimizer was built (``model.conv1 =
+        nn.Conv2d(1, ...)`` for grayscale input), not a backbone left out on purpose."""
+        owned = {id(p) for root in self.ctx.roots for p in root.parameters()}
+        return any(isinstance(p, torch.nn.Parameter) and id(p) not in owned
+                   for opt in self.ctx.optimizers for g in opt.param_groups
+                   for p in g["params"])
 
     def _first(self, key: tuple[str, int, str]) -> bool:
         if key in self._reported:

@@ -579,3 +579,31 @@ def test_unfrozen_backbone_left_out_of_the_optimizer_is_a_warning() -> None:
             assert found is None
         else:
             assert found is not None and found.severity == "warning"  # type: ignore[attr-defined]
+
+
+def _first_layer_left_out(replaced: bool) -> FindingSink:
+    """The first layer's parameters are in no optimizer: replaced after the optimizer
+    was built over the whole model, or left out of an optimizer over the rest."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(8, 4))
+    opt = torch.optim.SGD(model.parameters() if replaced else model[4].parameters(), lr=0.01)
+    if replaced:   # grayscale input
+        model[0] = nn.Conv2d(1, 8, 3, padding=1)
+    w, sink = _watch(model, opt)
+    for _ in range(4):
+        opt.zero_grad()
+        x = torch.randn(4, 1 if replaced else 3, 8, 8)
+        F.cross_entropy(model(x), torch.randint(0, 4, (4,))).backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+def test_a_first_layer_replaced_after_the_optimizer_is_a_warning() -> None:
+    """Before every optimized layer, but the optimizer still holds the old layer's
+    weights: not a backbone frozen by omission (info)."""
+    f = _first_layer_left_out(replaced=True).findings[("param_not_in_optimizer", "0")]
+    assert f.severity == "warning"  # type: ignore[attr-defined]
+    f = _first_layer_left_out(replaced=False).findings[("param_not_in_optimizer", "0")]
+    assert f.severity == "info"  # type: ignore[attr-defined]
