@@ -46,55 +46,35 @@ def _sampler_class() -> Any:
     return DistributedSampler
 
 
-def _install() -> None:
-    cls = _sampler_class()
+def _wrap_iter(cls: Any, listeners: list[Callable[[Any], None]], check: str) -> None:
+    """Wrap ``cls.__iter__`` so that each of ``listeners`` hears of an iteration first
+    (a listener that raises is dropped and said once as the ``check`` that failed)."""
     orig = cls.__dict__.get("__iter__") if cls is not None else None
     if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
         return
 
     @functools.wraps(orig)
     def __iter__(self: Any) -> Any:
-        for fn in list(_listeners):
+        for fn in list(listeners):
             try:
                 fn(self)
             except Exception as exc:   # never break the user's data loading
-                if fn in _listeners:
-                    _listeners.remove(fn)
-                print(f"tensorscope: the DistributedSampler epoch check failed "
-                      f"({type(exc).__name__}: {exc}); it is off for the rest of the run",
-                      file=sys.stderr)
+                if fn in listeners:
+                    listeners.remove(fn)
+                print(f"tensorscope: the {check} check failed ({type(exc).__name__}: "
+                      f"{exc}); it is off for the rest of the run", file=sys.stderr)
         return orig(self)
 
     __iter__.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
-    cls.__iter__ = __iter__
+    setattr(cls, "__iter__", __iter__)
     _original.append((cls, orig, __iter__))
 
 
-def _install_loader() -> None:
-    try:
-        from torch.utils.data import DataLoader
-    except Exception:   # pragma: no cover
-        return
-    orig = DataLoader.__dict__.get("__iter__")
-    if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
-        return
+def _install() -> None:
+    from torch.utils.data import DataLoader
 
-    @functools.wraps(orig)
-    def __iter__(self: Any) -> Any:
-        for fn in list(_loader_listeners):
-            try:
-                fn(self)
-            except Exception as exc:   # never break the user's data loading
-                if fn in _loader_listeners:
-                    _loader_listeners.remove(fn)
-                print(f"tensorscope: the DataLoader sharding check failed "
-                      f"({type(exc).__name__}: {exc}); it is off for the rest of the run",
-                      file=sys.stderr)
-        return orig(self)
-
-    __iter__.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
-    DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
-    _original.append((DataLoader, orig, __iter__))
+    _wrap_iter(_sampler_class(), _listeners, "DistributedSampler epoch")
+    _wrap_iter(DataLoader, _loader_listeners, "DataLoader sharding")
 
 
 def unsharded(loader: Any) -> bool:
@@ -155,7 +135,6 @@ class SamplerEpochObserver(Diagnostic):
         if self._loader_iterated not in _loader_listeners:
             _loader_listeners.append(self._loader_iterated)
         _install()
-        _install_loader()
 
     def on_detach(self) -> None:
         """Put ``DistributedSampler.__iter__`` back once no watch listens."""

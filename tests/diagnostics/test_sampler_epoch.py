@@ -38,6 +38,7 @@ def _train(set_epoch: bool, shuffle: bool = True, peek: bool = False,
             opt.step()
     w.close()
     assert not getattr(DistributedSampler.__iter__, "__tensorscope_wrapped__", False)
+    assert not getattr(DataLoader.__iter__, "__tensorscope_wrapped__", False)   # both put back
     return {k for k in sink.findings if k[0] == "sampler_epoch_not_set"}, firsts
 
 
@@ -62,3 +63,22 @@ def test_the_order_is_unchanged_under_the_watch() -> None:
     with tensorscope.watch(model, torch.optim.SGD(model.parameters(), lr=0.1), connect=False):
         watched = list(DistributedSampler(data, num_replicas=2, rank=1, seed=3))
     assert watched == plain
+
+
+def test_which_loaders_give_every_rank_the_whole_dataset() -> None:
+    from tensorscope.hooks.diagnostics.samplers import unsharded
+
+    data = TensorDataset(torch.randn(8, 2))
+    assert unsharded(DataLoader(data, batch_size=2, shuffle=True))
+    assert not unsharded(DataLoader(data, sampler=DistributedSampler(data, 2, 0)))
+
+    class Stream(torch.utils.data.IterableDataset):   # may shard itself by rank
+        def __iter__(self):
+            return iter(range(4))
+
+    assert not unsharded(DataLoader(Stream()))
+
+    class Loader(DataLoader):   # a subclass (Accelerate's shard their batches)
+        pass
+
+    assert not unsharded(Loader(data))
