@@ -150,7 +150,8 @@ class ReportBuilder:
         self._pending: list[tuple[_ModuleInfo, list[dict[str, Any]], list[dict[str, Any]],
                                   tuple]] = []
         self._pending_shared = False   # _pending is a _Pattern's list (copy before adding)
-        self.params: dict[Any, dict[str, Any]] = {}  # by name (None if a row has none)
+        # by (root, name): two roots' parameters share names (a GAN's main.0.weight)
+        self.params: dict[tuple[Any, Any], dict[str, Any]] = {}
         self.losses: list[list[Any]] = []        # [step, loss] of training steps
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
         self.findings: dict[tuple[int, str, int, str], dict[str, Any]] = {}
@@ -243,9 +244,10 @@ class ReportBuilder:
         """Keep each parameter field's latest known value."""
         params = self.params
         for row in rows:
-            known = params.get(row.get("name"))
+            key = (row.get("root"), row.get("name"))
+            known = params.get(key)
             if known is None:
-                params[row.get("name")] = dict(row)
+                params[key] = dict(row)
             elif _news(row, known):
                 known.update({k: v for k, v in row.items() if v is not None or k not in known})
 

@@ -63,6 +63,30 @@ def test_report_of_a_real_watch_matches_the_schema(tmp_path):
     assert not [f for f in os.listdir(path.parent) if f.startswith(".tensorscope-report-")]
 
 
+def test_parameters_of_two_roots_with_the_same_names_are_both_listed(tmp_path):
+    """A GAN's generator and discriminator both have ``main.0.weight``: the report kept
+    one row per name, so one model's rows replaced the other's (with their norms)."""
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
+    disc = nn.Sequential(nn.Linear(8, 1))
+    opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+    opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+    path = tmp_path / "report.json"
+    with tensorscope.watch([gen, disc], [opt_g, opt_d], report=str(path), connect=False,
+                           stats_every=1):
+        for _ in range(2):
+            loss = disc(gen(torch.randn(3, 4))).mean()
+            opt_g.zero_grad()
+            opt_d.zero_grad()
+            loss.backward()
+            opt_g.step()
+            opt_d.step()
+    rows = {(p["root"], p["name"]): p for p in json.loads(path.read_text())["parameters"]}
+    assert sorted(rows) == [(0, "0.bias"), (0, "0.weight"), (1, "0.bias"), (1, "0.weight")]
+    assert rows[(0, "0.weight")]["shape"] == [8, 4] and rows[(1, "0.weight")]["shape"] == [1, 8]
+    assert all(p["grad_norm"] > 0 and p["in_optimizer"] for p in rows.values())
+
+
 def test_report_folds_events_and_sanitises_non_finite_numbers(tmp_path):
     b = ReportBuilder(str(tmp_path / "r.json"))
     b.handle(Hello(script="train.py", argv=["--epochs", "2"], torch="2.13.0", devices=["cpu"]))
