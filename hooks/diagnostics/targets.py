@@ -437,7 +437,8 @@ class TargetObserver(Diagnostic):
                           f"positions as classes and trains the wrong thing (PyTorch raises "
                           f"only when the sizes disagree). Fix: loss(logp.transpose(1, 2), "
                           f"target), or loss(logp.reshape(-1, {shape[-1]}), "
-                          f"target.reshape(-1)).", step=step)
+                          f"target.reshape(-1)); if the classes are dimension 1 (a "
+                          f"convolution's channels), log_softmax(x, dim=1).", step=step)
                 continue
             self.emit(kind, "warning", "loss", rid, path,
                       f"The log-probabilities given to the NLL loss at step {step} come from "
