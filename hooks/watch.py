@@ -148,7 +148,7 @@ class Watch(FrameworkSteps):
         self.session = Session(on_sink_failed=self._sink_failed)
         self.gate = Gate(self.session, self.rank)
         self.gate.roots = self.index.roots   # the same list: roots added later are served
-        self.gate.finding_sink = self.emit_finding
+        self.gate.finding_sink = self.emit_provisional_finding
         self._hello_msg: Hello | None = None
         self.emitter = StepEmitter(self)
         self.faults = faults.FaultReporter(self._internal_finding)
@@ -435,6 +435,12 @@ class Watch(FrameworkSteps):
         step; diagnostics that decide at step end pass the finished step).
         """
         self.emitter.finding(kind, severity, phase, root, module, message, step=step)
+
+    def emit_provisional_finding(self, kind: str, severity: str, phase: str, root: int,
+                                 module: str, message: str) -> None:
+        """A finding a breakpoint says at once, before it pauses; the step end's own
+        finding of the same key and step replaces it instead of counting again."""
+        self.emitter.finding(kind, severity, phase, root, module, message, provisional=True)
 
     # ------------------------------------------------------------- budget
     def budget_rates(self) -> dict[str, Any] | None:

@@ -83,6 +83,8 @@ class StepEmitter:
     def __init__(self, watch: "Watch") -> None:
         self.watch = watch
         self.findings: dict[tuple[str, int, str], Finding] = {}
+        # keys a breakpoint reported at once, before the step end's own decision
+        self.provisional: set[tuple[str, int, str]] = set()
         self.dirty: set[tuple[str, int, str]] = set()
         self.open_exceptions: set[tuple[str, int, str]] = set()   # reported, not yet known caught
         self.hashes: dict[str, str] = {}
@@ -150,14 +152,26 @@ class StepEmitter:
         return True
 
     def finding(self, kind: str, severity: str, phase: str, root: int, module: str,
-                message: str, step: int | None = None) -> None:
-        """First time per (kind, root, module): emit and tell the gate; later: count."""
+                message: str, step: int | None = None, provisional: bool = False) -> None:
+        """First time per (kind, root, module): emit and tell the gate; later: count.
+
+        ``provisional``: said at once by a breakpoint about to pause (the non-finite
+        stop); the step end's own finding of that key in the same step then takes its
+        place (its fuller message), not a second count."""
         key = (kind, root, module)
         f = self.findings.get(key)
         if f is not None:
+            if key in self.provisional and not provisional:
+                self.provisional.discard(key)
+                if f.step == (self.watch.step_index if step is None else step):
+                    f.message, f.severity, f.phase = message, severity, phase
+                    self.dirty.add(key)
+                    return
             f.count += 1
             self.dirty.add(key)
             return
+        if provisional:
+            self.provisional.add(key)
         w = self.watch
         f = self.findings[key] = Finding(kind=kind, severity=severity,
                                          step=w.step_index if step is None else step,

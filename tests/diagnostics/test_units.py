@@ -219,6 +219,21 @@ def test_hand_written_loss_on_a_squeezed_prediction_and_a_column_target() -> Non
         assert got == ({("loss_broadcast", "2")} if len(target_shape) == 2 else set())
 
 
+def test_probabilities_into_a_kl_divergence_are_a_double_activation() -> None:
+    """Distillation with ``kl_div(F.softmax(student), F.softmax(teacher))``: the input must
+    be log-probabilities. The log-softmax form is silent."""
+    for loss in (nn.KLDivLoss(reduction="batchmean"),
+                 lambda p, t: F.kl_div(p, t, reduction="batchmean")):
+        for act, expected in ((F.softmax, {("double_activation", "")}), (F.log_softmax, set())):
+            torch.manual_seed(0)
+            student = nn.Linear(6, 4)
+            w, sink = _watch(student, torch.optim.SGD(student.parameters(), lr=0.01))
+            target = torch.softmax(torch.randn(8, 4), 1)
+            loss(act(student(torch.randn(8, 6)) / 2.0, dim=1), target).backward()
+            w.close()
+            assert {k for k in sink.findings if k[0] == "double_activation"} == expected
+
+
 def test_scripted_module_with_functional_loss_still_compiles() -> None:
     class M(nn.Module):
         def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -35,7 +35,8 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, dict]:
     env = dict(os.environ, TENSORSCOPE_PORT_FILE=str(port_file), TENSORSCOPE_NO_DISCOVERY="1",
                OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, "-m", "tensorscope", "run", "--listen",
-                             "127.0.0.1:0", "--break-on", "non_finite", str(SCRIPT)],
+                             "127.0.0.1:0", "--break-on", "non_finite", "--report", "r.json",
+                             str(SCRIPT)],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + TIMEOUT
@@ -85,3 +86,10 @@ def test_05_pauses_at_norm_with_the_nan_in_view(tmp_path):
                 proc.communicate()
     assert proc.returncode == 0, stderr
     assert "the loss is nan at step 1" in stdout
+    # the breakpoint said the finding at once; the step end's own fuller one of that
+    # step took its place: one occurrence, not two
+    report = json.loads((tmp_path / "r.json").read_text())
+    at_norm = [f for f in report["findings"]
+               if f["kind"] == "non_finite" and f["module"] == "norm"]
+    assert len(at_norm) == 1 and at_norm[0]["count"] == 1, at_norm
+    assert "stopped at the non-finite breakpoint" not in at_norm[0]["message"]
