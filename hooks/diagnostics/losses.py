@@ -165,6 +165,8 @@ class LossInputObserver(Diagnostic):
             if check != "logits" and isinstance(target, torch.Tensor) \
                     and pred.shape != target.shape:
                 self._broadcast(loss, pred, target, *self._where())
+            if name == "kl_div":
+                self._probabilities_into_kl(loss, pred, *self._where())
             if check in ("logits", "binary_logits") and pred.grad_fn is not None:
                 expects = ("softmax", "log-softmax", "sigmoid") if check == "logits" else \
                     ("sigmoid", "softmax")
@@ -350,6 +352,8 @@ class LossInputObserver(Diagnostic):
                                     call.step)
         if isinstance(module, _ELEMENTWISE) and len(tensors) >= 2:
             self._broadcast(call.type, tensors[0], tensors[1], call.root, call.path, call.step)
+        if isinstance(module, nn.KLDivLoss) and tensors:
+            self._probabilities_into_kl(call.type, tensors[0], call.root, call.path, call.step)
 
     def emit(self, kind: str, severity: str, phase: str, root: int, module: str,
              message: str, step: int | None = None) -> None:
@@ -378,6 +382,30 @@ class LossInputObserver(Diagnostic):
             self._report_double(loss, act, fn, root, path, step)
         elif fn_name(fn) == "ReluBackward0":
             self._relu_logits(fn, loss, root, path, step)
+
+    def _probabilities_into_kl(self, loss: str, pred: torch.Tensor, root: int, path: str,
+                               step: int) -> None:
+        """A KL divergence's input must be log-probabilities; a softmax's output there
+        (``kl_div(F.softmax(student), F.softmax(teacher))``) gives a wrong loss, negative
+        at times, whose gradient does not match the students to the teachers."""
+        if pred.grad_fn is None:
+            return
+        fn = producing_fn(pred)
+        if fn_name(fn) != "SoftmaxBackward0":
+            return
+        hit = self._acts.get(id(fn))
+        if hit is not None and hit[0] is fn:
+            root, path = hit[1].root, hit[1].path
+            origin = f"the output of {module_label(self.ctx, root, path)} ({hit[1].type})"
+        else:
+            origin = "a softmax applied outside any module"
+        self.emit("double_activation", "warning", "loss", root, path,
+                  f"{loss} received {origin}, which is probabilities, as its input: the KL "
+                  f"divergence expects log-probabilities there (it computes target * "
+                  f"(log(target) - input)), so the loss is wrong (it can go negative) and "
+                  f"does not pull the distributions together. Fix: F.log_softmax(x, dim=-1) "
+                  f"as the input (the target stays probabilities, or log-probabilities with "
+                  f"log_target=True).", step=step)
 
     def _relu_logits(self, fn: Any, loss: str, root: int, path: str, step: int) -> None:
         """Logits out of a ReLU: named at step end (the module whose output it made)."""
