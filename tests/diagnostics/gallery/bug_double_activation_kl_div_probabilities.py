@@ -2,6 +2,7 @@
 # its input: KLDivLoss expects log-probabilities there, so the loss is wrong (it can go
 # negative) and does not match the student to the teacher.
 # FIX: kd(F.log_softmax(s / T, dim=1), t).
+# expect: double_activation ""
 import torch
 from torch import nn
 import torch.nn.functional as F
