@@ -260,7 +260,7 @@ class Capture:
                 # call, a root or a step of its own
                 return
             self.thread_active = True
-            self._root_starting(loc, module)
+            self._root_starting(loc, module, args, kwargs)
         step = self.step
         calls = step.calls
         grad_on = _grad_enabled()
@@ -348,7 +348,8 @@ class Capture:
         step.flow[id(v)] = ent
         return ent
 
-    def _root_starting(self, loc: tuple[int, str], module: torch.nn.Module) -> None:
+    def _root_starting(self, loc: tuple[int, str], module: torch.nn.Module, args: tuple = (),
+                       kwargs: dict | None = None) -> None:
         if self.raised_open:
             self.host.exception_caught()
         step = self.step
@@ -357,7 +358,8 @@ class Capture:
             self.end_step("train")
             step = self.step
         if step.calls and (len(step.calls) >= MAX_STEP_CALLS or (
-                not self.explicit_steps and self._root_starts_step(step, module, loc))):
+                not self.explicit_steps
+                and self._root_starts_step(step, module, loc, args, kwargs))):
             self.end_step("train" if step.saw_backward else "inference")
             step = self.step
         if self.stack:  # left behind by an interrupted forward (KeyboardInterrupt)
@@ -370,7 +372,8 @@ class Capture:
                 self._first_param = _param_state(module)
 
     def _root_starts_step(self, step: StepBuffer, module: torch.nn.Module,
-                          loc: tuple[int, str]) -> bool:
+                          loc: tuple[int, str], args: tuple = (),
+                          kwargs: dict | None = None) -> bool:
         """Whether a root call starting now begins a new step.
 
         An inference step (roots called with gradients off) groups the model
@@ -398,7 +401,8 @@ class Capture:
         if step.saw_backward:
             self.join_repeats = True
             return not self._accumulates(module)
-        return id(module) in step.roots_called and not self._builds_graph(step, module)
+        return id(module) in step.roots_called and not (
+            self._takes_graph(args, kwargs) or self._builds_graph(step, module))
 
     @staticmethod
     def _evaluated(step: StepBuffer) -> int:
@@ -462,6 +466,16 @@ class Capture:
             return False
         p = state[0]()
         return p is not None and p.grad is not None and p._version == state[1]
+
+    def _takes_graph(self, args: tuple, kwargs: dict | None) -> bool:
+        """Whether a root called again takes a tensor that needs a gradient (with
+        gradients on, before any optimizer step names the optimizer): it extends the
+        graph of a backward to come, whatever its mode (a frozen loss network in eval
+        mode, VGG features of the output and of the target, called twice a step)."""
+        if not (self.join_repeats and _grad_enabled()):
+            return False
+        values = list(args) + (list(kwargs.values()) if kwargs else [])
+        return any(isinstance(v, _Tensor) and v.requires_grad for v in values)
 
     def _builds_graph(self, step: StepBuffer, module: torch.nn.Module) -> bool:
         """Whether a root called again, before any optimizer step names the

@@ -447,3 +447,26 @@ def test_a_method_calling_children_after_an_evaluation_batch_is_a_step_of_its_ow
         model[2](model[1](torch.randn(2, 8)))
     assert [(s.kind, s.calls) for s in log.summaries()] == [("inference", 4)] * 2 + [
         ("inference", 2)]
+
+
+def test_a_frozen_loss_network_called_twice_in_the_first_step_is_one_step():
+    """A perceptual loss: frozen eval-mode features of the target under no_grad, then
+    of the output. Before the first optimizer step named the optimizer, the second
+    call of the feature network (eval mode) began a step of its own: the first
+    iteration was an inference step and a training step."""
+    torch.manual_seed(0)
+    feat = nn.Sequential(nn.Linear(6, 4), nn.ReLU()).eval().requires_grad_(False)
+    net = nn.Linear(6, 6)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    w, log = _global_watch()
+    with w:
+        for _ in range(3):
+            x, target = torch.randn(2, 6), torch.randn(2, 6)
+            with torch.no_grad():
+                want = feat(target)
+            out = net(x)
+            loss = nn.functional.mse_loss(feat(out), want)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert [(s.kind, s.calls) for s in log.summaries()] == [("train", 7)] * 3
