@@ -11,8 +11,31 @@ A callback the script passes itself takes over from this one
 """
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
+
+# where Lightning logs "Adding 1 callbacks from entry point 'tensorscope': ..." at INFO
+# (shown on stderr by Lightning's own logging setup): a line plain ``python`` never prints
+_REGISTRY_LOGGERS = ("lightning.fabric.utilities.registry", "lightning_fabric.utilities.registry")
+
+
+class _QuietEntryPoint(logging.Filter):
+    """Drops Lightning's note that it added this entry point's callback (the run adds it
+    to every Trainer unasked; the script's output stays what it is without TensorScope)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            return "from entry point 'tensorscope'" not in record.getMessage()
+        except Exception:
+            return True
+
+
+def _quiet_note() -> None:
+    for name in _REGISTRY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _QuietEntryPoint) for f in logger.filters):
+            logger.addFilter(_QuietEntryPoint())
 
 
 def run_callbacks() -> list[Any]:
@@ -26,6 +49,7 @@ def run_callbacks() -> list[Any]:
             return []
         from tensorscope.integrations.lightning import TensorScopeCallback
 
+        _quiet_note()
         return [TensorScopeCallback()]
     except Exception as exc:   # never break the Trainer
         print(f"tensorscope: Lightning's Trainer is not followed step by step "

@@ -68,6 +68,8 @@ def _run(tmp_path, *args: str) -> tuple[dict, list[float]]:
                            str(report), str(script), *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    # Lightning's INFO line about the entry point's callback is not the script's output
+    assert "from entry point 'tensorscope'" not in proc.stderr
     line = next(x for x in proc.stdout.splitlines() if x.startswith("BACKPROPAGATED"))
     return json.loads(report.read_text()), json.loads(line.split(" ", 1)[1])
 
