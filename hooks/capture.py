@@ -192,13 +192,16 @@ class Capture:
         """A forward on a thread other than the training thread. Inside a backward
         (checkpoint recomputation on autograd's threads, while the training thread
         waits) it is part of the step. With ``watch()`` built on a thread that never
-        ran a forward, this thread becomes the training thread. Otherwise it is
+        ran a forward, this thread becomes the training thread; so does it, between
+        steps, once the training thread has ended (a script that trained in a
+        worker thread, joined it, and trains on). Otherwise it is
         skipped (its own root and stack would be needed; the step's records stay
         right), said once per thread on stderr. Returns True to skip."""
         if in_backward():
             return False
-        if (not self.thread_active and not self.global_mode and not self.step.calls
-                and not self.stack):
+        if not self.step.calls and not self.stack and (
+                (not self.thread_active and not self.global_mode)
+                or not any(t.ident == self.thread for t in threading.enumerate())):
             self.claim_thread()
             return False
         self._note_foreign("module forwards")

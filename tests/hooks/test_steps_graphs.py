@@ -470,3 +470,25 @@ def test_a_frozen_loss_network_called_twice_in_the_first_step_is_one_step():
             loss.backward()
             opt.step()
     assert [(s.kind, s.calls) for s in log.summaries()] == [("train", 7)] * 3
+
+
+def test_training_on_after_a_training_thread_ended_is_captured():
+    """A script trained in a worker thread, joined it and trained on in the main
+    thread: the worker's optimizer step had made it the training thread, and the
+    main thread's first forward after it was skipped as another thread's."""
+    import threading
+
+    torch.manual_seed(0)
+    model = Classifier()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, log = _global_watch()
+    with w:
+        worker = threading.Thread(target=train_steps, args=(model, opt, _batches(2)))
+        worker.start()
+        worker.join()
+        train_steps(model, opt, _batches(3))
+    calls = [s.calls for s in log.summaries()]
+    # the worker's first iteration: its forward skipped (the watch's thread had not
+    # trained yet, and in global mode another thread's first forward does not claim),
+    # its optimizer step made the worker the training thread; then every call is seen
+    assert calls == [0, 8, 8, 8, 8], calls   # (the worker's first forward stays skipped)
