@@ -105,7 +105,8 @@ def test_truncated_file_opens_up_to_last_good_step(tmp_path):
         assert [m.TYPE for m in r.step_messages(59)] == ["step_summary"]
         assert r.step_messages(59)[0].loss == pytest.approx(1 / 60)
         assert any("truncated or corrupt" in w for w in r.warnings)
-        assert r.step_messages(r.steps[-1])[-1].TYPE == "step_summary"
+        # the last step keeps its summary (its Bye may survive the cut too, or not)
+        assert "step_summary" in {m.TYPE for m in r.step_messages(r.steps[-1])}
 
 
 def test_truncation_that_leaves_null_rows_keeps_the_rows_before(tmp_path):
@@ -122,7 +123,8 @@ def test_truncation_that_leaves_null_rows_keeps_the_rows_before(tmp_path):
         got = list(r.messages())
         assert isinstance(got[0], Hello)
         assert {m.step for m in got if isinstance(m, StepSummary)} == set(r.steps)
-        assert r.step_messages(r.steps[-1])[-1].TYPE == "step_summary"
+        # the last step keeps its summary (its Bye may survive the cut too, or not)
+        assert "step_summary" in {m.TYPE for m in r.step_messages(r.steps[-1])}
 
 
 def test_corrupt_body_is_skipped_with_a_warning(tmp_path):
