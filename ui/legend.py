@@ -108,13 +108,7 @@ class MetricLegend(QWidget):
                                            self.width() - 20)
         p.drawText(QRectF(10, 4, self.width() - 20, 18), Qt.AlignmentFlag.AlignVCenter, title)
         bar = QRectF(10, 25, self.width() - 70, 12)
-        grad = QLinearGradient(bar.topLeft(), bar.topRight())
-        for i in range(11):
-            f = i / 10
-            grad.setColorAt(f, t.diverging(2 * f - 1) if self.diverging else t.ramp(f))
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(grad)
-        p.drawRoundedRect(bar, 3, 3)
+        self._paint_ramp(p, bar)
         nan = QRectF(bar.right() + 12, 25, 12, 12)
         p.setBrush(t.non_finite)
         p.drawRoundedRect(nan, 3, 3)
@@ -133,11 +127,9 @@ class MetricLegend(QWidget):
                    format_number(self.hi))
         p.end()
 
-    def _paint_folded(self, p: QPainter) -> None:
-        """Only the ramp and the NaN swatch: the metric's name is the toolbar's, and
-        text over the cards' own text read as neither."""
+    def _paint_ramp(self, p: QPainter, bar: QRectF) -> None:
+        """The metric's colour ramp (or diverging map) as a rounded bar."""
         t = self.theme
-        bar = QRectF(6, 4, self.width() - 28, self.height() - 8)
         grad = QLinearGradient(bar.topLeft(), bar.topRight())
         for i in range(11):
             f = i / 10
@@ -145,5 +137,12 @@ class MetricLegend(QWidget):
         p.setPen(Qt.PenStyle.NoPen)
         p.setBrush(grad)
         p.drawRoundedRect(bar, 3, 3)
+
+    def _paint_folded(self, p: QPainter) -> None:
+        """Only the ramp and the NaN swatch: the metric's name is the toolbar's, and
+        text over the cards' own text read as neither."""
+        t = self.theme
+        bar = QRectF(6, 4, self.width() - 28, self.height() - 8)
+        self._paint_ramp(p, bar)
         p.setBrush(t.non_finite)
         p.drawRoundedRect(QRectF(bar.right() + 6, 4, 10, bar.height()), 3, 3)
