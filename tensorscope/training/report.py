@@ -374,9 +374,13 @@ class ReportBuilder:
         self.write(own)
         if RANK_FIELD not in self.path:
             with FileLock(lock_path(self.path)):
+                said = self.job and _job_findings_said(self.path, self.job)
                 merged = merge_rank_reports(self.path, hello.world_size, self.job)
+                if merged.get("job_findings") and not merged["missing_ranks"]:
+                    merged["job_findings_said"] = True
                 write_json(self.path, merged)
-            say_job_findings(merged)   # the last rank to finish sees every rank
+            if not said:   # ranks finishing together may both see every rank: one says it
+                say_job_findings(merged)
 
     # ------------------------------------------------------------ the report
     def build(self) -> dict[str, Any]:
@@ -584,6 +588,17 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
     if job:
         merged["job"] = job
     return merged
+
+
+def _job_findings_said(path: str, job: str) -> bool:
+    """Whether the merged report at ``path`` is this job's and another rank already
+    printed its cross-rank findings (under the report's lock)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(old, dict) and old.get("job") == job and bool(old.get("job_findings_said"))
 
 
 def say_job_findings(merged: dict[str, Any], out: Any = None) -> None:
