@@ -149,7 +149,7 @@ def untrack_ddp() -> None:
 
 def built_ddp_wrappers() -> list[nn.Module]:
     """The DDP wrappers built while watched that are still alive."""
-    return list(_ddp_built) if len(_ddp_built) else []
+    return list(_ddp_built)
 
 
 def any_ddp_built() -> bool:

@@ -259,17 +259,13 @@ def _data_sum(calls: list[Any], values: list[float]) -> float | None:
     """The sum of the first floating tensor input of the step's first root call (the
     batch), as its finite check took it (``same_data_on_ranks``); None without one."""
     try:   # a number of the summary: never worth failing the step's end for
-        for call in calls:
-            if call.parent is not None:
-                continue
-            for ent in call.in_entries:
-                if ent.producer is None and ent.finite is not None:
-                    v = values[ent.finite]
-                    return v if isinstance(v, float) else None
-            return None
+        root = next((c for c in calls if c.parent is None), None)
+        ent = next((e for e in root.in_entries if e.producer is None and e.finite is not None),
+                   None) if root is not None else None
+        v = values[ent.finite] if ent is not None else None
     except Exception:
         return None
-    return None
+    return v if isinstance(v, float) else None
 
 
 def finish(step: "StepBuffer", kind: str, params: ParamTracker | None, rank: int,

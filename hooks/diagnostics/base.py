@@ -37,6 +37,42 @@ def fn_name(fn: Any) -> str:
     return type(fn).__name__ if fn is not None else ""
 
 
+def wrap_method(cls: Any, name: str, listeners: list[Callable[[Any], None]], check: str,
+                originals: list[tuple[Any, str, Any, Any]]) -> None:
+    """Wrap ``cls.<name>`` on the class so that each of ``listeners`` hears of a call
+    (with the instance) before it runs; a listener that raises is dropped and said
+    once as the ``check`` that failed. ``(cls, name, original, wrapper)`` is appended
+    to ``originals`` for ``unwrap_methods``. Subclasses that do not override the
+    method go through the wrapper; an already wrapped method is left alone."""
+    orig = cls.__dict__.get(name) if cls is not None else None
+    if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
+        return
+
+    @functools.wraps(orig)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for fn in list(listeners):
+            try:
+                fn(self)
+            except Exception as exc:   # never break the user's call
+                if fn in listeners:
+                    listeners.remove(fn)
+                print(f"tensorscope: the {check} check failed ({type(exc).__name__}: "
+                      f"{exc}); it is off for the rest of the run", file=sys.stderr)
+        return orig(self, *args, **kwargs)
+
+    wrapper.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
+    setattr(cls, name, wrapper)
+    originals.append((cls, name, orig, wrapper))
+
+
+def unwrap_methods(originals: list[tuple[Any, str, Any, Any]]) -> None:
+    """Put back what ``wrap_method`` wrapped (where nothing replaced it since)."""
+    for cls, name, orig, wrapper in originals:
+        if cls.__dict__.get(name) is wrapper:
+            setattr(cls, name, orig)
+    originals.clear()
+
+
 def hooked_saved(node: Any, attr: str) -> bool:
     """Whether reading ``node.<attr>`` (a ``_saved_*`` attribute) would run a
     saved-tensor unpack hook: the tensor was packed under ``saved_tensors_hooks``

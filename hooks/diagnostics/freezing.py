@@ -36,6 +36,7 @@ class FreezeObserver(Diagnostic):
         self._checked = 0   # roots walked so far (ctx.roots only grows)
         self._optimizers: set[int] = set()   # id of each optimizer seen stepping
         self._moved: set[tuple[int, str]] = set()   # frozen modules reported as updated
+        self._rows_seen: Any = None   # the last step's parameter rows (a list)
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """Walk the roots not walked yet, or all of them at a new optimizer's first step
@@ -69,6 +70,9 @@ class FreezeObserver(Diagnostic):
         frozen after training began) keeps it in the optimizer's step, whose weight decay
         and momentum (Adam's moments) go on changing it."""
         params = record.summary.params
+        if params is self._rows_seen:   # steps without numbers share one list of rows
+            return
+        self._rows_seen = params
         moved: dict[int, list[dict[str, Any]]] = {}
         for r in params:   # one dictionary read for a trainable parameter
             if r.get("requires_grad") is False and r.get("update_ratio") \

@@ -25,17 +25,16 @@ the loop (``torch.randn`` on every rank alike, a toy script) are not that mistak
 """
 from __future__ import annotations
 
-import functools
-import sys
 import weakref
 from typing import Any, Callable
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.diagnostics.base import Diagnostic, module_label, unwrap_methods, \
+    wrap_method
 from tensorscope.hooks.observer import StepRecord
 
 _listeners: list[Callable[[Any], None]] = []
 _loader_listeners: list[Callable[[Any], None]] = []
-_original: list[tuple[Any, Callable[..., Any], Callable[..., Any]]] = []  # (cls, orig, wrapper)
+_original: list[tuple[Any, str, Any, Any]] = []   # what wrap_method wrapped
 
 
 def _sampler_class() -> Any:
@@ -46,35 +45,11 @@ def _sampler_class() -> Any:
     return DistributedSampler
 
 
-def _wrap_iter(cls: Any, listeners: list[Callable[[Any], None]], check: str) -> None:
-    """Wrap ``cls.__iter__`` so that each of ``listeners`` hears of an iteration first
-    (a listener that raises is dropped and said once as the ``check`` that failed)."""
-    orig = cls.__dict__.get("__iter__") if cls is not None else None
-    if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
-        return
-
-    @functools.wraps(orig)
-    def __iter__(self: Any) -> Any:
-        for fn in list(listeners):
-            try:
-                fn(self)
-            except Exception as exc:   # never break the user's data loading
-                if fn in listeners:
-                    listeners.remove(fn)
-                print(f"tensorscope: the {check} check failed ({type(exc).__name__}: "
-                      f"{exc}); it is off for the rest of the run", file=sys.stderr)
-        return orig(self)
-
-    __iter__.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
-    setattr(cls, "__iter__", __iter__)
-    _original.append((cls, orig, __iter__))
-
-
 def _install() -> None:
     from torch.utils.data import DataLoader
 
-    _wrap_iter(_sampler_class(), _listeners, "DistributedSampler epoch")
-    _wrap_iter(DataLoader, _loader_listeners, "DataLoader sharding")
+    wrap_method(_sampler_class(), "__iter__", _listeners, "DistributedSampler epoch", _original)
+    wrap_method(DataLoader, "__iter__", _loader_listeners, "DataLoader sharding", _original)
 
 
 def unsharded(loader: Any) -> bool:
@@ -90,18 +65,10 @@ def unsharded(loader: Any) -> bool:
     batch = getattr(loader, "batch_sampler", None)
     if batch is not None and type(batch) is not BatchSampler:
         return False
-    sampler = getattr(batch, "sampler", None) if batch is not None else loader.sampler
-    if sampler is None:
-        sampler = loader.sampler
-    return cls is None or not isinstance(sampler, cls) and \
-        type(sampler).__module__.startswith("torch.utils.data")
-
-
-def _uninstall() -> None:
-    for cls, orig, wrapper in _original:
-        if cls.__dict__.get("__iter__") is wrapper:
-            cls.__iter__ = orig
-    _original.clear()
+    sampler = loader.sampler if batch is None else getattr(batch, "sampler", loader.sampler)
+    if cls is not None and isinstance(sampler, cls):
+        return False
+    return type(sampler).__module__.startswith("torch.utils.data")
 
 
 def _hold(obj: Any) -> Any:
@@ -128,7 +95,8 @@ class SamplerEpochObserver(Diagnostic):
         self._unsharded = False   # the last DataLoader iterated gives every rank all data
 
     def on_attach(self, ctx: Any) -> None:
-        """Wrap ``DistributedSampler.__iter__`` (restored on detach)."""
+        """Wrap ``DistributedSampler.__iter__`` and ``DataLoader.__iter__`` (restored
+        on detach)."""
         super().on_attach(ctx)
         if self._iterated not in _listeners:
             _listeners.append(self._iterated)
@@ -137,13 +105,13 @@ class SamplerEpochObserver(Diagnostic):
         _install()
 
     def on_detach(self) -> None:
-        """Put ``DistributedSampler.__iter__`` back once no watch listens."""
+        """Put both back once no watch listens."""
         if self._iterated in _listeners:
             _listeners.remove(self._iterated)
         if self._loader_iterated in _loader_listeners:
             _loader_listeners.remove(self._loader_iterated)
         if not _listeners and not _loader_listeners:
-            _uninstall()
+            unwrap_methods(_original)
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         """Count the updates (an epoch of training between two iterations)."""

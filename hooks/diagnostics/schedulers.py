@@ -19,48 +19,22 @@ Nothing here reads a tensor.
 """
 from __future__ import annotations
 
-import functools
-import sys
 import weakref
 from typing import Any, Callable
 
 import torch
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.diagnostics.base import Diagnostic, module_label, unwrap_methods, \
+    wrap_method
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 
 _BASE: Any = getattr(torch.optim.lr_scheduler, "LRScheduler", None)
 _listeners: list[Callable[[Any], None]] = []
-_original: list[tuple[Callable[..., Any], Callable[..., Any]]] = []   # (orig, wrapper)
+_original: list[tuple[Any, str, Any, Any]] = []   # what wrap_method wrapped
 
 
 def _install() -> None:
-    orig = _BASE.__dict__.get("step") if _BASE is not None else None
-    if orig is None or getattr(orig, "__tensorscope_wrapped__", False):
-        return
-
-    @functools.wraps(orig)
-    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-        for fn in list(_listeners):
-            try:
-                fn(self)
-            except Exception as exc:   # never break the user's scheduler
-                _listeners.remove(fn)
-                print(f"tensorscope: the lr_scheduler.step() check failed "
-                      f"({type(exc).__name__}: {exc}); it is off for the rest of the run",
-                      file=sys.stderr)
-        return orig(self, *args, **kwargs)
-
-    step.__tensorscope_wrapped__ = True  # type: ignore[attr-defined]
-    _BASE.step = step
-    _original.append((orig, step))
-
-
-def _uninstall() -> None:
-    for orig, wrapper in _original:
-        if _BASE.__dict__.get("step") is wrapper:
-            _BASE.step = orig
-    _original.clear()
+    wrap_method(_BASE, "step", _listeners, "lr_scheduler.step()", _original)
 
 
 def _stepped(opt: Any) -> bool:
@@ -96,7 +70,7 @@ class SchedulerOrderObserver(Diagnostic):
         if self._scheduler_step in _listeners:
             _listeners.remove(self._scheduler_step)
         if not _listeners:
-            _uninstall()
+            unwrap_methods(_original)
         self._early.clear()
 
     def on_backward(self, tensor: torch.Tensor) -> None:

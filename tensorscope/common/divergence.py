@@ -177,7 +177,5 @@ def report_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[s
                 if key in out:
                     out[key]["count"] += 1
                 else:
-                    out[key] = {"kind": f.kind, "severity": f.severity, "step": f.step,
-                                "phase": f.phase, "root": f.root, "module": f.module,
-                                "message": f.message, "count": 1, "rank": f.rank}
+                    out[key] = f.report_row()
     return list(out.values())

@@ -388,6 +388,12 @@ class Finding(Message):
     def slot(self) -> tuple[Any, ...]:
         return ("finding", *self.key)
 
+    def report_row(self) -> dict[str, Any]:
+        """The finding as the headless report lists it."""
+        return {"kind": self.kind, "severity": self.severity, "step": self.step,
+                "phase": self.phase, "root": self.root, "module": self.module,
+                "message": self.message, "count": self.count, "rank": self.rank}
+
 
 @dataclass
 class ExceptionRaised(Message):

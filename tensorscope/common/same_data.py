@@ -40,7 +40,7 @@ class SameDataCheck:
     def __init__(self, world_size: int = 1) -> None:
         self.world_size = world_size
         self._at: dict[int, dict[int, tuple[float | None, float | None, int]]] = {}
-        self._run: list[tuple[int, tuple]] = []   # (update, the common values) of the run
+        self._run: list[tuple] = []   # the common values of each update of the run
         self._last = -1
         self._replicated = False
         self._unsharded = False
@@ -78,14 +78,14 @@ class SameDataCheck:
         if not present or any(c is None for c in common):
             self._run = []
             return []
-        self._run.append((update, common))
+        self._run.append(common)
         if len(self._run) < SAME_UPDATES or not (self._replicated and self._unsharded):
             return []
-        if all(c == self._run[0][1] for _, c in self._run):
+        if all(c == self._run[0] for c in self._run):
             return []   # one constant (a batch of zeros, a loss stuck at a value)
         self.done = True
         step = min(s for _, _, s in at.values())
-        shown = ", ".join(f"{c[0]:.6g}" for _, c in self._run[:SAME_UPDATES])
+        shown = ", ".join(f"{c[0]:.6g}" for c in self._run[:SAME_UPDATES])
         what = " and ".join(name for name, _ in present)
         n = len(at)
         return [Finding(
@@ -129,7 +129,5 @@ def same_data_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dic
     for update, rank, data_sum, loss, step, unsharded in rows:
         for f in check.add(rank, update, step, data_sum, loss, replicated,
                            unsharded=unsharded):
-            return [{"kind": f.kind, "severity": f.severity, "step": f.step, "phase": f.phase,
-                     "root": f.root, "module": f.module, "message": f.message, "count": 1,
-                     "rank": f.rank}]
+            return [f.report_row()]
     return []

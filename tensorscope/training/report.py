@@ -160,8 +160,7 @@ class ReportBuilder:
         #: job report's rank_divergence check
         self.param_checks: collections.deque[dict[str, Any]] = collections.deque(maxlen=CHECKS)
         #: the first training steps' [update, batch sum, loss, step, fed by a loader that
-        #: does not shard], for the job report's
-        #: same_data_on_ranks check
+        #: does not shard], for the job report's same_data_on_ranks check
         self.data_checks: list[list[Any]] = []
         #: the ranks are replicas of one job (``Hello.replicated``), not only spawn
         #: children by index: only then does the job report compare their norms
@@ -216,10 +215,7 @@ class ReportBuilder:
         elif isinstance(msg, CallDigest):
             self._digest(msg)
         elif isinstance(msg, Finding):
-            self.findings[msg.key] = {
-                "kind": msg.kind, "severity": msg.severity, "step": msg.step,
-                "phase": msg.phase, "root": msg.root, "module": msg.module,
-                "message": msg.message, "count": msg.count, "rank": msg.rank}
+            self.findings[msg.key] = msg.report_row()
         elif isinstance(msg, ModuleTree):
             self.tree = msg.roots
         elif isinstance(msg, Hello):
@@ -574,11 +570,11 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
         "ranks": [{k: r.get(k) for k in RANK_FIELDS} for r in ranks],
         "failure": first_failure(ranks),
     })
-    divergence = report_findings(ranks, world_size) if not merged["missing_ranks"] else []
-    if not merged["missing_ranks"]:
-        divergence += same_data_findings(ranks, world_size)
-    merged["job_findings"] = divergence   # the ones only the ranks together show
-    for finding in divergence:
+    # the findings only the ranks together show, once every rank is in
+    job_findings = [] if merged["missing_ranks"] else (
+        report_findings(ranks, world_size) + same_data_findings(ranks, world_size))
+    merged["job_findings"] = job_findings
+    for finding in job_findings:
         entry = next((e for e in merged["ranks"] if e["rank"] == finding["rank"]), None)
         if entry is not None:
             entry["findings"] = list(entry.get("findings") or []) + [finding]
