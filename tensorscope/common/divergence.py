@@ -45,21 +45,22 @@ def compares_ranks(hello: Hello | None) -> bool:
     return hello is not None and hello.world_size > 1 and hello.replicated is not False
 
 
-def _norms(params: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int | None, str, bool,
-                                                                 float | None]]:
-    out = {}
+def _norms(params: Iterable[dict[str, Any]]) -> "_Norms":
+    """Each parameter's row by ``(root, name)``: two roots' parameters share names
+    (a GAN's generator and discriminator both have ``main.0.weight``)."""
+    out: _Norms = {}
     for p in params:
         norm, grad = p.get("norm"), p.get("grad_norm")
         if norm is None or p.get("sharded") or not isinstance(norm, (int, float)):
             continue
-        out[str(p.get("name"))] = (float(norm), p.get("root"), str(p.get("module") or ""),
+        out[(p.get("root"), str(p.get("name")))] = (float(norm), p.get("root"), str(p.get("module") or ""),
                                    bool(p.get("replicated")),
                                    float(grad) if isinstance(grad, (int, float)) else None)
     return out
 
 
-# parameter name -> (norm, root, module, replicated, gradient norm)
-_Norms = dict[str, tuple[float, int | None, str, bool, float | None]]
+# (root, parameter name) -> (norm, root, module, replicated, gradient norm)
+_Norms = dict[tuple[Any, str], tuple[float, int | None, str, bool, float | None]]
 
 
 def _same_gradient(grads: list[float | None], rtol: float) -> bool:
@@ -84,7 +85,7 @@ class DivergenceCheck:
         self.rtol = rtol
         self._steps: dict[tuple[str, int], dict[int, tuple[int, _Norms]]] = {}
         self._done: set[tuple[str, int]] = set()
-        self._agreed: set[str] = set()   # parameters every rank held equal at a comparison
+        self._agreed: set[tuple[Any, str]] = set()   # (root, name) every rank held equal
 
     def add(self, rank: int, step: int, params: Iterable[dict[str, Any]],
             world_size: int | None = None, update: int | None = None) -> list[Finding]:
@@ -111,25 +112,26 @@ class DivergenceCheck:
         at = {r: got[r][1] for r in ranks}
         names = set.intersection(*(set(at[r]) for r in ranks))
         findings = []
-        for name in sorted(names):
-            values = {r: at[r][name][0] for r in ranks}
+        for key in sorted(names, key=lambda k: (str(k[0]), k[1])):
+            values = {r: at[r][key][0] for r in ranks}
             odd = _odd_ones(values, self.rtol)
-            wrapped = any(at[r][name][3] for r in ranks)
+            wrapped = any(at[r][key][3] for r in ranks)
             if not odd:
-                self._agreed.add(name)
+                self._agreed.add(key)
                 continue
             if wrapped:
                 why = "DDP keeps parameters replicated"
-            elif name in self._agreed:
+            elif key in self._agreed:
                 why = "every rank held the same value before, as replicas do"
-            elif _same_gradient([at[r][name][4] for r in ranks], self.rtol):
+            elif _same_gradient([at[r][key][4] for r in ranks], self.rtol):
                 why = ("every rank has the same (all-reduced) gradient for it, as replicas "
                        "do, applied to different weights")
             else:
                 continue   # not known to be a replica: another model under the same name
             for rank in odd:
                 step = got[rank][0]
-                _norm, root, module = at[rank][name][:3]
+                _norm, root, module = at[rank][key][:3]
+                name = key[1]
                 shown = ", ".join(f"rank {r} {values[r]:.6g}" for r in ranks)
                 findings.append(Finding(
                     kind=KIND, severity="error", step=step, rank=rank, phase="optimizer",
@@ -166,10 +168,7 @@ def report_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[s
     out: dict[tuple, dict[str, Any]] = {}
     for report in ranks:
         for entry in report.get("parameter_checks") or []:
-            rows = [{"name": n, "norm": v[0], "root": v[1], "module": v[2],
-                     "replicated": len(v) > 3 and bool(v[3]),
-                     "grad_norm": v[4] if len(v) > 4 else None}
-                    for n, v in (entry.get("norms") or {}).items()]
+            rows = _check_rows(entry.get("norms"))
             update = entry.get("update")
             for f in check.add(int(report.get("rank", 0)), int(entry.get("step", 0)), rows,
                                update=update if isinstance(update, int) else None):
@@ -179,3 +178,20 @@ def report_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[s
                 else:
                     out[key] = f.report_row()
     return list(out.values())
+
+
+def _check_rows(norms: Any) -> list[dict[str, Any]]:
+    """The parameter rows of a report's ``parameter_checks`` entry: a list of
+    ``[name, norm, root, module, replicated, grad_norm]`` (``ReportBuilder``), or,
+    from older reports, a dict of ``name -> [norm, root, module, replicated, grad_norm]``
+    (where two roots' parameters of one name had collided)."""
+    if isinstance(norms, dict):
+        items = [[n, *v] for n, v in norms.items() if isinstance(v, (list, tuple))]
+    elif isinstance(norms, list):
+        items = [list(v) for v in norms if isinstance(v, (list, tuple)) and len(v) >= 3]
+    else:
+        return []
+    return [{"name": v[0], "norm": v[1], "root": v[2],
+             "module": v[3] if len(v) > 3 else "",
+             "replicated": len(v) > 4 and bool(v[4]),
+             "grad_norm": v[5] if len(v) > 5 else None} for v in items if len(v) >= 2]

@@ -156,8 +156,8 @@ class ReportBuilder:
         self.eval_losses: list[list[Any]] = []   # [step, loss] of inference steps
         self.findings: dict[tuple[int, str, int, str], dict[str, Any]] = {}
         self.scalars: dict[str, list[list[Any]]] = {}   # name -> [step, value] (Scalars)
-        #: the latest steps' parameter norms (name -> [norm, root, module]), for the
-        #: job report's rank_divergence check
+        #: the latest steps' parameter norms (rows of [name, norm, root, module,
+        #: replicated, grad_norm]), for the job report's rank_divergence check
         self.param_checks: collections.deque[dict[str, Any]] = collections.deque(maxlen=CHECKS)
         #: the first training steps' [update, batch sum, loss, step, fed by a loader that
         #: does not shard], for the job report's same_data_on_ranks check
@@ -176,7 +176,7 @@ class ReportBuilder:
         self._pattern: _Pattern | None = None   # the last StepCalls' signatures, resolved
         self.written = False
         self._params_seen: Any = None   # the parameter rows folded last (a list)
-        self._seen_norms: dict[str, list[Any]] = {}   # and their norms
+        self._seen_norms: list[list[Any]] = []   # and their norms
 
     # ------------------------------------------------------------- the sink
     def handle(self, msg: Message) -> None:
@@ -188,10 +188,10 @@ class ReportBuilder:
             if msg.params is not self._params_seen:   # the same rows again fold to nothing new
                 self._params_seen = msg.params
                 self._fold_params(msg.params)
-                self._seen_norms = {
-                    str(p.get("name")): [p["norm"], p.get("root"), p.get("module", ""),
-                                         bool(p.get("replicated")), p.get("grad_norm")]
-                    for p in msg.params if p.get("norm") is not None and not p.get("sharded")}
+                self._seen_norms = [
+                    [str(p.get("name")), p["norm"], p.get("root"), p.get("module", ""),
+                     bool(p.get("replicated")), p.get("grad_norm")]
+                    for p in msg.params if p.get("norm") is not None and not p.get("sharded")]
             norms = self._seen_norms
             # replicas are compared after the same update (``updates``; step indices differ
             # where one rank also evaluates): an evaluation after training adds nothing

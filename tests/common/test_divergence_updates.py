@@ -67,3 +67,36 @@ def test_replicas_that_never_were_equal_are_named_by_their_shared_gradient():
         check = DivergenceCheck(world_size=2)
         assert check.add(0, 0, [{**row, "norm": 1.0, "grad_norm": grads[0]}], update=0) == []
         assert check.add(1, 0, [{**row, "norm": 1.4, "grad_norm": grads[1]}], update=0) == []
+
+
+def test_two_roots_with_the_same_parameter_names_are_compared_each_on_its_own():
+    # a DDP GAN: the generator (root 0) and the discriminator (root 1) both have
+    # main.0.weight; only the discriminator's differs across the ranks
+    def rows(g: float, d: float) -> list[dict]:
+        return [{"name": "main.0.weight", "norm": g, "root": 0, "module": "main.0",
+                 "replicated": True},
+                {"name": "main.0.weight", "norm": d, "root": 1, "module": "main.0",
+                 "replicated": True}]
+
+    check = DivergenceCheck(world_size=2)
+    assert check.add(0, 3, rows(1.0, 2.0), update=3) == []
+    found = check.add(1, 3, rows(1.0, 2.5), update=3)
+    assert [(f.rank, f.root) for f in found] == [(1, 1)]
+    # and the other way round: the generator differs, the discriminator does not
+    check = DivergenceCheck(world_size=2)
+    assert check.add(0, 3, rows(1.0, 2.0), update=3) == []
+    found = check.add(1, 3, rows(1.5, 2.0), update=3)
+    assert [(f.rank, f.root) for f in found] == [(1, 0)]
+
+
+def test_the_merged_report_reads_rows_of_both_report_formats():
+    from tensorscope.common.divergence import report_findings
+
+    new = [{"rank": r, "parameter_checks": [{"step": 2, "update": 2, "norms": [
+        ["main.0.weight", 1.0, 0, "main.0", True, None],
+        ["main.0.weight", 2.0 + r, 1, "main.0", True, None]]}]} for r in (0, 1)]
+    found = report_findings(new, 2)
+    assert [(f["rank"], f["root"]) for f in found] == [(1, 1)]
+    old = [{"rank": r, "parameter_checks": [{"step": 2, "update": 2, "norms": {
+        "fc.weight": [1.0 + r, 0, "fc", True, None]}}]} for r in (0, 1)]
+    assert [f["rank"] for f in report_findings(old, 2)] == [1]
