@@ -27,7 +27,7 @@ KINDS = (
     "zero_grad_before_step", "single_class_batches", "softmax_dim", "ineffective_freeze",
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
     "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
-    "sampler_epoch_not_set", "ddp_bypassed",
+    "sampler_epoch_not_set", "ddp_bypassed", "unnormalized_input",
 )
 
 
@@ -49,6 +49,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.gradnorms import GradScaleObserver
     from tensorscope.hooks.diagnostics.grads import GradAccumulationObserver, \
         ParamCoverageObserver
+    from tensorscope.hooks.diagnostics.inputs import InputScaleObserver
     from tensorscope.hooks.diagnostics.losses import LossInputObserver
     from tensorscope.hooks.diagnostics.memory import GraphObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
@@ -71,7 +72,7 @@ def default_observers(mode: str) -> "list[Observer]":
         observers.append(DeviceObserver())
     if mode != "shapes":
         observers += [GradScaleObserver(), DeadActivationObserver(), Fp16OverflowObserver(),
-                      UpdateRatioObserver(), TargetObserver()]
+                      UpdateRatioObserver(), TargetObserver(), InputScaleObserver()]
     if HostSyncObserver.available():
         observers.append(HostSyncObserver())
     return observers
