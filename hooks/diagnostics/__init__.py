@@ -28,6 +28,7 @@ KINDS = (
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
     "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
     "sampler_epoch_not_set", "ddp_bypassed", "unnormalized_input",
+    "unscaled_accumulation",
 )
 
 
@@ -38,6 +39,7 @@ def default_observers(mode: str) -> "list[Observer]":
     finite flags, norms or activation samples are left out there; the
     non-finite check still reads the loss there.
     """
+    from tensorscope.hooks.diagnostics.accumulation import UnscaledAccumulationObserver
     from tensorscope.hooks.diagnostics.activations import DeadActivationObserver, \
         Fp16OverflowObserver
     from tensorscope.hooks.diagnostics.backward_errors import BackwardErrorObserver
@@ -66,7 +68,7 @@ def default_observers(mode: str) -> "list[Observer]":
         modes, LossInputObserver(targets=targets), targets, graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
-        SamplerEpochObserver(), DdpBypassObserver(),
+        SamplerEpochObserver(), DdpBypassObserver(), UnscaledAccumulationObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())
