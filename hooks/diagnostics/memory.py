@@ -9,11 +9,15 @@ reference to the token tells whether the graph is still alive. The token is
 marked *used* when the hook runs (a backward went through the node). Cost:
 one hook registration per root call, one no-op call per backward.
 
-* ``graph_retained``: at the end of each training step, count the graphs of
-  training steps at least two steps old that a backward has used and that are still
-  alive. Keeping the last step's loss in a variable keeps one; when three or
-  more older graphs are alive and their number grew since the last check,
-  something accumulates them (``total_loss += loss``, ``losses.append(loss)``).
+* ``graph_retained``: at the end of each training step, count, per root, the
+  graphs of training steps at least two steps old that a backward has used and
+  that are still alive. Keeping the last step's loss in a variable keeps one;
+  when three or more older graphs of one model are alive and their number grew
+  since the last check, something accumulates them (``total_loss += loss``,
+  ``losses.append(loss)``, once per step or once per epoch). A script that
+  trains several models one after another, each loop leaving its last loss in a
+  variable of its own, keeps one graph per model: counted per root, it stays
+  below three.
 * ``grad_tracking_in_inference``: a graph freed without any backward having
   used it was built for nothing. Three such graphs in a row with no backward
   in between (a prediction or validation loop without ``torch.no_grad()``)
@@ -386,8 +390,7 @@ class GraphObserver(Diagnostic):
 
     def _check_retained(self, step: int) -> None:
         alive = self._retained()
-        steps = set().union(*alive.values()) if alive else set()
-        n = len(steps)
+        n = max(map(len, alive.values()), default=0)
         grew = n > self._last_alive
         self._last_alive = n
         if n < RETAINED_GRAPHS or not grew:
@@ -399,16 +402,19 @@ class GraphObserver(Diagnostic):
             gc.collect()
             self._collect_unused()
             alive = self._retained()
-            steps = set().union(*alive.values()) if alive else set()
-            n = self._last_alive = len(steps)
+            n = self._last_alive = max(map(len, alive.values()), default=0)
             if n < RETAINED_GRAPHS:
                 return
-        roots = sorted(alive, key=lambda r: (self._is_loss_root(r), r))
+        roots = sorted(alive, key=lambda r: (-len(alive[r]), self._is_loss_root(r), r))
         rid = roots[0]
+        kept = sorted(alive[rid])
+        gap = max(b - a for a, b in zip(kept, kept[1:]))
+        rate = "one more each step, so memory grows every step" if gap <= 1 else \
+            f"one more every {gap} steps or so, so memory keeps growing"
         self.emit("graph_retained", "warning", "loss", rid, "",
                   f"At step {step} the autograd graphs of {n} earlier steps are still alive "
-                  f"(graph of {module_label(self.ctx, rid, '')}), one more each step, so memory "
-                  f"grows every step. Something keeps a tensor that requires grad across steps, "
+                  f"(graph of {module_label(self.ctx, rid, '')}), {rate}. "
+                  f"Something keeps a tensor that requires grad across steps, "
                   f"usually `total_loss += loss` or `losses.append(loss)`. Fix: accumulate "
                   f"loss.item() (or loss.detach()); detach recurrent states between batches.",
                   step=step)
