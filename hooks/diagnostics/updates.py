@@ -28,6 +28,16 @@ frozen on purpose).
   whatever the gradient: the weights are rewritten every step, usually before the
   loss diverges. Causes: a learning rate far too high, a missing ``zero_grad``
   combined with a large rate, a warmup that is missing.
+
+  Two optimizers take large steps at first by design, and the consecutive
+  checks judge them by the step they settle at (the one-check rules see the
+  raw ratio): RMSprop's running average of squared gradients starts at zero
+  with no bias correction, so its t-th step is about ``1 / sqrt(1 - alpha**t)``
+  times its steady step (10x at the first, 3x at the tenth, at PyTorch's
+  default ``lr=0.01``): the ratio is scaled by ``sqrt(1 - alpha**t)``.
+  Adagrad's step shrinks like ``1 / sqrt(t)`` as its sum of squared gradients
+  grows, so no large step lasts: its parameters count for the one-check rules
+  only.
 """
 from __future__ import annotations
 
@@ -49,6 +59,19 @@ HUGE_ONCE = 1.0
 HUGE_REWRITE = 0.9
 ZERO_START = 1 - 1e-3
 MOST = 0.5   # fraction of the counted elements
+
+
+def _count(step: Any) -> int:
+    """An optimizer state's step count as a number; 0 when unknown or on a
+    device (reading it there would be a host sync)."""
+    if isinstance(step, (int, float)):
+        return int(step)
+    try:
+        if step.device.type == "cpu" and step.numel() == 1:
+            return int(step.item())
+    except Exception:
+        pass
+    return 0
 
 
 def _numel(shape: Any) -> int:
@@ -75,7 +98,8 @@ class UpdateRatioObserver(Diagnostic):
         warming = self._warming(groups)
         zero_lr = {pid for (_, _, lr, ids) in groups if lr == 0 for pid in ids}
         training = any(lr for (_, _, lr, _) in groups)
-        pids = self._param_ids() if zero_lr and training else {}
+        settle = self._settling(groups)
+        pids = self._param_ids() if (zero_lr and training) or settle else {}
         total = tiny = huge = once = 0
         ratios: list[tuple[float, int]] = []
         for r in rows:
@@ -84,14 +108,16 @@ class UpdateRatioObserver(Diagnostic):
             if not (isinstance(g, (int, float)) and not math.isnan(g) and g > 0 and p
                     and math.isfinite(p) and math.isfinite(ratio)):
                 continue
-            if pids and pids.get(r.get("name")) in zero_lr:
+            pid = pids.get(r.get("name")) if pids else None
+            if pid in zero_lr:
                 continue   # a group frozen with lr=0 while others train
             n = _numel(r.get("shape"))
             total += n
             ratios.append((ratio, n))
             if ratio < TINY_RATIO:
                 tiny += n
-            if ratio > HUGE_RATIO:
+            scale = settle.get(pid, 1.0) if settle and pid is not None else 1.0
+            if ratio * scale > HUGE_RATIO:
                 huge += n
             if ratio > HUGE_ONCE or HUGE_REWRITE < ratio < ZERO_START:
                 once += n
@@ -130,6 +156,27 @@ class UpdateRatioObserver(Diagnostic):
                 grew = True
             self._lrs[(k, g)] = lr
         return grew
+
+    def _settling(self, groups: list[tuple[int, int, float, set[int]]]) -> dict[int, float]:
+        """Parameter id -> the factor that brings its last update to the step its
+        optimizer settles at, for RMSprop (``sqrt(1 - alpha**t)``) and Adagrad (0:
+        its steps only shrink); empty when no such optimizer is in use."""
+        out: dict[int, float] = {}
+        for opt in getattr(self.ctx, "optimizers", []) or []:
+            kind = type(opt).__name__
+            if kind not in ("RMSprop", "Adagrad"):
+                continue
+            state = getattr(opt, "state", {})
+            for group in getattr(opt, "param_groups", []):
+                alpha = group.get("alpha", 0.99)
+                for p in group.get("params", []):
+                    if kind == "Adagrad":
+                        out[id(p)] = 0.0
+                        continue
+                    t = _count(state.get(p, {}).get("step"))
+                    if t and isinstance(alpha, float) and 0.0 < alpha < 1.0:
+                        out[id(p)] = math.sqrt(1.0 - alpha ** t)
+        return out
 
     def _param_ids(self) -> dict[str, int]:
         """Parameter name (as in the summary rows) -> id (the rare path only)."""

@@ -1,6 +1,7 @@
 """Mistakes once missed on realistic scripts, checked in process through ``watch``."""
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -533,6 +534,36 @@ def test_adam_at_lr_one_rewrites_the_weights() -> None:
     sane rate is no such step."""
     assert _adam_run(1.0, zero_head=False) == {("huge_updates", "")}
     assert _adam_run(1e-3, zero_head=True) == set()
+
+
+def _optimizer_run(name: str, lr: float, steps: int) -> set[tuple[str, str]]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 6))
+    opt = getattr(torch.optim, name)(model.parameters(), lr=lr)
+    w, sink = _watch(model, opt)
+    for _ in range(steps):
+        opt.zero_grad()
+        F.cross_entropy(model(torch.randn(32, 30)), torch.randint(0, 6, (32,))).backward()
+        opt.step()
+    w.close()
+    return {k for k in sink.findings if k[0] == "huge_updates"}
+
+
+@pytest.mark.parametrize("name,lr,steps,found", [
+    ("RMSprop", 0.01, 31, False),   # PyTorch's default: its first steps are 10x, 3x... by design
+    ("Adagrad", 0.1, 31, False),    # its steps shrink like 1/sqrt(t)
+    ("Adagrad", 0.05, 12, False),
+    ("RMSprop", 0.1, 12, True),     # ten times the default: its settled step rewrites too
+    ("Adagrad", 1.0, 12, True),     # the first step moves the weights by several norms
+    ("Adam", 0.1, 12, True),        # bias-corrected: its steps are large from the start
+])
+def test_huge_updates_judges_warm_in_optimizers_by_their_settled_step(
+        name: str, lr: float, steps: int, found: bool) -> None:
+    """RMSprop (no bias correction on a running average that starts at zero) and
+    Adagrad (an ever-growing sum of squares) take their largest steps first: at sane
+    rates the update/weight ratio of the first checks is above 0.1 and falls. They
+    are judged by the step they settle at; a rate far too high is still found."""
+    assert bool(_optimizer_run(name, lr, steps)) is found
 
 
 def test_clipping_an_exhausted_generator_is_ineffective() -> None:
