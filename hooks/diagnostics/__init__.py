@@ -28,7 +28,7 @@ KINDS = (
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
     "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
     "sampler_epoch_not_set", "ddp_bypassed", "unnormalized_input",
-    "unscaled_accumulation",
+    "unscaled_accumulation", "symmetric_init",
 )
 
 
@@ -58,6 +58,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
     from tensorscope.hooks.diagnostics.samplers import SamplerEpochObserver
     from tensorscope.hooks.diagnostics.schedulers import SchedulerOrderObserver
+    from tensorscope.hooks.diagnostics.symmetry import SymmetryObserver
     from tensorscope.hooks.diagnostics.target_grad import TargetGradObserver
     from tensorscope.hooks.diagnostics.targets import TargetObserver
     from tensorscope.hooks.diagnostics.updates import UpdateRatioObserver
@@ -74,7 +75,8 @@ def default_observers(mode: str) -> "list[Observer]":
         observers.append(DeviceObserver())
     if mode != "shapes":
         observers += [GradScaleObserver(), DeadActivationObserver(), Fp16OverflowObserver(),
-                      UpdateRatioObserver(), TargetObserver(), InputScaleObserver()]
+                      UpdateRatioObserver(), TargetObserver(), InputScaleObserver(),
+                      SymmetryObserver()]
     if HostSyncObserver.available():
         observers.append(HostSyncObserver())
     return observers
