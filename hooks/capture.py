@@ -26,6 +26,7 @@ from tensorscope.hooks import copies
 from tensorscope.hooks.backward_calls import backward_loss, in_backward
 from tensorscope.hooks.compiled import COMPILING_CHECKS
 from tensorscope.hooks.flatten import flatten, flatten_args, meta, shared_metas
+from tensorscope.hooks.lead_in import LeadIn
 from tensorscope.hooks.meter import OverheadMeter
 from tensorscope.hooks.observer import CallRecord
 from tensorscope.hooks.registry import is_loss_module
@@ -124,6 +125,7 @@ class Capture:
         self.params_every = max(1, stats_every)
         self.meta_every = 1
         self.updates = 0   # training steps finished (``StepSummary.updates``)
+        self.lead_in = LeadIn()   # the forwards with gradients off that begin an iteration
         self.prev_calls: list[CallRecord] = []   # the last step's calls (metadata reuse)
         self.global_mode = global_hooks
         self.gate = gate
@@ -367,9 +369,11 @@ class Capture:
             step = self.step
         if self.stack:  # left behind by an interrupted forward (KeyboardInterrupt)
             self.stack.clear()
+        self.lead_in.root_starting(module, _grad_enabled())
         step.roots_called.add(id(module))
         step.root_locs.add(loc)
         if not step.calls:
+            self.lead_in.step_beginning(args, kwargs, _grad_enabled())
             self.host.step_beginning(step.index)
             if not self.optimizers_known:
                 self._first_param = _param_state(module)
@@ -384,12 +388,16 @@ class Capture:
         called again (``model.decode(z)`` calling two children is one step; a
         frozen teacher's forward joins the student's training step after it).
         A child of a module called in the step begins a new one too (sampling with
-        ``model.decode(z)`` after an evaluation batch of ``model``). With no
+        ``model.decode(z)`` after an evaluation batch of ``model``). A model called
+        again as the last training iteration began stays in the step
+        (``_begins_iteration``). With no
         optimizer known, a finished backward also ends the step, and so
         does a repeated root unless its step is building a graph for a backward
         to come (``_builds_graph``).
         """
         if step.inference_open:
+            if id(module) in step.roots_called and self._begins_iteration(step, module):
+                return False
             if id(module) in step.roots_called or _inside_called(step.root_locs, loc):
                 return True
             if _grad_enabled():   # training may follow: cut here if it was not a teacher's
@@ -406,6 +414,21 @@ class Capture:
             return not self._accumulates(module)
         return id(module) in step.roots_called and not (
             self._takes_graph(args, kwargs) or self._builds_graph(step, module))
+
+    def _begins_iteration(self, step: StepBuffer, module: torch.nn.Module) -> bool:
+        """Whether a root called again in an inference step belongs to the training
+        step that follows, as the forwards with gradients off that began the last
+        training step did (``LeadIn``): a DQN's action chosen by the policy under
+        ``no_grad`` at every move, double DQN's next actions selected by it. Not
+        when the model is in eval mode now or was in this step, the step computed a
+        loss, or its first call took the batch the last training step took (an
+        evaluation of that batch after the update): those are evaluations."""
+        if not getattr(module, "training", False) or self.lead_in.batch_again \
+                or step.loss is not None or step.output_loss is not None:
+            return False
+        if not all(c.training for c in step.calls if c.parent is None and c.module is module):
+            return False
+        return self.lead_in.repeats(module, _grad_enabled())
 
     @staticmethod
     def _evaluated(step: StepBuffer) -> int:
@@ -488,8 +511,11 @@ class Capture:
         the step's first root call that needs a gradient is still alive (in a
         variable, a list, or saved by the graph built on it). A forward whose output was
         dropped is inference: one step per root call, and no root joins a step
-        again until a backward is seen."""
-        if not (self.join_repeats and _grad_enabled() and getattr(module, "training", False)):
+        again until a backward is seen. While that output is alive, a forward of the
+        model with gradients off belongs to the step too (double DQN's next actions,
+        selected by the policy under ``no_grad`` between its training forward and
+        the backward)."""
+        if not (self.join_repeats and getattr(module, "training", False)):
             return False
         outputs = step.root_outputs
         first = outputs[0][0] if outputs else None
@@ -911,6 +937,10 @@ class Capture:
         self.step = self._new_step(parts[-1].index + 1)
         self.prev_calls = parts[-1].calls if self.meta_every > 1 else []
         self._last_exc_id = 0
+        if kinds[-1] == "train":
+            first = parts[-1].calls[:1]
+            self.lead_in.training_step_ended(
+                [t for c in first for e in c.in_entries if (t := e.ref()) is not None])
         try:
             for n, part in enumerate(parts):
                 if n:
