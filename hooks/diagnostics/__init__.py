@@ -28,7 +28,7 @@ KINDS = (
     "batchnorm_batch_of_one", "target_out_of_range", "double_step",
     "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
     "sampler_epoch_not_set", "ddp_bypassed", "unnormalized_input",
-    "unscaled_accumulation", "symmetric_init",
+    "unscaled_accumulation", "symmetric_init", "padding_in_loss",
 )
 
 

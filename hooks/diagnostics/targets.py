@@ -47,6 +47,16 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   node (``BCEWithLogitsLoss``, ``F.binary_cross_entropy_with_logits``) leaves [0, 1]
   (its minimum and maximum deferred into the step's transfer): masks of 0/255,
   labels of -1/+1. ``BCELoss`` raises on such targets itself.
+* ``padding_in_loss``: the class-index targets of the NLL loss hold the
+  ``padding_idx`` of an ``nn.Embedding`` of the model whose vocabulary is the
+  loss's classes (a language model or a decoder: logits over the same tokens
+  the embedding reads), and ``ignore_index`` is not that index. The count of
+  such targets is deferred into the step's transfer; when at least
+  ``PAD_SHARE`` of the targets are padding on ``PAD_STEPS`` checked steps, the
+  padded positions are counted in the loss: the model learns to predict
+  padding and the loss is averaged over them. A classifier over an embedding
+  (a label 0 beside a padding index 0) is no match: its classes are not the
+  vocabulary.
 * ``double_activation``: a softmax right under the NLL node (through views):
   probabilities given to ``NLLLoss``/``F.nll_loss``, which expects
   log-probabilities; or a layer's own output there (a linear map, a
@@ -76,6 +86,8 @@ BATCH_CHECKS = 4       # training steps whose loss graphs are searched for a sof
 BATCH_SEARCH = 512     # graph nodes looked at in that search
 _SOFTMAX_FNS = ("SoftmaxBackward0", "LogSoftmaxBackward0")
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+PAD_SHARE = 0.05       # targets that are the padding index, of all counted ones
+PAD_STEPS = 2          # checked steps with that share that make a finding
 SOFTMAX, RAW_SCORES = -1, -2   # in place of a log-softmax's dim: what the NLL got instead
 # a layer's own output (a linear map, a convolution): scores that no log-softmax normalised
 _RAW_SCORE_FNS = frozenset({"AddmmBackward0", "MmBackward0", "ConvolutionBackward0",
@@ -106,6 +118,12 @@ class TargetObserver(Diagnostic):
         # over dimension 1 of [N, T, C] logits whose classes are last
         # (and for probability targets, the defer handle of their sums over dims 1 and -1)
         self._class_last: list[tuple[list[Any], list[int], int | None, int]] = []
+        # vocabulary size -> (padding index, root, embedding path), for the roots seen so far
+        self._pads: dict[int, tuple[int, int, str]] = {}
+        self._pad_roots = 0
+        self._pad_handles: list[tuple[int, int, int, str, int]] = []  # handle, pad, root, path, C
+        self._pad_hits: list[tuple[int, float]] = []   # (step, share) of the checked steps
+        self._pad_done = False
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Look at the NLL nodes under the loss (first checked steps only)."""
@@ -331,6 +349,9 @@ class TargetObserver(Diagnostic):
         if not isinstance(logp, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
         self._check_dim(node, logp)
+        if not self._pad_done and logp.dim() >= 2 and target.dtype in _INDEX_DTYPES \
+                and not target.is_meta and len(self._pad_handles) < 4:
+            self._padding(node, logp.shape[1], target)
         if target.dim() != 1 or target.numel() < 8 or target.dtype not in _INDEX_DTYPES \
                 or logp.dim() != 2 or len(self._handles) >= 4 or target.is_meta:
             return
@@ -343,6 +364,60 @@ class TargetObserver(Diagnostic):
             n = valid.sum()
         self._handles.append((self.ctx.defer({"lo": lo, "hi": hi, "n": n}), logp.shape[1],
                               _from_layer(node), None))
+
+    def _padding(self, node: Any, classes: int, target: torch.Tensor) -> None:
+        """Queue the count of padding targets, when the classes are an embedding's
+        vocabulary with a padding index that the loss does not ignore."""
+        roots = self.ctx.roots
+        if len(roots) != self._pad_roots:   # learn the embeddings of new roots
+            for rid in range(self._pad_roots, len(roots)):
+                for path, mod in roots[rid].named_modules():
+                    pad = getattr(mod, "padding_idx", None) if isinstance(mod, nn.Embedding) \
+                        else None
+                    if isinstance(pad, int) and pad >= 0:
+                        self._pads.setdefault(int(mod.num_embeddings), (pad, rid, path))
+            self._pad_roots = len(roots)
+        hit = self._pads.get(int(classes))
+        if hit is None:
+            return
+        pad, rid, path = hit
+        if _signed(saved_value(node, "ignore_index", -100)) == pad:
+            return
+        with torch.no_grad():
+            counts = {"pad": (target == pad).sum(), "n": (target >= 0).sum()}
+        self._pad_handles.append((self.ctx.defer(counts), pad, rid, path, int(classes)))
+
+    def _report_padding(self, record: StepRecord) -> None:
+        handles, self._pad_handles = self._pad_handles, []
+        if record.kind != "train":
+            return
+        share, seen = None, None
+        for handle, *where in handles:
+            vals = record.deferred.get(handle)
+            if not vals or not vals.get("n"):
+                continue
+            share, seen = float(vals["pad"]) / float(vals["n"]), where
+            if share < PAD_SHARE:
+                self._pad_hits.clear()
+                return
+        if share is None or seen is None:
+            return
+        pad, rid, path, classes = seen
+        self._pad_hits.append((record.step, share))
+        if len(self._pad_hits) < PAD_STEPS:
+            return
+        self._pad_done = True
+        pct = 100 * max(s for _, s in self._pad_hits)
+        where = module_label(self.ctx, rid, path)
+        self.emit("padding_in_loss", "warning", "loss", rid, "",
+                  f"Up to {pct:.0f}% of the targets of the cross-entropy at steps "
+                  f"{', '.join(str(s) for s, _ in self._pad_hits)} are the padding index {pad} "
+                  f"(the padding_idx of {where}, whose {classes} tokens are the loss's "
+                  f"classes), and the loss does not ignore it: the padded positions count in "
+                  f"the loss, so the model learns to predict padding and every real token's "
+                  f"share of the gradient shrinks. Fix: cross_entropy(..., ignore_index={pad}) "
+                  f"(nn.CrossEntropyLoss(ignore_index={pad})), or set the padded targets to "
+                  f"-100.", step=record.step)
 
     def _check_dim(self, node: Any, logp: torch.Tensor) -> None:
         """A log-softmax over the wrong dimension right under the NLL node, or (through
@@ -460,6 +535,8 @@ class TargetObserver(Diagnostic):
             self._report_class_last(record)
         if self._binary_handles:
             self._report_binary(record)
+        if self._pad_handles:
+            self._report_padding(record)
         if self._done or record.kind != "train":
             return
         self._train_steps += 1
