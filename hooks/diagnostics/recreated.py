@@ -1,0 +1,103 @@
+"""``optimizer_recreated``: a new optimizer built before every step.
+
+``optimizer = torch.optim.Adam(model.parameters())`` inside the training loop
+makes a new optimizer each iteration: its state (Adam's moment estimates, the
+momentum buffers of SGD, RMSprop's running average) starts from zero at every
+step, so every step is a first step. Adam then takes sign-like steps of about
+the learning rate whatever the gradient's size, momentum never builds, and a
+scheduler attached to it starts over.
+
+Each optimizer step's optimizer is compared with the ones seen before (weak
+references: the identity of an optimizer, never its ``id`` alone, which a new
+object may reuse). A *fresh* step is the first step of an optimizer over
+parameters an earlier optimizer has already stepped. ``RUN`` (3) fresh steps in
+a row make the finding. An optimizer without state (plain SGD, no momentum)
+loses nothing when rebuilt and never counts; neither does a new optimizer for a
+new stage of training (one fresh step, then the same optimizer steps again), or
+a new optimizer over new parameters (a model built anew).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+
+RUN = 3
+MAX_KNOWN = 64   # optimizers remembered (a script rebuilding one each step has one alive)
+
+
+class OptimizerLifeObserver(Diagnostic):
+    """A new stateful optimizer for each step, over parameters already stepped."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, weakref.ref] = {}
+        self._stepped: set[int] = set()   # ids of parameters an optimizer has stepped
+        self._keep: list[Any] = []        # those parameters (their ids stay theirs)
+        self._fresh: list[int] = []       # steps of the current run of fresh optimizers
+        self._done = False
+
+    def on_optimizer_step_pre(self, optimizer: Any) -> None:
+        """Note whether this step's optimizer is new over parameters already stepped."""
+        if self._done:
+            return
+        ref = self._known.get(id(optimizer))
+        if ref is not None and ref() is optimizer:
+            self._fresh = []
+            return
+        params = [p for g in getattr(optimizer, "param_groups", []) for p in g.get("params", [])
+                  if isinstance(p, torch.Tensor)]
+        again = [p for p in params if id(p) in self._stepped]
+        if again and _has_state(optimizer):
+            self._fresh.append(self.ctx.step_index)
+        else:
+            self._fresh = []
+        self._remember(optimizer, params)
+        if len(self._fresh) >= RUN:
+            self._done = True
+            self._report(optimizer, again[0])
+
+    def _remember(self, optimizer: Any, params: list[Any]) -> None:
+        try:
+            ref = weakref.ref(optimizer)
+        except TypeError:
+            return
+        if len(self._known) >= MAX_KNOWN:
+            self._known = {k: r for k, r in self._known.items() if r() is not None}
+            if len(self._known) >= MAX_KNOWN:
+                return
+        self._known[id(optimizer)] = ref
+        for p in params:
+            if id(p) not in self._stepped:
+                self._stepped.add(id(p))
+                self._keep.append(weakref.ref(p))
+
+    def _report(self, optimizer: Any, param: Any) -> None:
+        hit = self.ctx.param_name(param)
+        rid = hit[0] if hit is not None else 0
+        kind = type(optimizer).__name__
+        steps = ", ".join(map(str, self._fresh))
+        self.emit("optimizer_recreated", "warning", "optimizer", rid, "",
+                  f"A new {kind} is created before each optimizer step (steps {steps}) over "
+                  f"the parameters of {module_label(self.ctx, rid, '')} that an earlier "
+                  f"{kind} already stepped: its state (moment estimates, momentum buffers) "
+                  f"starts from zero every step, so every step is a first step: adaptive "
+                  f"optimizers take sign-like steps of about the learning rate, momentum "
+                  f"never builds, and a scheduler attached to it starts over. Fix: create "
+                  f"the optimizer once, before the training loop.")
+
+    def on_detach(self) -> None:
+        """Forget the optimizers and parameters."""
+        self._known.clear()
+        self._stepped.clear()
+        self._keep.clear()
+
+
+def _has_state(optimizer: Any) -> bool:
+    """Whether the optimizer keeps state between steps (plain SGD without momentum
+    does not: rebuilding it loses nothing)."""
+    if isinstance(optimizer, torch.optim.SGD):
+        return any(g.get("momentum", 0) for g in optimizer.param_groups)
+    return True
