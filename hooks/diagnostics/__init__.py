@@ -29,7 +29,7 @@ KINDS = (
     "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
     "sampler_epoch_not_set", "ddp_bypassed", "unnormalized_input",
     "unscaled_accumulation", "symmetric_init", "padding_in_loss",
-    "optimizer_recreated",
+    "optimizer_recreated", "zeroed_gradients",
 )
 
 
@@ -64,6 +64,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.target_grad import TargetGradObserver
     from tensorscope.hooks.diagnostics.targets import TargetObserver
     from tensorscope.hooks.diagnostics.updates import UpdateRatioObserver
+    from tensorscope.hooks.diagnostics.zeroed import ZeroedGradObserver
 
     modes = ModeObserver()
     graphs, targets = GraphObserver(modes), TargetGradObserver()
@@ -79,7 +80,7 @@ def default_observers(mode: str) -> "list[Observer]":
     if mode != "shapes":
         observers += [GradScaleObserver(), DeadActivationObserver(), Fp16OverflowObserver(),
                       UpdateRatioObserver(), TargetObserver(), InputScaleObserver(),
-                      SymmetryObserver()]
+                      SymmetryObserver(), ZeroedGradObserver()]
     if HostSyncObserver.available():
         observers.append(HostSyncObserver())
     return observers
