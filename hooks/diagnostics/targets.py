@@ -47,6 +47,14 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   node (``BCEWithLogitsLoss``, ``F.binary_cross_entropy_with_logits``) leaves [0, 1]
   (its minimum and maximum deferred into the step's transfer): masks of 0/255,
   labels of -1/+1. ``BCELoss`` raises on such targets itself.
+* ``target_out_of_range`` also names multi-hot targets given to a
+  cross-entropy: probability targets (a product of the loss's log-softmax with
+  a constant of the logits' shape) that hold only 0 and 1 and mark two labels
+  or more in some sample, on ``HOT_STEPS`` checked steps (the values and the
+  largest and smallest sums per sample deferred into the step's transfer). A
+  cross-entropy takes one distribution per sample; several labels at once are
+  a multi-label task, which needs ``BCEWithLogitsLoss``. Label smoothing,
+  mixup and distillation targets sum to 1 and are not it.
 * ``padding_in_loss``: the class-index targets of the NLL loss hold the
   ``padding_idx`` of an ``nn.Embedding`` of the model whose vocabulary is the
   loss's classes (a language model or a decoder: logits over the same tokens
@@ -86,6 +94,7 @@ BATCH_CHECKS = 4       # training steps whose loss graphs are searched for a sof
 BATCH_SEARCH = 512     # graph nodes looked at in that search
 _SOFTMAX_FNS = ("SoftmaxBackward0", "LogSoftmaxBackward0")
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+HOT_STEPS = 2          # checked steps with multi-hot targets into a cross-entropy
 PAD_SHARE = 0.05       # targets that are the padding index, of all counted ones
 PAD_STEPS = 2          # checked steps with that share that make a finding
 SOFTMAX, RAW_SCORES = -1, -2   # in place of a log-softmax's dim: what the NLL got instead
@@ -124,6 +133,9 @@ class TargetObserver(Diagnostic):
         self._pad_handles: list[tuple[int, int, int, str, int]] = []  # handle, pad, root, path, C
         self._pad_hits: list[tuple[int, float]] = []   # (step, share) of the checked steps
         self._pad_done = False
+        self._hot_handles: list[tuple[int, Any, int]] = []   # handle, logits' node, step
+        self._hot_steps: list[int] = []
+        self._hot_done = False
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Look at the NLL nodes under the loss (first checked steps only)."""
@@ -137,6 +149,8 @@ class TargetObserver(Diagnostic):
                 self._binary(node, logits=name == _BINARY[0])
             if name in _NLL or name == "MulBackward0":
                 self._classes_last(node)
+            if name == "MulBackward0" and not self._hot_done:
+                self._multi_hot(node)
         if self._train_steps < BATCH_CHECKS and len(self._over_batch) < 4:
             self._softmax_over_batch(loss.grad_fn)
 
@@ -319,6 +333,64 @@ class TargetObserver(Diagnostic):
         if target.shape[0] >= 8 and target.numel() == target.shape[0] and target.dim() <= 2 \
                 and len(self._handles) < 4:
             self._handles.append((handle, 2, False, target.numel()))   # one label per sample
+
+    def _multi_hot(self, node: Any) -> None:
+        """Defer what the constant target of a soft cross-entropy holds: whether only
+        0 and 1, and its largest and smallest sums per sample."""
+        edges = [f for f, _ in node.next_functions]
+        if len(edges) != 2 or sum(f is not None for f in edges) != 1 \
+                or len(self._hot_handles) >= 2:
+            return
+        target = saved_value(node, "other" if edges[0] is not None else "self", None)
+        logsm = _skip_reshapes(next(f for f in edges if f is not None))
+        if fn_name(logsm) != "LogSoftmaxBackward0":
+            return
+        result = saved_value(logsm, "result", None)
+        if not isinstance(target, torch.Tensor) or not isinstance(result, torch.Tensor) \
+                or not target.is_floating_point() or target.dim() < 2 or target.is_meta \
+                or target.shape != result.shape or _dim_of(logsm, result.dim()) != 1:
+            return
+        with torch.no_grad():
+            sums = target.sum(1)
+            vals = {"hot": ((target == 0) | (target == 1)).all().to(torch.float32),
+                    "most": sums.amax(), "least": sums.amin()}
+            if target.dim() >= 3:   # one-hot over the last dimension is softmax_dim's
+                vals["last"] = (target.sum(-1) - 1).abs().amax()
+        self._hot_handles.append((self.ctx.defer(vals), _first_input(logsm),
+                                  self.ctx.step_index))
+
+    def _report_multi_hot(self, record: StepRecord) -> None:
+        handles, self._hot_handles = self._hot_handles, []
+        if record.kind != "train":
+            return
+        for handle, made, step in handles:
+            vals = record.deferred.get(handle)
+            if not vals:
+                continue
+            if float(vals["hot"]) != 1.0 or not float(vals["most"]) >= 2.0 \
+                    or float(vals.get("last", 1.0)) <= 1e-3:
+                self._hot_steps = []
+                return
+            self._hot_steps.append(step)
+            if len(self._hot_steps) < HOT_STEPS:
+                return
+            self._hot_done = True
+            call = next((c for c in record.calls for e in c.out_entries
+                         if e.made_fn is made and e.producer is c), None) or next(
+                (c for c in reversed(record.calls) if c.is_root and c.grad_enabled), None)
+            rid, path = (call.root, call.path) if call is not None else (0, "")
+            most, least = int(float(vals["most"])), int(float(vals["least"]))
+            self.emit("target_out_of_range", "warning", "loss", rid, path,
+                      f"The targets of the cross-entropy at steps "
+                      f"{', '.join(map(str, self._hot_steps))} (on the logits of "
+                      f"{module_label(self.ctx, rid, path)}) are multi-hot: 0/1 vectors "
+                      f"marking {least} to {most} labels per sample, but a cross-entropy "
+                      f"takes one probability distribution per sample (its softmax makes "
+                      f"the classes compete, so two true labels pull against each other, "
+                      f"and a target summing to {most} scales the loss). This is a "
+                      f"multi-label task. Fix: nn.BCEWithLogitsLoss() on the same logits "
+                      f"and targets (one independent sigmoid per label).", step=step)
+            return
 
     def _report_binary(self, record: StepRecord) -> None:
         """A BCE-with-logits target outside [0, 1] (masks of 0/255, labels of -1/1)."""
@@ -537,6 +609,8 @@ class TargetObserver(Diagnostic):
             self._report_binary(record)
         if self._pad_handles:
             self._report_padding(record)
+        if self._hot_handles:
+            self._report_multi_hot(record)
         if self._done or record.kind != "train":
             return
         self._train_steps += 1
