@@ -55,6 +55,13 @@ class ZeroedGradObserver(Diagnostic):
         """Judge a training step whose parameter rows carry gradient norms."""
         if self._done or record.kind != "train":
             return
+        total = record.summary.grad_norm   # over every parameter row with a gradient norm
+        if total is None:
+            return   # no gradient norms this step (not a statistics step)
+        if total != 0.0:
+            self._hits = []
+            self._cleared = False
+            return
         rows = [r for r in record.summary.params
                 if r.get("in_optimizer") and r.get("requires_grad")
                 and r.get("grad_norm") is not None]
