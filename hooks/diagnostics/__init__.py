@@ -29,7 +29,7 @@ KINDS = (
     "ineffective_clipping", "target_requires_grad", "scheduler_before_step",
     "sampler_epoch_not_set", "ddp_bypassed", "unnormalized_input",
     "unscaled_accumulation", "symmetric_init", "padding_in_loss",
-    "optimizer_recreated", "zeroed_gradients",
+    "optimizer_recreated", "zeroed_gradients", "rnn_batch_first",
 )
 
 
@@ -57,6 +57,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.memory import GraphObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.recreated import OptimizerLifeObserver
+    from tensorscope.hooks.diagnostics.rnn_layout import RnnLayoutObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
     from tensorscope.hooks.diagnostics.samplers import SamplerEpochObserver
     from tensorscope.hooks.diagnostics.schedulers import SchedulerOrderObserver
@@ -73,7 +74,7 @@ def default_observers(mode: str) -> "list[Observer]":
         ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
         SamplerEpochObserver(), DdpBypassObserver(), UnscaledAccumulationObserver(),
-        OptimizerLifeObserver(),
+        OptimizerLifeObserver(), RnnLayoutObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())

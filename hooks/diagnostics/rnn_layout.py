@@ -1,0 +1,108 @@
+"""``rnn_batch_first``: batch-major input to a sequence-major recurrent layer.
+
+``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` take ``[T, N, F]`` (time first) unless
+built with ``batch_first=True``. Given ``[N, T, F]`` batches (what a
+``DataLoader`` and an ``nn.Embedding`` over ``[N, T]`` token ids give), the
+layer runs its recurrence across the samples of the batch and treats the T
+positions as independent sequences. Nothing raises when the per-sample output
+is taken as ``out[:, -1]`` (it is then ``[N, H]``, as the targets expect): the
+model mixes samples and learns little.
+
+Each training call of a recurrent layer with ``batch_first=False`` and a 3-d
+input ``[A, B, F]`` (A != B, B >= 2) is noted for the step. At ``backward()``,
+the loss's per-sample target is read from its node (``NllLossBackward0``, the
+element-wise regression and binary losses: metadata only): when its first
+dimension is A, one value (or row) per sample of the layer's first dimension,
+and not B, the layer got the batch first. ``HITS`` (2) training steps in a row
+make the finding. Sequence-first data (``[T, N, F]``, targets ``[N]``), packed
+sequences, a batch of one sequence (``[T, 1, F]``) and per-position targets
+(``[T, N]``, or flattened ``[T * N]``) never match.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, saved_value
+from tensorscope.hooks.diagnostics.losses import top_nodes
+from tensorscope.hooks.observer import CallRecord, StepRecord
+
+HITS = 2
+_SEARCH = 24
+_TARGET_NODES = ("NllLossBackward0", "MseLossBackward0", "L1LossBackward0",
+                 "SmoothL1LossBackward0", "HuberLossBackward0",
+                 "BinaryCrossEntropyWithLogitsBackward0", "BinaryCrossEntropyBackward0")
+
+
+class RnnLayoutObserver(Diagnostic):
+    """Recurrent layers without ``batch_first`` fed batch-major sequences."""
+
+    def __init__(self) -> None:
+        self._calls: list[tuple[int, str, str, int, int]] = []  # root, path, type, A, B
+        self._matched: tuple[int, str, str, int, int] | None = None
+        self._hits: list[int] = []
+        self._done = False
+
+    def watches(self, module_type: type, hook: str) -> bool:
+        """The forward pre-hook of recurrent layers (and roots)."""
+        return hook == "on_forward_pre" and issubclass(module_type, nn.RNNBase)
+
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """Note a training call of a sequence-first layer with a 3-d input."""
+        module = call.module
+        if self._done or not isinstance(module, nn.RNNBase) or module.batch_first \
+                or not call.grad_enabled or len(self._calls) >= 8:
+            return
+        inputs = call.inputs
+        x = inputs[0][1] if inputs else None
+        if not isinstance(x, torch.Tensor) or x.dim() != 3:
+            return   # a PackedSequence, or an unbatched sequence
+        a, b = int(x.shape[0]), int(x.shape[1])
+        if a != b and b >= 2:
+            self._calls.append((call.root, call.path, call.type, a, b))
+
+    def on_backward(self, tensor: Any) -> None:
+        """Compare the loss's per-sample target with the layers' first dimension."""
+        if self._done or not self._calls or not isinstance(tensor, torch.Tensor) \
+                or tensor.grad_fn is None:
+            return
+        for node in top_nodes(tensor.grad_fn, _SEARCH):
+            if fn_name(node) not in _TARGET_NODES:
+                continue
+            target = saved_value(node, "target", None)
+            if not isinstance(target, torch.Tensor) or not 1 <= target.dim() <= 2:
+                continue
+            n = int(target.shape[0])
+            for c in self._calls:
+                a, b = c[3], c[4]
+                if n == a and n != b and (target.dim() == 1 or target.shape[1] != b):
+                    self._matched = c
+                    return
+
+    def on_step_end(self, record: StepRecord) -> None:
+        """Count the training steps whose target matched a layer's first dimension."""
+        calls, self._calls = self._calls, []
+        matched, self._matched = self._matched, None
+        if self._done or record.kind != "train" or not calls:
+            return
+        if matched is None:
+            self._hits = []
+            return
+        self._hits.append(record.step)
+        if len(self._hits) < HITS:
+            return
+        self._done = True
+        rid, path, kind, a, b = matched
+        self.emit("rnn_batch_first", "warning", "forward", rid, path,
+                  f"{path or kind} ({kind}, batch_first=False) takes its input as "
+                  f"[time, batch, features], but at steps "
+                  f"{', '.join(map(str, self._hits))} it got [{a}, {b}, ...] where the "
+                  f"{a} of the first dimension are the samples of the batch (the loss has "
+                  f"one target per each of them) and the {b} of the second are the "
+                  f"positions: the recurrence runs across the samples and treats each "
+                  f"position as a separate sequence, so the model mixes samples and "
+                  f"learns little. Fix: build it with batch_first=True (or pass "
+                  f"x.transpose(0, 1) and take the outputs' time steps from dimension "
+                  f"0).", step=record.step)
