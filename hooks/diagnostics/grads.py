@@ -477,6 +477,11 @@ class ParamCoverageObserver(Diagnostic):
         self._unregistered_seen: set[int] = set()
         self._has_grad: dict[tuple[int, str], bool] = {}
         self._no_grad: dict[tuple[int, str], int] = {}
+        self._grad_off: set[int] = set()   # roots counted there for forwards run with grad off
+        self._stepped: set[tuple[int, str]] = set()   # held by an optimizer stepped this step
+        # (step, roots) of the last inference record: forwards without gradients split off
+        # the training step that follows (a model run under inference_mode, then cloned)
+        self._inference: tuple[int, set[int]] = (-1, set())
         self._got_grad: set[tuple[int, str]] = set()
         self._outside: dict[tuple[int, str], int] = {}
         self._reported: set[tuple[str, int, str]] = set()
@@ -520,16 +525,25 @@ class ParamCoverageObserver(Diagnostic):
             self._check_unregistered()
         if step >= 8 and step % 8:
             return
-        self._has_grad = {(rid, name): p.grad is not None
-                          for rid, root in enumerate(self.ctx.roots)
-                          for name, p in root.named_parameters()}
+        stepped = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        self._has_grad = {}
+        for rid, root in enumerate(self.ctx.roots):
+            for name, p in root.named_parameters():
+                self._has_grad[(rid, name)] = p.grad is not None
+                if id(p) in stepped:
+                    self._stepped.add((rid, name))
 
     def on_step_end(self, record: StepRecord) -> None:
         """Update the per-parameter counters from the step's parameter rows."""
         if record.step < 8 and record.kind == "train":
             self._note_unregistered(record)
+        if record.kind != "train":   # an evaluation split off the training step after it
+            self._inference = (record.step, {c.root for c in record.calls
+                                             if c.parent is None and not c.grad_enabled})
+            return   # keeps that step's gradient snapshot (taken at its optimizer step)
         has_grad, self._has_grad = self._has_grad, {}
-        if record.kind != "train" or not has_grad:
+        stepped, self._stepped = self._stepped, set()
+        if not has_grad:
             return
         rows = []
         for r in record.summary.params:
@@ -542,6 +556,7 @@ class ParamCoverageObserver(Diagnostic):
                                  else got))
         called = {c.root for c in record.calls if c.grad_enabled}
         backward_roots = {r["root"] for r in rows if r["has_grad"]}
+        grad_off = self._grad_off_roots(record, called) if backward_roots else set()
         unused: dict[int, set[str]] = {}
         outside: dict[int, set[str]] = {}
         for r in rows:
@@ -549,6 +564,9 @@ class ParamCoverageObserver(Diagnostic):
             if not r["has_grad"]:
                 if r["root"] in called and r["root"] in backward_roots:
                     self._no_grad[key] = self._no_grad.get(key, 0) + 1
+                elif r["root"] in grad_off and key in stepped:
+                    self._no_grad[key] = self._no_grad.get(key, 0) + 1
+                    self._grad_off.add(r["root"])
             else:
                 self._got_grad.add(key)
                 if not r.get("in_optimizer") and self.ctx.optimizers \
@@ -560,6 +578,18 @@ class ParamCoverageObserver(Diagnostic):
                 outside.setdefault(key[0], set()).add(key[1])
         self._report_unused(rows, unused, record.step)
         self._report_outside(rows, outside, record.step)
+
+    def _grad_off_roots(self, record: StepRecord, called: set[int]) -> set[int]:
+        """Roots called in this training step (or in the evaluation split off just before
+        it) with gradients off only. A frozen teacher, a DQN's target network or a GAN's
+        generator sampled for the discriminator's step, unless an optimizer stepped in this
+        step holds its trainable parameters (checked by the caller): then it was meant to
+        learn, and its training forward ran under no_grad or inference_mode."""
+        roots = {c.root for c in record.calls if c.parent is None}
+        step, before = self._inference
+        if step == record.step - 1:
+            roots |= before
+        return roots - called
 
     def _note_unregistered(self, record: StepRecord) -> None:
         """Calls of modules that are not submodules of their root (a path with ``~``:
@@ -617,6 +647,18 @@ class ParamCoverageObserver(Diagnostic):
                               f"per-task heads, layer drop). Fix: none if the routing is "
                               f"intended; otherwise check it (an expert that no token "
                               f"reaches never learns).", step=step)
+                    continue
+                if rid in self._grad_off:
+                    self.emit("unused_parameter", "warning", "backward", rid, mod,
+                              f"The trainable parameters of {where} ({_names(listed)}) are in "
+                              f"an optimizer but have not received a gradient in "
+                              f"{UNUSED_STEPS} training steps: every forward of {where} in "
+                              f"those steps ran with gradients off (inside torch.no_grad() "
+                              f"or torch.inference_mode()), so backward() never reaches it "
+                              f"and it never learns. Fix: run its training forward with "
+                              f"gradients on; if it is meant to stay frozen, "
+                              f"requires_grad_(False) and leave it out of the optimizer.",
+                              step=step)
                     continue
                 self.emit("unused_parameter", "warning", "backward", rid, mod,
                           f"The trainable parameters of {where} ({_names(listed)}) have not "
