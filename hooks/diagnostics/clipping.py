@@ -16,6 +16,15 @@ value):
   an exhausted generator (``params = model.parameters()`` given to the optimizer,
   then to the clip), so nothing is ever clipped.
 
+* with an enabled ``GradScaler``, the call runs between the backward and the
+  step but before ``scaler.unscale_(optimizer)``: the gradients are still
+  multiplied by the loss scale (65536 at first), so ``clip_grad_norm_`` measures
+  the true norm times the scale and clips every step, and after the scaler
+  unscales them the update is ``max_norm / scale`` at most: the model barely
+  learns (``clip_grad_value_`` clips at a value divided by the scale). It is
+  counted when the optimizer then steps through that scaler (``scaler.step``
+  unscales on its way in); an optimizer stepped directly is not.
+
 A ``max_norm`` of infinity only measures the norm and is not looked at. Two such
 calls make the finding, named at the root of the parameters. A call
 between the backward and the step (the only place clipping works) never
@@ -36,6 +45,7 @@ import torch.nn.utils.clip_grad as clip_grad
 
 from tensorscope.hooks.compiled import is_compiling
 from tensorscope.hooks.diagnostics.base import Diagnostic
+from tensorscope.hooks.diagnostics.scaler import live_scalers, unscaled_for
 
 CHECKED_CALLS = 16
 INEFFECTIVE_CALLS = 2
@@ -55,6 +65,9 @@ class ClipObserver(Diagnostic):
         self._after_step: dict[int, tuple[weakref.ref, int, int]] = {}
         self._hits: list[tuple[str, str, int, int]] = []   # (how, name, root, step)
         self._reported = False
+        # id(optimizer) -> (clip name, root, step, scalers that had not unscaled it) of
+        # a clip between backward and step, while a GradScaler is enabled
+        self._scaled: dict[int, tuple[str, int, int, list[weakref.ref]]] = {}
 
     def on_attach(self, ctx: Any) -> None:
         """Wrap the clipping functions (restored on detach)."""
@@ -117,6 +130,9 @@ class ClipObserver(Diagnostic):
             elif self._used(with_grad):
                 how = "after"
             else:
+                self._note_scaled(name, with_grad, hit[0])
+                if self._hits and self._hits[-1][0] == "scaled":
+                    return   # judged when the optimizer steps
                 self._hits.clear()   # clipped where it works: a one-off is no pattern
                 return
             self._hits.append((how, name, hit[0], self.ctx.step_index))
@@ -126,6 +142,37 @@ class ClipObserver(Diagnostic):
             self._on = False
             print(f"tensorscope: the gradient clipping check failed ({type(exc).__name__}: "
                   f"{exc}); it is off for the rest of the run", file=sys.stderr)
+
+    def _note_scaled(self, name: str, param: torch.Tensor, root: int) -> None:
+        """With an enabled GradScaler that has not unscaled the gradients of the
+        optimizer holding ``param``, note the clip for that optimizer's step."""
+        scalers = live_scalers()
+        if not scalers:
+            return
+        opt = next((o for o in self.ctx.optimizers for g in getattr(o, "param_groups", ())
+                    if any(p is param for p in g["params"])), None)
+        if opt is None:
+            return
+        pending = [weakref.ref(s) for s in scalers if not unscaled_for(s, opt)]
+        if pending:
+            self._scaled[id(opt)] = (name, root, self.ctx.step_index, pending)
+
+    def on_optimizer_step_pre(self, optimizer: Any) -> None:
+        """A clip noted on scaled gradients counts when a scaler steps this optimizer."""
+        if not self._scaled:
+            return
+        noted = self._scaled.pop(id(optimizer), None)
+        if noted is None or self._reported:
+            return
+        name, root, step, pending = noted
+        if any(s is not None and unscaled_for(s, optimizer) for s in (r() for r in pending)):
+            if self._hits and self._hits[-1][0] != "scaled":
+                self._hits.clear()
+            self._hits.append(("scaled", name, root, step))
+            if len(self._hits) >= INEFFECTIVE_CALLS:
+                self._report()
+        elif self._hits and self._hits[-1][0] == "scaled":
+            self._hits.clear()
 
     def _optimized_param(self) -> tuple[int, str, str] | None:
         """``(root, module, name)`` of the first parameter of a watched model that an
@@ -158,12 +205,20 @@ class ClipObserver(Diagnostic):
             where = ("before loss.backward(): no parameter has a gradient yet (zero_grad() "
                      "set them to None), so nothing is clipped and the gradients the "
                      "optimizer uses are never clipped")
+        elif how == "scaled":
+            where = ("on the GradScaler's scaled gradients, before "
+                     "scaler.unscale_(optimizer): they are the true gradients times the loss "
+                     "scale (65536 at first), so the clip measures a norm that large and "
+                     "clips every step, and once the scaler unscales them the update is at "
+                     "most max_norm / scale: the model barely learns")
         else:
             where = ("after optimizer.step(): it clips gradients that were already used, "
                      "and the next zero_grad() throws them away, so the steps are never "
                      "clipped")
         fix = ("pass model.parameters() afresh to each call, or keep a list (params = "
                "list(model.parameters()))" if how == "empty" else
+               "call scaler.unscale_(optimizer) right before clipping (then "
+               "scaler.step(optimizer) and scaler.update() as before)" if how == "scaled" else
                "call it between loss.backward() and optimizer.step() (after "
                "scaler.unscale_(optimizer) with a GradScaler)")
         self.emit("ineffective_clipping", "warning", "optimizer", rid, "",

@@ -10,10 +10,13 @@ from __future__ import annotations
 import gc
 import time
 import warnings
+import weakref
+from typing import Any
 
 import torch
 
 _CACHE: dict[str, float | bool] = {"at": -1e9, "value": False}
+_LIVE: dict[str, Any] = {"at": -1e9, "refs": []}
 _TTL = 30.0
 
 
@@ -47,3 +50,35 @@ def _is_a(obj: object, types: tuple[type, ...]) -> bool:
         return isinstance(obj, types)
     except ReferenceError:
         return False
+
+
+def live_scalers() -> list[Any]:
+    """The enabled ``GradScaler`` objects of the process (one walk of the
+    collector's objects per 30 s, weak references in between)."""
+    now = time.monotonic()
+    if now - float(_LIVE["at"]) >= _TTL:
+        types = _scaler_types()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = [o for o in gc.get_objects() if _is_a(o, types)] if types else []
+        _LIVE["at"], _LIVE["refs"] = now, [weakref.ref(o) for o in found]
+    out = []
+    for ref in _LIVE["refs"]:
+        s = ref()
+        try:
+            if s is not None and s.is_enabled():
+                out.append(s)
+        except Exception:
+            continue
+    return out
+
+
+def unscaled_for(scaler: Any, optimizer: Any) -> bool | None:
+    """Whether ``scaler`` has unscaled ``optimizer``'s gradients this iteration
+    (``scaler.unscale_``, or ``scaler.step`` on its way in); None when the scaler
+    holds no state for it (not unscaled, or not driven by this scaler)."""
+    states = getattr(scaler, "_per_optimizer_states", None)
+    if not isinstance(states, dict) or id(optimizer) not in states:
+        return None
+    stage = states[id(optimizer)].get("stage")
+    return getattr(stage, "name", "") in ("UNSCALED", "STEPPED")
