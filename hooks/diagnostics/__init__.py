@@ -30,6 +30,7 @@ KINDS = (
     "sampler_epoch_not_set", "ddp_bypassed", "unnormalized_input",
     "unscaled_accumulation", "symmetric_init", "padding_in_loss",
     "optimizer_recreated", "zeroed_gradients", "rnn_batch_first",
+    "repeated_module",
 )
 
 
@@ -57,6 +58,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.memory import GraphObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.recreated import OptimizerLifeObserver
+    from tensorscope.hooks.diagnostics.repeated import RepeatedModuleObserver
     from tensorscope.hooks.diagnostics.rnn_layout import RnnLayoutObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
     from tensorscope.hooks.diagnostics.samplers import SamplerEpochObserver
@@ -74,7 +76,7 @@ def default_observers(mode: str) -> "list[Observer]":
         ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
         SamplerEpochObserver(), DdpBypassObserver(), UnscaledAccumulationObserver(),
-        OptimizerLifeObserver(), RnnLayoutObserver(),
+        OptimizerLifeObserver(), RnnLayoutObserver(), RepeatedModuleObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())

@@ -31,7 +31,7 @@ def test_default_observers_by_mode() -> None:
     assert "DeadActivationObserver" not in shapes and "ModeObserver" in shapes
     assert "NonFiniteObserver" in shapes   # the loss is checked in every mode
     assert "HostSyncObserver" not in full or torch.cuda.is_available()
-    assert len(KINDS) == 39
+    assert len(KINDS) == 40
 
 
 def test_maximal_modules() -> None:
