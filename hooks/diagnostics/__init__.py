@@ -69,6 +69,9 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.updates import UpdateRatioObserver
     from tensorscope.hooks.diagnostics.zeroed import ZeroedGradObserver
 
+    from tensorscope.hooks.diagnostics import scaler
+
+    scaler.forget()   # a new session: no GradScaler answer kept from an earlier script
     modes = ModeObserver()
     graphs, targets = GraphObserver(modes), TargetGradObserver()
     observers: list[Observer] = [

@@ -3,7 +3,10 @@
 With a GradScaler, float16 gradients that overflow to Inf are expected: the
 scaler skips that optimizer step and lowers its scale. The check walks the
 garbage collector's objects once, only when a float16 gradient overflowed
-(rare), and the answer is kept for a while.
+(rare), and the answer is kept for a while, within one watch session: each
+session starts with ``forget()`` (an earlier script run in the same process, such
+as the gallery runner's, may have had one). A scaler built with ``enabled=False``
+skips nothing and does not count.
 """
 from __future__ import annotations
 
@@ -30,8 +33,15 @@ def _scaler_types() -> tuple[type, ...]:
     return tuple(types)
 
 
+def forget() -> None:
+    """Drop the cached answers (a new session: its script may use another scaler, or
+    none)."""
+    _CACHE["at"], _CACHE["value"] = -1e9, False
+    _LIVE["at"], _LIVE["refs"] = -1e9, []
+
+
 def grad_scaler_in_use() -> bool:
-    """True if a ``GradScaler`` object exists in the process (cached for 30 s)."""
+    """True if an enabled ``GradScaler`` exists in the process (cached for 30 s)."""
     now = time.monotonic()
     if now - float(_CACHE["at"]) < _TTL:
         return bool(_CACHE["value"])
@@ -44,12 +54,18 @@ def grad_scaler_in_use() -> bool:
 
 
 def _is_a(obj: object, types: tuple[type, ...]) -> bool:
-    """``isinstance``, False for a ``weakref.proxy`` whose referent is gone (the
-    collector still lists it; ``isinstance`` on it raises ReferenceError)."""
+    """An enabled scaler of ``types``: ``isinstance``, False for a ``weakref.proxy``
+    whose referent is gone (the collector still lists it; ``isinstance`` on it raises
+    ReferenceError) and for a scaler built with ``enabled=False``."""
     try:
-        return isinstance(obj, types)
+        if not isinstance(obj, types):
+            return False
     except ReferenceError:
         return False
+    try:   # enabled=False: scale() returns the loss as it is, step() never skips
+        return bool(obj.is_enabled())  # type: ignore[attr-defined]
+    except Exception:   # an odd subclass: count it, as before
+        return True
 
 
 def live_scalers() -> list[Any]:
