@@ -65,6 +65,13 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   padding and the loss is averaged over them. A classifier over an embedding
   (a label 0 beside a padding index 0) is no match: its classes are not the
   vocabulary.
+* ``target_out_of_range`` also names regression targets that the prediction
+  cannot reach: the input of an ``MSELoss``/``SmoothL1Loss``/``HuberLoss`` node
+  comes straight (through views) from a sigmoid (outputs in (0, 1)) or a tanh
+  ((-1, 1)), and the targets' minimum and maximum, deferred on
+  ``BOUNDED_STEPS`` checked steps, leave that range by more than ``MARGIN``
+  (images of 0..255 against a sigmoid decoder, unscaled regression values).
+  The loss can never reach zero and the output layer saturates.
 * ``double_activation``: a softmax right under the NLL node (through views):
   probabilities given to ``NLLLoss``/``F.nll_loss``, which expects
   log-probabilities; or a layer's own output there (a linear map, a
@@ -94,6 +101,10 @@ BATCH_CHECKS = 4       # training steps whose loss graphs are searched for a sof
 BATCH_SEARCH = 512     # graph nodes looked at in that search
 _SOFTMAX_FNS = ("SoftmaxBackward0", "LogSoftmaxBackward0")
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+BOUNDED_STEPS = 2      # checked steps with regression targets out of the output's range
+MARGIN = 0.1           # how far beyond the activation's range a target may lie
+_BOUNDED = {"SigmoidBackward0": ("sigmoid", 0.0, 1.0), "TanhBackward0": ("tanh", -1.0, 1.0)}
+_REGRESSION = ("MseLossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0")
 HOT_STEPS = 2          # checked steps with multi-hot targets into a cross-entropy
 PAD_SHARE = 0.05       # targets that are the padding index, of all counted ones
 PAD_STEPS = 2          # checked steps with that share that make a finding
@@ -136,6 +147,9 @@ class TargetObserver(Diagnostic):
         self._hot_handles: list[tuple[int, Any, int]] = []   # handle, logits' node, step
         self._hot_steps: list[int] = []
         self._hot_done = False
+        self._bounded_handles: list[tuple[int, Any, str, float, float, int]] = []
+        self._bounded_steps: list[int] = []
+        self._bounded_done = False
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Look at the NLL nodes under the loss (first checked steps only)."""
@@ -151,6 +165,8 @@ class TargetObserver(Diagnostic):
                 self._classes_last(node)
             if name == "MulBackward0" and not self._hot_done:
                 self._multi_hot(node)
+            elif name in _REGRESSION and not self._bounded_done:
+                self._bounded(node)
         if self._train_steps < BATCH_CHECKS and len(self._over_batch) < 4:
             self._softmax_over_batch(loss.grad_fn)
 
@@ -358,6 +374,56 @@ class TargetObserver(Diagnostic):
                 vals["last"] = (target.sum(-1) - 1).abs().amax()
         self._hot_handles.append((self.ctx.defer(vals), _first_input(logsm),
                                   self.ctx.step_index))
+
+    def _bounded(self, node: Any) -> None:
+        """Defer the range of a regression loss's target when its prediction comes
+        straight from a sigmoid or a tanh."""
+        edges = [f for f, _ in node.next_functions]
+        act = _skip_views(edges[0]) if edges and edges[0] is not None else None
+        bounds = _BOUNDED.get(fn_name(act)) if act is not None else None
+        target = saved_value(node, "target", None)
+        if bounds is None or not isinstance(target, torch.Tensor) or target.is_meta \
+                or not target.is_floating_point() or target.numel() == 0 \
+                or len(self._bounded_handles) >= 2:
+            return
+        with torch.no_grad():
+            vals = {"lo": target.amin(), "hi": target.amax()}
+        self._bounded_handles.append((self.ctx.defer(vals), (act, _first_input(act)),
+                                      *bounds, self.ctx.step_index))
+
+    def _report_bounded(self, record: StepRecord) -> None:
+        """Regression targets outside the range of the sigmoid or tanh before the loss,
+        named at the module that applied it (else the one whose output it took)."""
+        handles, self._bounded_handles = self._bounded_handles, []
+        if record.kind != "train":
+            return
+        for handle, made, act, low, high, step in handles:
+            vals = record.deferred.get(handle)
+            if not vals:
+                continue
+            lo, hi = float(vals["lo"]), float(vals["hi"])
+            if not (lo < low - MARGIN or hi > high + MARGIN):   # NaN: no verdict
+                self._bounded_steps = []
+                return
+            self._bounded_steps.append(step)
+            if len(self._bounded_steps) < BOUNDED_STEPS:
+                return
+            self._bounded_done = True
+            call = next((c for fn in made for c in record.calls for e in c.out_entries
+                         if e.producer is c and e.made_fn is fn), None) or next(
+                (c for c in reversed(record.calls) if c.is_root and c.grad_enabled), None)
+            rid, path = (call.root, call.path) if call is not None else (0, "")
+            self.emit("target_out_of_range", "warning", "loss", rid, path,
+                      f"The regression targets at steps "
+                      f"{', '.join(map(str, self._bounded_steps))} range from {lo:g} to "
+                      f"{hi:g}, but the prediction they are compared with comes out of a "
+                      f"{act} ({module_label(self.ctx, rid, path)}), whose values lie "
+                      f"in ({low:g}, {high:g}): the model can never reach them, the loss "
+                      f"cannot fall to zero and the {act} saturates. Usually images of "
+                      f"0..255 against a sigmoid decoder, or unscaled regression values. "
+                      f"Fix: scale the targets into ({low:g}, {high:g}) (x / 255), or drop "
+                      f"the {act} from the output layer.", step=step)
+            return
 
     def _report_multi_hot(self, record: StepRecord) -> None:
         handles, self._hot_handles = self._hot_handles, []
@@ -611,6 +677,8 @@ class TargetObserver(Diagnostic):
             self._report_padding(record)
         if self._hot_handles:
             self._report_multi_hot(record)
+        if self._bounded_handles:
+            self._report_bounded(record)
         if self._done or record.kind != "train":
             return
         self._train_steps += 1
