@@ -37,8 +37,7 @@ import torch
 
 import tensorscope as _session_package
 import tensorscope.hooks as _hooks_package
-from tensorscope.hooks.diagnostics import zeroing
-from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, is_loss_module, \
+from tensorscope.hooks.diagnostics.base import ZeroGradListener, fn_name, is_loss_module, \
     module_label
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord
@@ -74,7 +73,7 @@ def user_line() -> tuple[str, int] | None:
     return None
 
 
-class UnscaledAccumulationObserver(Diagnostic):
+class UnscaledAccumulationObserver(ZeroGradListener):
     """Several backwards of an undivided mean loss before each optimizer step."""
 
     roots_only = frozenset({"on_forward_pre"})
@@ -88,15 +87,6 @@ class UnscaledAccumulationObserver(Diagnostic):
         self._hits: list[int] = []   # the steps of the consecutive matching intervals
         self._k = 0
         self._reported = False
-
-    def on_attach(self, ctx: Any) -> None:
-        """Keep the context; hear every ``zero_grad()``."""
-        super().on_attach(ctx)
-        zeroing.listen(self._zero_grad_called)
-
-    def on_detach(self) -> None:
-        """Stop listening to ``zero_grad()``."""
-        zeroing.unlisten(self._zero_grad_called)
 
     def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
         self._zeros += 1

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tensorscope.hooks.diagnostics import zeroing
 from tensorscope.hooks.observer import CallRecord, Observer, WatchContext
 from tensorscope.hooks.registry import is_loss_module, is_loss_type  # noqa: F401 (re-exported)
 
@@ -193,6 +194,23 @@ class Diagnostic(Observer):
             self.ctx.emit_finding(kind, severity, phase, root, module, message, step=step)
         else:
             self.ctx.emit_finding(kind, severity, phase, root, module, message)
+
+
+class ZeroGradListener(Diagnostic):
+    """A diagnostic that hears every ``zero_grad()`` while attached (``zeroing``):
+    ``_zero_grad_called(obj, set_to_none)`` runs after each call."""
+
+    def on_attach(self, ctx: WatchContext) -> None:
+        """Keep the context; listen to ``zero_grad()``."""
+        super().on_attach(ctx)
+        zeroing.listen(self._zero_grad_called)
+
+    def on_detach(self) -> None:
+        """Stop listening to ``zero_grad()``."""
+        zeroing.unlisten(self._zero_grad_called)
+
+    def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
+        """``obj`` (an optimizer or a module) was zeroed."""
 
 
 def root_module(ctx: WatchContext, root: int) -> nn.Module | None:

@@ -73,9 +73,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tensorscope.hooks.diagnostics import zeroing
-from tensorscope.hooks.diagnostics.base import Diagnostic, is_ancestor_path, maximal_modules, \
-    module_label, root_module
+from tensorscope.hooks.diagnostics.base import ZeroGradListener, is_ancestor_path, \
+    maximal_modules, module_label, root_module
 from tensorscope.hooks.observer import StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,7 +86,7 @@ NEVER_STEPPED = 3   # zero_grad() calls with a backward between them and no step
 NOT_IN_OPTIMIZER_STEPS = 2
 
 
-class GradAccumulationObserver(Diagnostic):
+class GradAccumulationObserver(ZeroGradListener):
     """Detects backwards that add into gradients left over from before ``step()``."""
 
     def __init__(self, graphs: "GraphObserver") -> None:
@@ -178,17 +177,16 @@ class GradAccumulationObserver(Diagnostic):
                   step=step)
 
     def on_attach(self, ctx: Any) -> None:
-        """Listen to the graph observer's node hooks."""
+        """Listen to the graph observer's node hooks and to ``zero_grad()``."""
         super().on_attach(ctx)
         self._graphs.add_backward_listener(self._backward_starts)
-        zeroing.listen(self._zero_grad_called)
 
     def on_detach(self) -> None:
         """Stop checking (hooks left on the user's live graphs become no-ops)."""
         self._closed = True
         self._after_step.clear()
         self._zeroed.clear()
-        zeroing.unlisten(self._zero_grad_called)
+        super().on_detach()
         self._report_never_stepped()
         self._idle.clear()
 
@@ -463,7 +461,7 @@ class GradAccumulationObserver(Diagnostic):
                           f"step (for deliberate accumulation, after each step()).", step=step)
 
 
-class ParamCoverageObserver(Diagnostic):
+class ParamCoverageObserver(ZeroGradListener):
     """Parameters that never get a gradient, or get one but are never updated."""
 
     def __init__(self, targets: Any = None) -> None:
@@ -489,15 +487,6 @@ class ParamCoverageObserver(Diagnostic):
         # hooks do not know them; that mistake is tiny_updates, not this one)
         self._zeroed_opts: dict[int, int] = {}   # _key(opt): lookups tried (8: done)
         self._zeroed_params: set[tuple[int, str]] = set()
-
-    def on_attach(self, ctx: Any) -> None:
-        """Listen to zero_grad() calls."""
-        super().on_attach(ctx)
-        zeroing.listen(self._zero_grad_called)
-
-    def on_detach(self) -> None:
-        """Stop listening."""
-        zeroing.unlisten(self._zero_grad_called)
 
     def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
         """An optimizer's zero_grad(): its parameters are in an optimizer (once per one)."""

@@ -224,10 +224,7 @@ class TargetObserver(Diagnostic):
                 continue
             nodes = {id(n) for n in chain[1:]}
             calls = record.calls
-            call = next((c for c in calls for e in c.out_entries
-                         if e.producer is c and id(e.made_fn) in nodes), None) or next(
-                (c for c in reversed(calls) if c.is_root and c.grad_enabled), None)
-            rid, path = (call.root, call.path) if call is not None else (0, "")
+            rid, path = _made_by(calls, nodes)
             if ("softmax_dim", rid, path) in self._dim_seen:
                 continue
             self._dim_seen.add(("softmax_dim", rid, path))
@@ -409,10 +406,9 @@ class TargetObserver(Diagnostic):
             if len(self._bounded_steps) < BOUNDED_STEPS:
                 return
             self._bounded_done = True
-            call = next((c for fn in made for c in record.calls for e in c.out_entries
-                         if e.producer is c and e.made_fn is fn), None) or next(
-                (c for c in reversed(record.calls) if c.is_root and c.grad_enabled), None)
-            rid, path = (call.root, call.path) if call is not None else (0, "")
+            # the module that applied the activation, else the one whose output it took
+            rid, path = _made_by(record.calls, {id(made[0])}, None) \
+                or _made_by(record.calls, {id(made[1])})
             self.emit("target_out_of_range", "warning", "loss", rid, path,
                       f"The regression targets at steps "
                       f"{', '.join(map(str, self._bounded_steps))} range from {lo:g} to "
@@ -441,10 +437,7 @@ class TargetObserver(Diagnostic):
             if len(self._hot_steps) < HOT_STEPS:
                 return
             self._hot_done = True
-            call = next((c for c in record.calls for e in c.out_entries
-                         if e.made_fn is made and e.producer is c), None) or next(
-                (c for c in reversed(record.calls) if c.is_root and c.grad_enabled), None)
-            rid, path = (call.root, call.path) if call is not None else (0, "")
+            rid, path = _made_by(record.calls, {id(made)})
             most, least = int(float(vals["most"])), int(float(vals["least"]))
             self.emit("target_out_of_range", "warning", "loss", rid, path,
                       f"The targets of the cross-entropy at steps "
@@ -468,10 +461,7 @@ class TargetObserver(Diagnostic):
             lo, hi = float(vals["lo"]), float(vals["hi"])
             if 0.0 <= lo and hi <= 1.0 or lo != lo or hi != hi:
                 continue
-            call = next((c for c in record.calls for e in c.out_entries
-                         if e.made_fn is made and e.producer is c), None) or next(
-                (c for c in reversed(record.calls) if c.is_root and c.grad_enabled), None)
-            rid, path = (call.root, call.path) if call is not None else (0, "")
+            rid, path = _made_by(record.calls, {id(made)})
             self.emit("target_out_of_range", "warning", "loss", rid, path,
                       f"The targets of the binary cross-entropy at step {step} (on the "
                       f"logits of {module_label(self.ctx, rid, path)}) range from {lo:g} to "
@@ -723,6 +713,19 @@ class TargetObserver(Diagnostic):
         self.emit("single_class_batches", "warning", "input", 0, "",
                   f"In each of the last {len(run)} training steps (up to step {step}) every "
                   f"class-index target of the loss is the same class: {why}.", step=step)
+
+
+def _made_by(calls: list[CallRecord], nodes: set[int], default: Any = (0, "")) -> Any:
+    """``(root, path)`` of the module call whose own output was made by one of the
+    graph nodes of ids ``nodes``, else of the step's last training root call, else
+    ``default`` (with ``default=None``: None when no module's output matches)."""
+    call = next((c for c in calls for e in c.out_entries
+                 if e.producer is c and e.made_fn is not None and id(e.made_fn) in nodes), None)
+    if call is None and default is None:
+        return None
+    if call is None:
+        call = next((c for c in reversed(calls) if c.is_root and c.grad_enabled), None)
+    return (call.root, call.path) if call is not None else default
 
 
 def _from_layer(node: Any) -> bool:

@@ -20,29 +20,19 @@ import math
 from typing import Any
 
 from tensorscope.common.step_calls import HAS_GRAD
-from tensorscope.hooks.diagnostics import zeroing
-from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.diagnostics.base import ZeroGradListener, module_label
 from tensorscope.hooks.observer import StepRecord
 
 HITS = 2
 
 
-class ZeroedGradObserver(Diagnostic):
+class ZeroedGradObserver(ZeroGradListener):
     """Parameter gradients that are all exactly zero at the step, after a real backward."""
 
     def __init__(self) -> None:
         self._hits: list[int] = []
         self._cleared = False   # zero_grad() since the last backward
         self._done = False
-
-    def on_attach(self, ctx: Any) -> None:
-        """Keep the context; hear every ``zero_grad()``."""
-        super().on_attach(ctx)
-        zeroing.listen(self._zero_grad_called)
-
-    def on_detach(self) -> None:
-        """Stop listening to ``zero_grad()``."""
-        zeroing.unlisten(self._zero_grad_called)
 
     def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
         self._cleared = True
