@@ -43,6 +43,10 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   probability targets of such a log-softmax that sum to 1 over their last
   dimension, not dimension 1 (``F.one_hot(y, C)`` against ``[N, C, T]``
   convolution logits; two sums deferred into the step's transfer).
+* ``softmax_dim`` also names an NLL loss over one class (``[N, 1]`` scores into a
+  cross-entropy, a binary classifier's single output): the log-softmax over a
+  dimension of size 1 is 0, so the loss is 0 and no gradient flows. Metadata
+  only. (With targets of 1, PyTorch raises instead: an ``exception``.)
 * ``target_out_of_range``: the target of a ``BinaryCrossEntropyWithLogitsBackward0``
   node (``BCEWithLogitsLoss``, ``F.binary_cross_entropy_with_logits``) leaves [0, 1]
   (its minimum and maximum deferred into the step's transfer): masks of 0/255,
@@ -150,6 +154,9 @@ class TargetObserver(Diagnostic):
         self._bounded_handles: list[tuple[int, Any, str, float, float, int]] = []
         self._bounded_steps: list[int] = []
         self._bounded_done = False
+        # (node that made the scores, their shape, step) of an NLL loss over one class
+        self._one_class: tuple[Any, list[int], int] | None = None
+        self._one_class_said = False
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Look at the NLL nodes under the loss (first checked steps only)."""
@@ -421,6 +428,21 @@ class TargetObserver(Diagnostic):
                       f"the {act} from the output layer.", step=step)
             return
 
+    def _report_one_class(self, record: StepRecord) -> None:
+        """A cross-entropy (or NLL) over a single class: its loss is always 0."""
+        assert self._one_class is not None
+        made, shape, step = self._one_class
+        self._one_class_said = True
+        rid, path = _made_by(record.calls, {id(made)} if made is not None else set())
+        self.emit("softmax_dim", "warning", "loss", rid, path,
+                  f"The cross-entropy at step {step} gets {shape} scores from "
+                  f"{module_label(self.ctx, rid, path)}: one class. The log-softmax of a "
+                  f"single score is always 0, so the loss is 0 whatever the model outputs "
+                  f"and no gradient reaches the model: nothing is learned. Fix: for a "
+                  f"binary task with one output, nn.BCEWithLogitsLoss() with float targets "
+                  f"of the same shape; with CrossEntropyLoss, give the last layer one "
+                  f"output per class (2 for a binary task).", step=step)
+
     def _report_multi_hot(self, record: StepRecord) -> None:
         handles, self._hot_handles = self._hot_handles, []
         if record.kind != "train":
@@ -477,6 +499,10 @@ class TargetObserver(Diagnostic):
         if not isinstance(logp, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
         self._check_dim(node, logp)
+        if logp.dim() >= 2 and logp.shape[1] == 1 and self._one_class is None:
+            inner = node.next_functions[0][0] if node.next_functions else None
+            self._one_class = (_first_input(inner) if fn_name(inner) == "LogSoftmaxBackward0"
+                               else inner, list(logp.shape), self.ctx.step_index)
         if not self._pad_done and logp.dim() >= 2 and target.dtype in _INDEX_DTYPES \
                 and not target.is_meta and len(self._pad_handles) < 4:
             self._padding(node, logp.shape[1], target)
@@ -669,6 +695,8 @@ class TargetObserver(Diagnostic):
             self._report_multi_hot(record)
         if self._bounded_handles:
             self._report_bounded(record)
+        if self._one_class is not None and not self._one_class_said:
+            self._report_one_class(record)
         if self._done or record.kind != "train":
             return
         self._train_steps += 1

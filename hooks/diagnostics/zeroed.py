@@ -8,9 +8,9 @@ gradients and nothing learns, while the loss and the backward look normal.
 
 Reads what the step summary already carries: on the steps whose parameter rows
 hold gradient norms (statistics steps), every parameter of an optimizer that
-has a gradient has a norm of exactly 0, while some module output's gradient in
-the same step was finite and non-zero (the backward itself produced
-gradients). ``HITS`` (2) such steps in a row make the finding. A
+has a gradient has a norm of exactly 0, while the gradient at the output of
+some module other than a loss in the same step was finite and non-zero (the
+backward itself produced gradients). ``HITS`` (2) such steps in a row make the finding. A
 ``zero_grad()`` between the backward and the step is ``zero_grad_before_step``
 and does not count here. No device work of its own.
 """
@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from tensorscope.common.step_calls import HAS_GRAD
-from tensorscope.hooks.diagnostics.base import ZeroGradListener, module_label
+from tensorscope.hooks.diagnostics.base import ZeroGradListener, is_loss_module, module_label
 from tensorscope.hooks.observer import StepRecord
 
 HITS = 2
@@ -81,7 +81,11 @@ class ZeroedGradObserver(ZeroGradListener):
 
 
 def _output_grads(record: StepRecord) -> bool:
-    """Whether some module output's gradient this step was finite and non-zero."""
-    batch = record.batch
-    return any(f & HAS_GRAD and gn > 0.0 and math.isfinite(gn)
-               for f, gn in zip(batch.flags, batch.grad_norm))
+    """Whether the output of some module other than a loss had a finite, non-zero
+    gradient this step (a loss module's own output always has 1)."""
+    batch, calls = record.batch, record.calls
+    for i, f, gn in zip(batch.index, batch.flags, batch.grad_norm):
+        if f & HAS_GRAD and gn > 0.0 and math.isfinite(gn) and i < len(calls) \
+                and not is_loss_module(calls[i].module):
+            return True
+    return False
