@@ -34,8 +34,9 @@ class OptimizerLifeObserver(Diagnostic):
 
     def __init__(self) -> None:
         self._known: dict[int, weakref.ref] = {}
-        self._stepped: set[int] = set()   # ids of parameters an optimizer has stepped
-        self._keep: list[Any] = []        # those parameters (their ids stay theirs)
+        # parameters an optimizer has stepped, by id (the weak reference tells the
+        # parameter from a later object that reuses a dead one's id)
+        self._stepped: dict[int, weakref.ref] = {}
         self._fresh: list[int] = []       # steps of the current run of fresh optimizers
         self._done = False
 
@@ -43,13 +44,12 @@ class OptimizerLifeObserver(Diagnostic):
         """Note whether this step's optimizer is new over parameters already stepped."""
         if self._done:
             return
-        ref = self._known.get(id(optimizer))
-        if ref is not None and ref() is optimizer:
+        if _same(self._known.get(id(optimizer)), optimizer):
             self._fresh = []
             return
         params = [p for g in getattr(optimizer, "param_groups", []) for p in g.get("params", [])
                   if isinstance(p, torch.Tensor)]
-        again = [p for p in params if id(p) in self._stepped]
+        again = [p for p in params if _same(self._stepped.get(id(p)), p)]
         if again and _has_state(optimizer):
             self._fresh.append(self.ctx.step_index)
         else:
@@ -70,9 +70,8 @@ class OptimizerLifeObserver(Diagnostic):
                 return
         self._known[id(optimizer)] = ref
         for p in params:
-            if id(p) not in self._stepped:
-                self._stepped.add(id(p))
-                self._keep.append(weakref.ref(p))
+            if not _same(self._stepped.get(id(p)), p):
+                self._stepped[id(p)] = weakref.ref(p)
 
     def _report(self, optimizer: Any, param: Any) -> None:
         hit = self.ctx.param_name(param)
@@ -92,7 +91,11 @@ class OptimizerLifeObserver(Diagnostic):
         """Forget the optimizers and parameters."""
         self._known.clear()
         self._stepped.clear()
-        self._keep.clear()
+
+
+def _same(ref: weakref.ref | None, obj: Any) -> bool:
+    """Whether ``ref`` refers to ``obj`` itself."""
+    return ref is not None and ref() is obj
 
 
 def _has_state(optimizer: Any) -> bool:

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-_CACHE: dict[str, float | bool] = {"at": -1e9, "value": False}
 _LIVE: dict[str, Any] = {"at": -1e9, "refs": []}
 _TTL = 30.0
 
@@ -34,23 +33,14 @@ def _scaler_types() -> tuple[type, ...]:
 
 
 def forget() -> None:
-    """Drop the cached answers (a new session: its script may use another scaler, or
-    none)."""
-    _CACHE["at"], _CACHE["value"] = -1e9, False
+    """Drop what is known of the process's scalers (a new session: its script may
+    use another scaler, or none)."""
     _LIVE["at"], _LIVE["refs"] = -1e9, []
 
 
 def grad_scaler_in_use() -> bool:
-    """True if an enabled ``GradScaler`` exists in the process (cached for 30 s)."""
-    now = time.monotonic()
-    if now - float(_CACHE["at"]) < _TTL:
-        return bool(_CACHE["value"])
-    types = _scaler_types()
-    with warnings.catch_warnings():   # isinstance on some objects warns (deprecated aliases)
-        warnings.simplefilter("ignore")
-        found = bool(types) and any(_is_a(o, types) for o in gc.get_objects())
-    _CACHE["at"], _CACHE["value"] = now, found
-    return found
+    """True if an enabled ``GradScaler`` is alive in the process (``live_scalers``)."""
+    return bool(live_scalers())
 
 
 def _is_a(obj: object, types: tuple[type, ...]) -> bool:
@@ -69,8 +59,9 @@ def _is_a(obj: object, types: tuple[type, ...]) -> bool:
 
 
 def live_scalers() -> list[Any]:
-    """The enabled ``GradScaler`` objects of the process (one walk of the
-    collector's objects per 30 s, weak references in between)."""
+    """The enabled ``GradScaler`` objects of the process that are still alive: one
+    walk of the collector's objects per 30 s (``_is_a``), weak references in
+    between."""
     now = time.monotonic()
     if now - float(_LIVE["at"]) >= _TTL:
         types = _scaler_types()
@@ -78,15 +69,7 @@ def live_scalers() -> list[Any]:
             warnings.simplefilter("ignore")
             found = [o for o in gc.get_objects() if _is_a(o, types)] if types else []
         _LIVE["at"], _LIVE["refs"] = now, [weakref.ref(o) for o in found]
-    out = []
-    for ref in _LIVE["refs"]:
-        s = ref()
-        try:
-            if s is not None and s.is_enabled():
-                out.append(s)
-        except Exception:
-            continue
-    return out
+    return [s for s in (ref() for ref in _LIVE["refs"]) if s is not None]
 
 
 def unscaled_for(scaler: Any, optimizer: Any) -> bool | None:

@@ -146,14 +146,11 @@ class TargetObserver(Diagnostic):
         self._pads: dict[int, tuple[int, int, str]] = {}
         self._pad_roots = 0
         self._pad_handles: list[tuple[int, int, int, str, int]] = []  # handle, pad, root, path, C
-        self._pad_hits: list[tuple[int, float]] = []   # (step, share) of the checked steps
-        self._pad_done = False
+        self._pad_run = _Streak(PAD_STEPS)   # its values: the share of padding targets
         self._hot_handles: list[tuple[int, Any, int]] = []   # handle, logits' node, step
-        self._hot_steps: list[int] = []
-        self._hot_done = False
+        self._hot_run = _Streak(HOT_STEPS)
         self._bounded_handles: list[tuple[int, Any, str, float, float, int]] = []
-        self._bounded_steps: list[int] = []
-        self._bounded_done = False
+        self._bounded_run = _Streak(BOUNDED_STEPS)
         # (node that made the scores, their shape, step) of an NLL loss over one class
         self._one_class: tuple[Any, list[int], int] | None = None
         self._one_class_said = False
@@ -170,9 +167,9 @@ class TargetObserver(Diagnostic):
                 self._binary(node, logits=name == _BINARY[0])
             if name in _NLL or name == "MulBackward0":
                 self._classes_last(node)
-            if name == "MulBackward0" and not self._hot_done:
+            if name == "MulBackward0" and not self._hot_run.done:
                 self._multi_hot(node)
-            elif name in _REGRESSION and not self._bounded_done:
+            elif name in _REGRESSION and not self._bounded_run.done:
                 self._bounded(node)
         if self._train_steps < BATCH_CHECKS and len(self._over_batch) < 4:
             self._softmax_over_batch(loss.grad_fn)
@@ -406,19 +403,15 @@ class TargetObserver(Diagnostic):
             if not vals:
                 continue
             lo, hi = float(vals["lo"]), float(vals["hi"])
-            if not (lo < low - MARGIN or hi > high + MARGIN):   # NaN: no verdict
-                self._bounded_steps = []
+            # NaN: no verdict
+            if not self._bounded_run.see(step, lo < low - MARGIN or hi > high + MARGIN):
                 return
-            self._bounded_steps.append(step)
-            if len(self._bounded_steps) < BOUNDED_STEPS:
-                return
-            self._bounded_done = True
             # the module that applied the activation, else the one whose output it took
             rid, path = _made_by(record.calls, {id(made[0])}, None) \
                 or _made_by(record.calls, {id(made[1])})
             self.emit("target_out_of_range", "warning", "loss", rid, path,
                       f"The regression targets at steps "
-                      f"{', '.join(map(str, self._bounded_steps))} range from {lo:g} to "
+                      f"{self._bounded_run.listed()} range from {lo:g} to "
                       f"{hi:g}, but the prediction they are compared with comes out of a "
                       f"{act} ({module_label(self.ctx, rid, path)}), whose values lie "
                       f"in ({low:g}, {high:g}): the model can never reach them, the loss "
@@ -451,19 +444,15 @@ class TargetObserver(Diagnostic):
             vals = record.deferred.get(handle)
             if not vals:
                 continue
-            if float(vals["hot"]) != 1.0 or not float(vals["most"]) >= 2.0 \
-                    or float(vals.get("last", 1.0)) <= 1e-3:
-                self._hot_steps = []
+            hot = float(vals["hot"]) == 1.0 and float(vals["most"]) >= 2.0 \
+                and float(vals.get("last", 1.0)) > 1e-3
+            if not self._hot_run.see(step, hot):
                 return
-            self._hot_steps.append(step)
-            if len(self._hot_steps) < HOT_STEPS:
-                return
-            self._hot_done = True
             rid, path = _made_by(record.calls, {id(made)})
             most, least = int(float(vals["most"])), int(float(vals["least"]))
             self.emit("target_out_of_range", "warning", "loss", rid, path,
                       f"The targets of the cross-entropy at steps "
-                      f"{', '.join(map(str, self._hot_steps))} (on the logits of "
+                      f"{self._hot_run.listed()} (on the logits of "
                       f"{module_label(self.ctx, rid, path)}) are multi-hot: 0/1 vectors "
                       f"marking {least} to {most} labels per sample, but a cross-entropy "
                       f"takes one probability distribution per sample (its softmax makes "
@@ -503,7 +492,7 @@ class TargetObserver(Diagnostic):
             inner = node.next_functions[0][0] if node.next_functions else None
             self._one_class = (_first_input(inner) if fn_name(inner) == "LogSoftmaxBackward0"
                                else inner, list(logp.shape), self.ctx.step_index)
-        if not self._pad_done and logp.dim() >= 2 and target.dtype in _INDEX_DTYPES \
+        if not self._pad_run.done and logp.dim() >= 2 and target.dtype in _INDEX_DTYPES \
                 and not target.is_meta and len(self._pad_handles) < 4:
             self._padding(node, logp.shape[1], target)
         if target.dim() != 1 or target.numel() < 8 or target.dtype not in _INDEX_DTYPES \
@@ -552,20 +541,16 @@ class TargetObserver(Diagnostic):
                 continue
             share, seen = float(vals["pad"]) / float(vals["n"]), where
             if share < PAD_SHARE:
-                self._pad_hits.clear()
+                self._pad_run.see(record.step, False)
                 return
-        if share is None or seen is None:
+        if share is None or seen is None or not self._pad_run.see(record.step, True, share):
             return
         pad, rid, path, classes = seen
-        self._pad_hits.append((record.step, share))
-        if len(self._pad_hits) < PAD_STEPS:
-            return
-        self._pad_done = True
-        pct = 100 * max(s for _, s in self._pad_hits)
+        pct = 100 * max(self._pad_run.values)
         where = module_label(self.ctx, rid, path)
         self.emit("padding_in_loss", "warning", "loss", rid, "",
                   f"Up to {pct:.0f}% of the targets of the cross-entropy at steps "
-                  f"{', '.join(str(s) for s, _ in self._pad_hits)} are the padding index {pad} "
+                  f"{self._pad_run.listed()} are the padding index {pad} "
                   f"(the padding_idx of {where}, whose {classes} tokens are the loss's "
                   f"classes), and the loss does not ignore it: the padded positions count in "
                   f"the loss, so the model learns to predict padding and every real token's "
@@ -741,6 +726,33 @@ class TargetObserver(Diagnostic):
         self.emit("single_class_batches", "warning", "input", 0, "",
                   f"In each of the last {len(run)} training steps (up to step {step}) every "
                   f"class-index target of the loss is the same class: {why}.", step=step)
+
+
+class _Streak:
+    """The consecutive checked steps that showed one pattern; ``done`` once ``need``
+    of them came in a row (a step without it starts over)."""
+
+    __slots__ = ("need", "steps", "values", "done")
+
+    def __init__(self, need: int) -> None:
+        self.need = need
+        self.steps: list[int] = []
+        self.values: list[float] = []
+        self.done = False
+
+    def see(self, step: int, hit: bool, value: float = 0.0) -> bool:
+        """Count ``step``; True when this one completes the run."""
+        if not hit:
+            self.steps, self.values = [], []
+            return False
+        self.steps.append(step)
+        self.values.append(value)
+        self.done = len(self.steps) >= self.need
+        return self.done
+
+    def listed(self) -> str:
+        """The steps of the run, for a message."""
+        return ", ".join(map(str, self.steps))
 
 
 def _made_by(calls: list[CallRecord], nodes: set[int], default: Any = (0, "")) -> Any:

@@ -168,14 +168,15 @@ class UpdateRatioObserver(Diagnostic):
                 continue
             state = getattr(opt, "state", {})
             for group in getattr(opt, "param_groups", []):
+                params = group.get("params", [])
+                if kind == "Adagrad":
+                    out.update((id(p), 0.0) for p in params)
+                    continue
+                # the group's parameters step together: one step count for all of them
                 alpha = group.get("alpha", 0.99)
-                for p in group.get("params", []):
-                    if kind == "Adagrad":
-                        out[id(p)] = 0.0
-                        continue
-                    t = _count(state.get(p, {}).get("step"))
-                    if t and isinstance(alpha, float) and 0.0 < alpha < 1.0:
-                        out[id(p)] = math.sqrt(1.0 - alpha ** t)
+                t = _count(next((state[p].get("step") for p in params if p in state), None))
+                if t and isinstance(alpha, float) and 0.0 < alpha < 1.0:
+                    out.update((id(p), math.sqrt(1.0 - alpha ** t)) for p in params)
         return out
 
     def _param_ids(self) -> dict[str, int]:

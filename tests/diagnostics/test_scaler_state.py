@@ -17,7 +17,7 @@ from tensorscope.hooks.diagnostics import scaler
 def no_cached_answer() -> None:
     """Each test starts with no answer cached by an earlier test (set by hand, so that
     the tests say the same without ``forget()``)."""
-    scaler._CACHE.update(at=-1e9, value=False)
+    scaler._LIVE.update(at=-1e9, refs=[])
 
 
 class RowNorm(nn.Module):

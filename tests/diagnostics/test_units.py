@@ -326,9 +326,9 @@ def test_grad_scaler_check_survives_a_dead_weak_proxy(monkeypatch) -> None:
     obj = Gone()
     proxy = weakref.proxy(obj)
     del obj   # the collector still lists the proxy; isinstance on it raises ReferenceError
-    monkeypatch.setitem(scaler._CACHE, "at", -1e9)
+    monkeypatch.setitem(scaler._LIVE, "at", -1e9)
     assert scaler.grad_scaler_in_use() is False
     scaler_obj = torch.amp.GradScaler("cpu")
-    monkeypatch.setitem(scaler._CACHE, "at", -1e9)
+    monkeypatch.setitem(scaler._LIVE, "at", -1e9)
     assert scaler.grad_scaler_in_use() is True
     del proxy, scaler_obj
