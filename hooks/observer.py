@@ -151,6 +151,11 @@ class WatchContext(Protocol):
         time a ``Finding`` event is emitted (and the gate told), later times
         only its ``count`` grows."""
 
+    def revise_finding(self, kind: str, severity: str, root: int, module: str,
+                       message: str) -> bool:
+        """Give a finding emitted before a new severity and message (re-emitted at the
+        step's end; the latest stands); False if it was never emitted."""
+
     def current_call(self) -> CallRecord | None:
         """The innermost module call running now (None outside every forward)."""
 

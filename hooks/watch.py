@@ -436,6 +436,11 @@ class Watch(FrameworkSteps):
         """
         self.emitter.finding(kind, severity, phase, root, module, message, step=step)
 
+    def revise_finding(self, kind: str, severity: str, root: int, module: str,
+                       message: str) -> bool:
+        """Change the severity and message of a finding emitted before; False if none."""
+        return self.emitter.revise(kind, root, module, severity, message)
+
     def emit_provisional_finding(self, kind: str, severity: str, phase: str, root: int,
                                  module: str, message: str) -> None:
         """A finding a breakpoint says at once, before it pauses; the step end's own

@@ -180,6 +180,19 @@ class StepEmitter:
         w.session.emit(dataclasses.replace(f))
         w.gate.on_finding(f)
 
+    def revise(self, kind: str, root: int, module: str, severity: str, message: str) -> bool:
+        """Give a finding already emitted a new severity and message (later evidence
+        changed the verdict: a parameter reported unused started training); re-emitted at
+        the step's end, the latest finding of a key stands. False if there is none."""
+        key = (kind, root, module)
+        f = self.findings.get(key)
+        if f is None:
+            return False
+        if (f.severity, f.message) != (severity, message):
+            f.severity, f.message = severity, message
+            self.dirty.add(key)
+        return True
+
     def exception(self, phase: str, root: int, module: str, message: str) -> None:
         """An ``exception`` finding (a module's, or a wrapped function's); whether
         the script caught it is told by ``exceptions_caught`` (it went on) or

@@ -487,6 +487,11 @@ class ParamCoverageObserver(ZeroGradListener):
         # hooks do not know them; that mistake is tiny_updates, not this one)
         self._zeroed_opts: dict[int, int] = {}   # _key(opt): lookups tried (8: done)
         self._zeroed_params: set[tuple[int, str]] = set()
+        # unused_parameter warnings that a later gradient may revise (a freeze phase):
+        # (root, module) -> (its parameters by weak reference, step of the finding);
+        # _trained: those whose parameters got a gradient since, with that step
+        self._unused_warned: dict[tuple[int, str], tuple[list[weakref.ref], int]] = {}
+        self._trained: dict[tuple[int, str], tuple[int, int]] = {}
 
     def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
         """An optimizer's zero_grad(): its parameters are in an optimizer (once per one)."""
@@ -515,6 +520,8 @@ class ParamCoverageObserver(ZeroGradListener):
         if step >= 8 and step % 8:
             return
         stepped = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        if self._unused_warned:
+            self._note_trained(step)
         self._has_grad = {}
         for rid, root in enumerate(self.ctx.roots):
             for name, p in root.named_parameters():
@@ -567,6 +574,36 @@ class ParamCoverageObserver(ZeroGradListener):
                 outside.setdefault(key[0], set()).add(key[1])
         self._report_unused(rows, unused, record.step)
         self._report_outside(rows, outside, record.step)
+        if self._trained:
+            self._revise_trained()
+
+    def _note_trained(self, step: int) -> None:
+        """Parameters reported unused that hold a gradient as an optimizer steps now."""
+        for key, (refs, first) in list(self._unused_warned.items()):
+            params = [p for p in (r() for r in refs) if p is not None]
+            if not params:
+                del self._unused_warned[key]
+            elif any(p.grad is not None for p in params):
+                del self._unused_warned[key]
+                self._trained[key] = (first, step)
+
+    def _revise_trained(self) -> None:
+        """A module reported as never getting a gradient that gets them now was frozen on
+        purpose for a phase (a linear probe: the backbone under no_grad, detached or left
+        out of the backward for the first epochs, then fine-tuned): the warning becomes
+        ``info``."""
+        revise = getattr(self.ctx, "revise_finding", None)
+        for (rid, mod), (first, step) in self._trained.items():
+            where = module_label(self.ctx, rid, mod)
+            if revise is not None:
+                revise("unused_parameter", "info", rid, mod,
+                       f"The trainable parameters of {where} received no gradient in the "
+                       f"first training steps (reported at step {first}), then got "
+                       f"gradients by step {step}: a "
+                       f"phase with {where} frozen on purpose (a linear probe or head "
+                       f"warm-up before fine-tuning), not a mistake. To skip computing "
+                       f"its gradients during such a phase, requires_grad_(False) it.")
+        self._trained.clear()
 
     def _grad_off_roots(self, record: StepRecord, called: set[int]) -> set[int]:
         """Roots called in this training step (or in the evaluation split off just before
@@ -638,6 +675,7 @@ class ParamCoverageObserver(ZeroGradListener):
                               f"reaches never learns).", step=step)
                     continue
                 if rid in self._grad_off:
+                    self._watch_unused(rid, mod, listed, step)
                     self.emit("unused_parameter", "warning", "backward", rid, mod,
                               f"The trainable parameters of {where} ({_names(listed)}) are in "
                               f"an optimizer but have not received a gradient in "
@@ -649,12 +687,24 @@ class ParamCoverageObserver(ZeroGradListener):
                               f"requires_grad_(False) and leave it out of the optimizer.",
                               step=step)
                     continue
+                self._watch_unused(rid, mod, listed, step)
                 self.emit("unused_parameter", "warning", "backward", rid, mod,
                           f"The trainable parameters of {where} ({_names(listed)}) have not "
                           f"received a gradient in {UNUSED_STEPS} training steps: forward() "
                           f"never uses {where}, or its output does not reach the loss. Fix: "
                           f"call it in forward(), delete it, or freeze it "
                           f"(requires_grad_(False)) if that is intended.", step=step)
+
+    def _watch_unused(self, rid: int, mod: str, names: list[str], step: int) -> None:
+        """Keep the parameters of a module about to be reported unused, to revise the
+        finding if they get gradients later."""
+        root = root_module(self.ctx, rid)
+        if root is None or len(self._unused_warned) >= 1000:
+            return
+        wanted = set(names)
+        refs = [weakref.ref(p) for n, p in root.named_parameters() if n in wanted]
+        if refs:
+            self._unused_warned[(rid, mod)] = (refs, step)
 
     def _sibling_trained(self, rid: int, mod: str, owners: dict[str, str]) -> bool:
         """Whether ``mod`` is a member of a ModuleList/ModuleDict another member of which
