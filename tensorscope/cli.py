@@ -46,13 +46,18 @@ def _add_capture_options(p: argparse.ArgumentParser) -> None:
 def _build_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run", help="run a training script under TensorScope",
+        usage="tensorscope run [options] (SCRIPT | -m MODULE) [ARGS ...]",
         description="Run SCRIPT as `python SCRIPT ARGS...` would (same __main__, "
-                    "sys.argv, sys.path[0] and exit code), instrumenting every "
+                    "sys.argv, sys.path[0] and exit code), or MODULE as `python -m "
+                    "MODULE ARGS...` would, instrumenting every "
                     "nn.Module it calls and every optimizer it steps. Without "
                     "--headless or --listen it connects to a running `tensorscope "
                     "gui`, or opens the GUI with the script as a child process.")
-    p.add_argument("script", help="the Python script to run")
+    p.add_argument("script", nargs="?", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    p.add_argument("-m", dest="module", metavar="MODULE",
+                   help="run a module as `python -m MODULE` does (its folder on sys.path "
+                        "as the current one; every argument after MODULE is the module's)")
     p.add_argument("--headless", action="store_true",
                    help="no GUI: run in this process and write --report at the end")
     p.add_argument("--report", metavar="FILE.json",
@@ -176,6 +181,52 @@ def _script_args(raw: list[str], script: str, parsed: list[str]) -> list[str]:
     return parsed
 
 
+def _split_module(parser: argparse.ArgumentParser, raw: list[str]
+                  ) -> tuple[list[str], str, list[str]] | None:
+    """``run [options] -m MODULE ARGS...``: the options, the module and its arguments,
+    split as Python splits ``python -m`` (everything after the module is the
+    module's, options included); None when ``run`` names a script instead (a
+    ``-m`` after the script is the script's)."""
+    if not raw or raw[0] != "run":
+        return None
+    takes_value = {flag for a in _run_parser(parser)._actions if a.nargs != 0
+                   for flag in a.option_strings}
+    i = 1
+    while i < len(raw):
+        token = raw[i]
+        if token == "-m":
+            return (raw[:i], raw[i + 1], raw[i + 2:]) if i + 1 < len(raw) else None
+        if token.startswith("-m") and not token.startswith("--"):
+            return raw[:i], token[2:], raw[i + 1:]
+        if not token.startswith("-") or token == "--":
+            return None   # the script: what follows is its own
+        i += 2 if token in takes_value and "=" not in token else 1
+    return None
+
+
+def _run_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``run`` subcommand's parser (its options are the ones ``_split_module`` skips)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["run"]
+
+
+def _parse(parser: argparse.ArgumentParser, raw: list[str]) -> argparse.Namespace:
+    """The parsed command line; for ``run``, exactly one of a script or ``-m MODULE``."""
+    split = _split_module(parser, raw)
+    if split is not None:
+        head, module, rest = split
+        args = parser.parse_args(head)
+        args.module, args.script, args.args = module, None, rest
+        return args
+    args = parser.parse_args(raw)
+    if args.command == "run":
+        if args.script is None:
+            _run_parser(parser).error("a script or -m MODULE is required")
+        args.module = None
+        args.args = _script_args(raw, args.script, list(args.args))
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tensorscope`` console script; returns the exit code.
 
@@ -183,9 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Ctrl-C, or a GUI's child killed by a signal, ends this process as plain
     ``python script.py`` would have ended: killed by that signal."""
     raw = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(raw)
-    if args.command == "run":
-        args.args = _script_args(raw, args.script, list(args.args))
+    args = _parse(build_parser(), raw)
     code = int(_resolve(COMMANDS[args.command])(args) or 0)
     if argv is None and args.command == "run":
         from tensorscope.training.runner import exit_as_python_would

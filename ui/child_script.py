@@ -29,7 +29,8 @@ def child_command(address: tuple[str, int], script: str, script_args: Sequence[s
             cmd += ["--report", args.report]
         if getattr(args, "nproc_per_node", 0):
             cmd += ["--nproc-per-node", str(args.nproc_per_node)]
-    return cmd + [script, *script_args]
+    module = getattr(args, "module", None) if args is not None else None
+    return cmd + (["-m", module] if module else [script]) + list(script_args)
 
 
 class ChildScript(QObject):

@@ -26,7 +26,14 @@ _FLAG_OPTIONS = (("headless", "--headless"), ("allow_remote", "--allow-remote"),
 
 def rank_command(args: argparse.Namespace) -> list[str]:
     """The ``tensorscope run`` arguments each rank gets (no ``--nproc-per-node``)."""
-    return ["run", *run_options(args), args.script, *list(args.args or [])]
+    return ["run", *run_options(args), *script_target(args), *list(args.args or [])]
+
+
+def script_target(args: argparse.Namespace) -> list[str]:
+    """What ``tensorscope run`` runs, as its command line names it: the script, or
+    ``-m MODULE``."""
+    module = getattr(args, "module", None)
+    return ["-m", module] if module else [args.script]
 
 
 def run_options(args: argparse.Namespace) -> list[str]:

@@ -43,6 +43,7 @@ class ScriptReruns:
         found = connect if isinstance(connect, str) and connect else None
         options = run_options(argparse.Namespace(**{**vars(args), "connect": found}))
         self.script = os.path.abspath(args.script)
+        self.module: str | None = getattr(args, "module", None)
         self.prefix = [sys.executable, "-m", "tensorscope", "run", *options]
         self._original: Any = None
 
@@ -59,6 +60,10 @@ class ScriptReruns:
         if not isinstance(exe, (str, os.PathLike)) or not isinstance(script, (str, os.PathLike)):
             return args
         script = os.fspath(script)
+        if self.module and script == "-m" and len(args) > 2 and args[2] == self.module \
+                and _same_file(os.fspath(exe), sys.executable):   # Lightning's rerun of ``-m``
+            return [*self.prefix, "-m", self.module, *[os.fspath(a) if isinstance(
+                a, os.PathLike) else a for a in args[3:]]]
         if script.startswith("-"):
             return args
         where = os.path.join(os.fspath(cwd), script) if cwd is not None else script

@@ -27,7 +27,13 @@ _interrupt: list[KeyboardInterrupt] = []
 
 def run_command(args: argparse.Namespace) -> int:
     """Implement ``tensorscope run``; returns the script's exit code."""
-    if not os.path.isfile(args.script):
+    if getattr(args, "module", None):
+        try:
+            args.script = module_origin(args.module)
+        except ImportError as exc:
+            print(f"tensorscope: cannot run -m {args.module}: {exc}", file=sys.stderr)
+            return 1
+    elif not os.path.isfile(args.script):
         print(f"tensorscope: cannot run {args.script!r}: no such file", file=sys.stderr)
         return 2
     if args.wait and args.headless and not args.listen:
@@ -90,7 +96,7 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
     except Exception:   # TensorScope's own failure: the script still runs, uninstrumented
         print(f"tensorscope: internal error while attaching; the script runs without "
               f"TensorScope:\n{traceback.format_exc()}", file=sys.stderr, end="")
-        return _execute(args.script, list(args.args), None)
+        return _execute(args.script, list(args.args), None, getattr(args, "module", None))
     code = 1
     _follow_frameworks()
     from tensorscope.hooks.spawn import SpawnedChildren
@@ -100,7 +106,7 @@ def run_script(args: argparse.Namespace, connect: bool | str) -> int:
     try:
         with spawned, HardExitGuard(lambda status: _finish(args, watch, status, spawned)), \
                 ScriptReruns(args, connect):
-            code = _execute(args.script, list(args.args), watch)
+            code = _execute(args.script, list(args.args), watch, getattr(args, "module", None))
     finally:
         _finish(args, watch, code, spawned)
     return code
@@ -167,17 +173,49 @@ def _finish(args: argparse.Namespace, watch: Any, code: int, spawned: Any) -> No
               f"stands):\n{traceback.format_exc()}", file=sys.stderr, end="")
 
 
-def _execute(script: str, argv: list[str], watch: Any) -> int:
-    """Run the script like the interpreter would; returns its exit code."""
+def module_origin(name: str) -> str:
+    """The file ``python -m name`` runs (a package's ``__main__``), found as Python
+    finds it: the current folder first on ``sys.path`` (it stays there, as under
+    ``python -m``). Raises ImportError with Python's own message."""
+    import importlib.util
+
+    cwd = os.getcwd()
+    if sys.path:
+        sys.path[0] = cwd
+    else:
+        sys.path.append(cwd)
+    try:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(name + ".__main__")
+            if spec is None:
+                raise ImportError(f"No module named {name}.__main__; '{name}' is a package "
+                                  f"and cannot be directly executed")
+    except ValueError as exc:   # an empty or relative name
+        raise ImportError(str(exc)) from exc
+    if spec is None:
+        raise ImportError(f"No module named {name}")
+    if not spec.origin or not os.path.isfile(spec.origin):
+        raise ImportError(f"{name} has no source file to run")
+    return spec.origin
+
+
+def _execute(script: str, argv: list[str], watch: Any, module: str | None = None) -> int:
+    """Run the script (or ``module``, whose file ``script`` is) like the interpreter
+    would; returns its exit code."""
     path = os.path.abspath(script)
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
-    sys.argv = [script, *argv]
+    sys.argv = [path if module else script, *argv]
+    where = os.getcwd() if module else os.path.dirname(path)
     if sys.path:
-        sys.path[0] = os.path.dirname(path)
+        sys.path[0] = where
     else:
-        sys.path.append(os.path.dirname(path))
+        sys.path.append(where)
     try:
-        _run_main(path)
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            _run_main(path)
         return 0
     except SystemExit as exc:
         return _exit_code(exc.code)

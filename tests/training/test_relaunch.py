@@ -67,3 +67,15 @@ def test_popen_is_restored_and_runs_the_rewritten_command(tmp_path):
                               text=True, check=True).stdout == "7\n"
     assert subprocess.Popen.__init__ is original
     assert seen == [f"[{args.script!r}, 'x']\n"]
+
+
+def test_a_module_run_again_as_python_m_is_run_under_tensorscope(tmp_path):
+    """Lightning reruns ``python -m pkg.train`` as ``[python, -m, __spec__.name, ...]``."""
+    args = _args(tmp_path, module="pkg.train")
+    reruns = ScriptReruns(args, False)
+    got = reruns.command([sys.executable, "-m", "pkg.train", "--lr", "1"],
+                         env={"LOCAL_RANK": "1"})
+    assert got[:4] == [sys.executable, "-m", "tensorscope", "run"]
+    assert got[-4:] == ["-m", "pkg.train", "--lr", "1"]
+    other = [sys.executable, "-m", "pkg.other"]
+    assert reruns.command(other, env={"LOCAL_RANK": "1"}) is other
