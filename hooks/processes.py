@@ -147,8 +147,9 @@ def _say(line: str) -> None:
 def _note_spawn(process: Any, method: str) -> None:
     """A child process is being started with ``method`` (spawn, forkserver) while a
     watch is live: say once that such children run without TensorScope, unless its
-    target instruments itself (``_instrumented``)."""
-    if _state["spawn_noted"] or _instrumented(process):
+    target instruments itself (``_instrumented``) or only loads data (a DataLoader's
+    worker never trains: ``multiprocessing_context="spawn"`` is common)."""
+    if _state["spawn_noted"] or _instrumented(process) or _loads_data(process):
         return
     if not any(not w.closed for w in list(_watches)):
         return
@@ -156,6 +157,12 @@ def _note_spawn(process: Any, method: str) -> None:
     _say(f"tensorscope: note: child processes started with the {method} method (here "
          f"{getattr(process, 'name', 'a process')}) run without TensorScope: their "
          f"training is not captured, only this process's is")
+
+
+def _loads_data(process: Any) -> bool:
+    """Whether the process is a DataLoader worker (its target is PyTorch's worker loop)."""
+    target = getattr(process, "_target", None)
+    return getattr(target, "__module__", None) == "torch.utils.data._utils.worker"
 
 
 def _instrumented(process: Any) -> bool:

@@ -88,6 +88,40 @@ def test_dataloader_workers_are_forked_silently(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["steps"] == 8
 
 
+SPAWNED_LOADER = """
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def main():
+        torch.manual_seed(0)
+        data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+        loader = DataLoader(data, batch_size=8, num_workers=2, multiprocessing_context="spawn")
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        print("loss", round(loss.item(), 6))
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+def test_dataloader_workers_started_by_spawn_are_not_called_untrained_children(tmp_path):
+    """A DataLoader worker loads data; only a spawned child that may train is noted."""
+    script = runs.write(tmp_path, "spawn_loader.py", SPAWNED_LOADER)
+    base = runs.plain(script, limit=120)
+    res = runs.under(script, options=("--headless", "--report", str(tmp_path / "r.json")),
+                     limit=120)
+    assert (res.rc, res.out) == (base.rc, base.out), res.err
+    assert "spawn method" not in res.err and "internal error" not in res.err, res.err
+    assert json.loads((tmp_path / "r.json").read_text())["steps"] == 4
+
+
 THREADS = """
     import threading
     import torch
