@@ -377,24 +377,36 @@ class SessionReader:
                 yield msg
 
     def _query(self, where: str, args: tuple) -> Iterator[Message]:
+        last: Message | None = None
         try:
-            yield from self._rows(where, args)
+            for last in self._rows(where, args):
+                yield last
         except sqlite3.DatabaseError as exc:
-            self.warnings.append(f"reading stopped early: {error_text(exc)}")
+            # a damaged page past the scan (a message body's overflow page): the file
+            # is damaged, as a failed scan would have said
+            self.damaged = True
+            step = getattr(last, "step", None)
+            where_ = f" after step {step}" if step is not None else ""
+            self.warnings.append(f"{os.path.basename(self.path)} is damaged: reading stopped "
+                                 f"early{where_} ({error_text(exc)}); later messages "
+                                 f"are not shown")
 
     def messages(self, start_step: int | None = None,
                  end_step: int | None = None) -> Iterator[Message]:
         """Messages in recorded order, of steps in [start_step, end_step] (inclusive)."""
         lo = -(2**62) if start_step is None else start_step
         hi = 2**62 if end_step is None else end_step
-        if not self._recovered:
-            yield from self._query("+step BETWEEN ? AND ?", (lo, hi))
-            return
         found = set()
+        summarised: set[int] = set()   # steps whose StepSummary was read
+        damaged = self.damaged
         for msg in self._query("+step BETWEEN ? AND ?", (lo, hi)):
             if isinstance(msg, Finding):
                 found.add(msg.key)
+            elif isinstance(msg, StepSummary):
+                summarised.add(msg.step)
             yield msg
+        if self.damaged and not damaged:   # damage met only now: what the step table kept
+            self._recover(summarised | {s for s in self.steps if not lo <= s <= hi})
         for step in sorted(self._recovered):   # a damaged file: what its own tables kept
             if lo <= step <= hi:
                 yield from (m for m in self._recovered[step]
