@@ -202,6 +202,10 @@ class TargetObserver(Diagnostic):
                 break
             fn = _first_input(fn)
         shape = list(result.shape)
+        logp = saved_value(node, "self", None) if target is None else None
+        if isinstance(logp, torch.Tensor) and list(logp.shape[:2]) != shape[:2]:
+            return   # reshaped to [N * T, C] after a log-softmax of the script's own: the
+            # loss takes the classes last (that softmax's dimension is _nll's to judge)
         # a linear map's features are its last dimension; a convolution's channels (the
         # classes) are dimension 1, and a batched product (bmm, einsum) may put them anywhere
         made = node_output_shape(fn, 0) if _layer_output(fn) and not _under(

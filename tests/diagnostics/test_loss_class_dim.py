@@ -70,6 +70,16 @@ def test_sequence_log_probabilities_with_classes_last_into_nll() -> None:
     assert not _train(model, lambda z: F.nll_loss(z.transpose(1, 2), y), _tokens)
 
 
+def test_log_softmax_over_positions_then_flattened_is_named_once() -> None:
+    """``F.log_softmax(z, dim=1)`` of [N, T, C] scores (over the positions), flattened to
+    [N * T, C] for the NLL loss: one finding, at the log-softmax; the loss itself takes
+    the classes last (no second finding at the head saying it reads dimension 1)."""
+    y = torch.randint(0, 5, (4, 6))
+    got = _train(Tagger(5), lambda z: F.nll_loss(F.log_softmax(z, 1).reshape(-1, 5),
+                                                 y.reshape(-1)), _tokens)
+    assert got == {("softmax_dim", "")}
+
+
 def test_sequence_logits_with_the_classes_moved_are_silent() -> None:
     y = torch.randint(0, 6, (4, 6))
     onehot = F.one_hot(y, 6).float()
