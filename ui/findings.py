@@ -86,7 +86,11 @@ class FindingsPanel(QTreeWidget):
         for f in model.findings.values():
             self._add(f.severity, f.kind, f.root, f.module, f.step, f.count, f.message, colours,
                       f.rank)
+        explained = {(f.rank, f.root, f.module, f.step) for f in model.findings.values()
+                     if f.kind == "exception"}
         for e in model.exceptions:
+            if (e.rank, e.root or 0, e.module or "", e.step) in explained:
+                continue   # the ``exception`` finding names it, with its cause and fix
             self._add("error", f"exception: {e.type}", e.root or 0, e.module or "", e.step, 1,
                       e.message, colours, e.rank)
         self.sortItems(self.sortColumn() if self.topLevelItemCount() else 0,

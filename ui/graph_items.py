@@ -56,6 +56,8 @@ class NodeLayer(QGraphicsItem):
         #: cards where a NaN/Inf first appeared (a ``non_finite`` finding names them): a
         #: heavy frame and a tag; the cards it only flowed through are tinted lightly
         self.origins: set[str] = set()
+        #: the tag of each origin other than ``ORIGIN_TAG`` (a module that raised)
+        self._tags: dict[str, str] = {}
         self.executing: str | None = None
         self._bounds = QRectF()
         self._card_bounds = QRectF()
@@ -78,13 +80,16 @@ class NodeLayer(QGraphicsItem):
         self._bounds = self._with_tags(rect)
         self.update()
 
-    def set_origins(self, ids: set[str]) -> None:
-        """Mark the cards where a NaN/Inf first appeared (GUI thread)."""
-        ids = {i for i in ids if i in self.by_id}
-        if ids == self.origins:
+    def set_origins(self, ids: set[str] | dict[str, str]) -> None:
+        """Mark the cards where a NaN/Inf first appeared, or (``ids`` a dict of tags)
+        where something else went wrong, such as an exception raised (GUI thread)."""
+        tags = ({i: t for i, t in ids.items() if i in self.by_id} if isinstance(ids, dict)
+                else {i: ORIGIN_TAG for i in ids if i in self.by_id})
+        if set(tags) == self.origins and tags == {i: self.tag_text(i) for i in self.origins}:
             return
         self.prepareGeometryChange()
-        self.origins = ids
+        self.origins = set(tags)
+        self._tags = {i: t for i, t in tags.items() if t != ORIGIN_TAG}
         self._bounds = self._with_tags(self._card_bounds)
         self.update()
 
@@ -95,9 +100,13 @@ class NodeLayer(QGraphicsItem):
             out = out.united(self.tag_rect(self.by_id[nid]))
         return out
 
+    def tag_text(self, nid: str) -> str:
+        """The tag beside an origin's card."""
+        return self._tags.get(nid, ORIGIN_TAG)
+
     def tag_rect(self, card: Card) -> QRectF:
         """Where the origin tag of ``card`` goes: left of it, level with its title."""
-        w = self._metrics[3].horizontalAdvance(ORIGIN_TAG) + 14
+        w = self._metrics[3].horizontalAdvance(self.tag_text(card.id)) + 14
         return QRectF(card.rect.left() - w - 16, card.rect.top() + 6, w, 18)
 
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt API)
@@ -127,7 +136,8 @@ class NodeLayer(QGraphicsItem):
                 self._paint_tag(painter, card)
 
     def _paint_tag(self, painter: QPainter, card: Card) -> None:
-        """A red tag left of a card where a NaN/Inf first appeared, with a tick to it."""
+        """A red tag left of a card where a NaN/Inf first appeared (or an exception was
+        raised), with a tick to it."""
         t, rect = self.theme, self.tag_rect(card)
         y = rect.center().y()
         painter.setPen(QPen(t.non_finite, 2.0))
@@ -137,7 +147,7 @@ class NodeLayer(QGraphicsItem):
         painter.drawRoundedRect(rect, 9, 9)
         painter.setFont(self._fonts[3])
         painter.setPen(t.badge_text)
-        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, ORIGIN_TAG)
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, self.tag_text(card.id))
 
     def _frame_pen(self, card: Card) -> QPen:
         t = self.theme

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 from tensorscope.ui.bridge import Bridge
 from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.graph_model import GraphModel
-from tensorscope.ui.graph_items import text_widths
+from tensorscope.ui.graph_items import ORIGIN_TAG, text_widths
 from tensorscope.ui.graph_view import GraphView
 from tensorscope.ui.layout_runner import LayoutRunner, Prepared, checkpoint, prepare
 from tensorscope.ui.model.session_model import NON_FINITE, ModuleKey, SessionModel
@@ -304,7 +304,21 @@ class GraphPanel(QWidget):
         else:
             values = self.node_values(kind, self.colour_metric)
             view.set_metric_values(values, self.colour_metric, self.loss_nodes(kind))
-            view.set_origins(self.nan_origins(kind, values))
+            tags = dict.fromkeys(self.nan_origins(kind, values), ORIGIN_TAG)
+            tags.update(self.raised_at(kind))
+            view.set_origins(tags)
+
+    def raised_at(self, kind: str) -> dict[str, str]:
+        """Visible nodes of the modules an exception escaped from (the shown rank's),
+        each with its tag ("RuntimeError raised here")."""
+        graph, out = self.graphs[kind], {}
+        for e in self.model.exceptions:
+            if e.rank != self.model.rank or e.module is None:
+                continue
+            nid = graph.visible_for_module(e.root or 0, e.module)
+            if nid is not None:
+                out[nid] = f"{e.type or 'exception'} raised here"
+        return out
 
     def nan_origins(self, kind: str, values: dict[str, float | None]) -> set[str]:
         """Visible nodes of the modules a ``non_finite`` finding names as where the

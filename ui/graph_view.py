@@ -297,8 +297,9 @@ class GraphView(QGraphicsView):
         self.nodes.executing = nid
         self.nodes.update()
 
-    def set_origins(self, ids: set[str]) -> None:
-        """Mark the nodes where a NaN/Inf first appeared (a tag and a heavy frame)."""
+    def set_origins(self, ids: set[str] | dict[str, str]) -> None:
+        """Mark the nodes where a NaN/Inf first appeared, or (a dict of tags) where an
+        exception was raised (a tag and a heavy frame)."""
         self.nodes.set_origins(ids)
 
     def set_breakpoints(self, ids: set[str]) -> None:
