@@ -26,13 +26,13 @@ it ends at the next call, which then still runs eagerly.
 from __future__ import annotations
 
 import sys
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from tensorscope.common.events import ModuleTree
+from tensorscope.hooks.warning_filters import add_filter, remove_filter
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.watch import Watch
@@ -100,8 +100,7 @@ class CompileWarningFilter:
         self.active = True
         cls.users += 1
         if cls.users == 1:
-            warnings.filterwarnings("ignore", message=_TORCH_WARNING, category=UserWarning)
-            cls.entry = warnings.filters[0]
+            cls.entry = add_filter("ignore", _TORCH_WARNING, UserWarning)
 
     def remove(self) -> None:
         """The global hooks registered with this filter are removed."""
@@ -111,11 +110,7 @@ class CompileWarningFilter:
         self.active = False
         cls.users -= 1
         if cls.users == 0 and cls.entry is not None:
-            try:   # (a catch_warnings block the filter was set in restored its own list)
-                warnings.filters.remove(cls.entry)  # type: ignore[attr-defined]
-                warnings._filters_mutated()  # type: ignore[attr-defined]
-            except (ValueError, AttributeError):
-                pass
+            remove_filter(cls.entry)
             cls.entry = None
 
     @classmethod

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import gc
 import time
-import warnings
 import weakref
 from typing import Any
 
 import torch
+
+from tensorscope.hooks.warning_filters import warnings_ignored
 
 _LIVE: dict[str, Any] = {"at": -1e9, "refs": []}
 _TTL = 30.0
@@ -65,8 +66,7 @@ def live_scalers() -> list[Any]:
     now = time.monotonic()
     if now - float(_LIVE["at"]) >= _TTL:
         types = _scaler_types()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings_ignored():   # not catch_warnings: it re-shows the script's warnings
             found = [o for o in gc.get_objects() if _is_a(o, types)] if types else []
         _LIVE["at"], _LIVE["refs"] = now, [weakref.ref(o) for o in found]
     return [s for s in (ref() for ref in _LIVE["refs"]) if s is not None]
