@@ -31,7 +31,7 @@ def remove_filter(entry: Entry) -> None:
     """Take out the entry ``add_filter`` put in (by identity: an equal filter of
     the script's stays). Gone already (a ``catch_warnings`` block that began
     before it restored its own list): nothing to do."""
-    filters = warnings.filters  # type: ignore[attr-defined]
+    filters: list[Any] = warnings.filters  # type: ignore[assignment]
     for i, f in enumerate(filters):
         if f is entry:
             del filters[i]
