@@ -251,7 +251,9 @@ class GraphView(QGraphicsView):
         self.nodes.colours = colour_lookup(values, lo, hi, log, self.theme)
         self.nodes.update()
         self.minimap.refresh(force=False)
-        self.legend.set_range(metric, lo, hi, log, bool(self.nodes.colours), bool(finite))
+        zeros = not finite and any(v == 0 for v in values.values() if v is not None)
+        self.legend.set_range(metric, lo, hi, log, bool(self.nodes.colours), bool(finite),
+                              zeros)
 
     def set_difference_values(self, diffs: Mapping[str, float | None], metric: str) -> None:
         """Colour nodes by relative change between two steps (diverging)."""

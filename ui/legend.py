@@ -47,17 +47,21 @@ class MetricLegend(QWidget):
         self.log = False
         self.diverging = False
         self.finite = True   # some node has a finite value (else the range says so)
+        #: said in place of the range when there is none ("no finite value")
+        self.note = ""
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.resize(WIDTH, HEIGHT)
         self.hide()
 
     def set_range(self, metric: str, lo: float, hi: float, log: bool, visible: bool,
-                  finite: bool = True) -> None:
+                  finite: bool = True, zeros: bool = False) -> None:
         """Show a sequential ramp for ``metric`` over [lo, hi]; ``finite`` False: no node
-        has a finite value (the range is not one: it says so)."""
+        has a finite value the ramp can place (the range is not one: it says so, and
+        ``zeros`` says the values are all 0, which a log scale cannot place)."""
         self.title = METRICS.get(metric, metric) + (" (log)" if log else "")
         self.lo, self.hi, self.log, self.diverging = lo, hi, log, False
         self.finite = finite
+        self.note = "" if finite else "every value is 0" if zeros else "no finite value"
         self.setVisible(visible)
         self.reposition()
         self.update()
@@ -66,6 +70,7 @@ class MetricLegend(QWidget):
         """Show the diverging ramp of a two-step comparison."""
         self.title = f"Δ {METRICS.get(metric, metric)} (step B vs A)"
         self.lo, self.hi, self.diverging, self.finite = -span, span, True, True
+        self.note = ""
         self.show()
         self.reposition()
         self.update()
@@ -116,9 +121,9 @@ class MetricLegend(QWidget):
         p.setPen(t.subtle)
         p.drawText(QRectF(nan.right() + 4, 22, 40, 18), Qt.AlignmentFlag.AlignVCenter, "NaN")
         row = QRectF(10, 40, bar.width(), 18)
-        if not self.finite:   # every value NaN/Inf or missing: 0 and 1 would be made up
+        if self.note:   # every value NaN/Inf, missing or 0 on a log scale: 0 and 1 would be made up
             p.drawText(row, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                       "no finite value")
+                       self.note)
             p.end()
             return
         p.drawText(row, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,

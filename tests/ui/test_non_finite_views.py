@@ -137,3 +137,18 @@ def test_a_nan_badge_takes_the_place_of_the_device_badge_on_a_narrow_card(qtbot)
     assert shown[-1] == "NaN/Inf" and len(shown) < 3   # all three did not fit
     room = card.rect.width() - 24 - view.nodes._metrics[2].horizontalAdvance(card.shape)
     assert sum(view.nodes._badge_width(t) + 5 for t in shown) <= room
+
+
+def test_a_log_legend_over_zero_gradients_says_they_are_zero(qtbot):
+    """Every module's gradient norm exactly 0 (vanished through 1,500 layers): the
+    log legend read 'no finite value' while the cards were coloured as the lowest."""
+    msgs = mlp_session(3)
+    for m in msgs:
+        if isinstance(m, CallDigest):
+            m.grad_norm = 0.0
+    w = laid_out_window(qtbot, msgs)
+    w.graph.set_metric("grad_norm")
+    legend = w.graph.views["module"].legend
+    assert legend.isVisible() and legend.note == "every value is 0"
+    w.graph.set_metric("activation_norm")   # finite, positive: a range again
+    assert legend.note == "" and legend.hi > legend.lo > 0
