@@ -14,7 +14,9 @@ the loss's per-sample target is read from its node (``NllLossBackward0``, the
 element-wise regression and binary losses: metadata only): when its first
 dimension is A, one value (or row) per sample of the layer's first dimension,
 and not B, the layer got the batch first. ``HITS`` (2) training steps in a row
-make the finding. Sequence-first data (``[T, N, F]``, targets ``[N]``), packed
+make the finding. Per-position targets tell nothing; then a first dimension that stays
+one size (one last short batch aside) in ``STEADY_STEPS`` training steps while the second
+takes ``LENGTHS`` sizes (padded batches) makes it. Sequence-first data (``[T, N, F]``, targets ``[N]``), packed
 sequences, a batch of one sequence (``[T, 1, F]``) and per-position targets
 (``[T, N]``, or flattened ``[T * N]``) never match.
 """
@@ -30,6 +32,8 @@ from tensorscope.hooks.diagnostics.losses import top_nodes
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 HITS = 2
+LENGTHS = 3   # distinct second dimensions under a steady first one: padded lengths
+STEADY_STEPS = 4
 _SEARCH = 24
 _TARGET_NODES = ("NllLossBackward0", "MseLossBackward0", "L1LossBackward0",
                  "SmoothL1LossBackward0", "HuberLossBackward0",
@@ -44,6 +48,8 @@ class RnnLayoutObserver(Diagnostic):
         self._matched: tuple[int, str, str, int, int] | None = None
         self._hits: list[int] = []
         self._done = False
+        # per layer (root, path, type): {first dimension: calls}, second dimensions, steps
+        self._dims: dict[tuple[int, str, str], tuple[dict[int, int], set[int], list[int]]] = {}
 
     def watches(self, module_type: type, hook: str) -> bool:
         """The forward pre-hook of recurrent layers (and roots)."""
@@ -81,11 +87,47 @@ class RnnLayoutObserver(Diagnostic):
                     self._matched = c
                     return
 
+    def _steady_batch(self, calls: list[tuple[int, str, str, int, int]], step: int) -> bool:
+        """Per-position targets (a tagger, a language model) say nothing about the layout;
+        the shapes do: batches padded to their longest sequence keep the batch size and
+        change the length. A layer whose first dimension stays one size (but for one last
+        short batch) while its second takes LENGTHS sizes got the batch first. Sequence-first
+        data varies the first (bucketed or random-length BPTT windows)."""
+        for rid, path, kind, a, b in calls:
+            if len(self._dims) >= 16 and (rid, path, kind) not in self._dims:
+                continue
+            firsts, seconds, steps = self._dims.setdefault((rid, path, kind), ({}, set(), []))
+            firsts[a] = firsts.get(a, 0) + 1
+            if len(seconds) < 64:
+                seconds.add(b)
+            if not steps or steps[-1] != step:
+                steps.append(step)
+            top = max(firsts.values())
+            if len(seconds) < LENGTHS or len(steps) < STEADY_STEPS \
+                    or sum(firsts.values()) - top > 1:
+                continue
+            batch = max(firsts, key=firsts.__getitem__)
+            self._done = True
+            lengths = ", ".join(map(str, sorted(seconds)[:6]))
+            self.emit("rnn_batch_first", "warning", "forward", rid, path,
+                      f"{path or kind} ({kind}, batch_first=False) takes its input as "
+                      f"[time, batch, features], but in {len(steps)} training steps its "
+                      f"first dimension stayed {batch} while the second changed from batch "
+                      f"to batch ({lengths}): the batch came first, and the positions "
+                      f"(padded to each batch's longest sequence) second. The recurrence "
+                      f"runs across the samples and treats each position as a separate "
+                      f"sequence, so the model mixes samples and learns little. Fix: build "
+                      f"it with batch_first=True (or pass x.transpose(0, 1)).", step=step)
+            return True
+        return False
+
     def on_step_end(self, record: StepRecord) -> None:
         """Count the training steps whose target matched a layer's first dimension."""
         calls, self._calls = self._calls, []
         matched, self._matched = self._matched, None
         if self._done or record.kind != "train" or not calls:
+            return
+        if matched is None and self._steady_batch(calls, record.step):
             return
         if matched is None:
             self._hits = []
