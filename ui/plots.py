@@ -622,10 +622,38 @@ class PlotsPanel(QWidget):
         if kind == "grad":
             self._choose_scale(self.grad_plot, "Gradient norm per module",
                                [s for s in spans if s is not None])
+        else:
+            self._say_sampling(model, keys, column)
         if len(self._paths) != len(model.module_series):
             self._paths = sorted({k[2] for k in model.module_series})
         self._root_names = dict(model.root_names)
         self._update_legend(kind, keys)
+
+    def _say_sampling(self, model: SessionModel, keys: list[ModuleKey], column: str) -> None:
+        """The statistic plot's title says how often statistics were taken, when some
+        steps took none (``--stats-every``): one dot at step 0 of a short run looked
+        like activations that stopped."""
+        taken: set[int] = set()
+        for key in keys:
+            series = model.module_series.get(key)
+            if series is not None and len(series):
+                taken.update(int(s) for s in series.arrays(column, finite=True)[0])
+        steps = sorted(taken)
+        gaps = {b - a for a, b in zip(steps, steps[1:])}
+        seen = max(model.steps_seen, steps[-1] + 1 if steps else 0)
+        note = ""
+        if len(steps) == 1 and seen > 1:
+            note = f"step {steps[0]} only"
+        elif len(gaps) == 1 and (gap := gaps.pop()) > 1:
+            note = f"every {gap} steps"
+        title = (f"Activation statistic <span style='color:{self.theme.subtle.name()}'>"
+                 f"· {note}</span>" if note else "Activation statistic per module")
+        item = self.stat_plot.getPlotItem()
+        if item.titleLabel.text != title:
+            item.setTitle(title, color=self.theme.text.name(), size="9pt")
+            self.stat_plot.setToolTip(f"Activation statistics were taken {note}: "
+                                      f"tensorscope run --stats-every N sets how often "
+                                      f"(--mode full: every step)" if note else "")
 
     def _update_legend(self, kind: str, keys: list[ModuleKey]) -> None:
         """One entry per curve: its colour and full path, elided in the middle."""

@@ -389,3 +389,39 @@ def test_step_labels_stand_apart_in_narrow_plots_and_stay_dense_in_wide_ones(qtb
     panel.loss_plot.setXRange(0, 10_500, padding=0.02)
     qtbot.waitUntil(lambda: panel.loss_plot.getAxis("bottom").width() > 400)
     assert len(_step_labels(panel)) >= 5
+
+
+def _sampled_steps(model: SessionModel, count: int, every: int) -> None:
+    """``count`` steps whose activation statistics were taken every ``every`` steps
+    (``--stats-every``): the other steps' digests carry gradient norms only."""
+    for step in range(count):
+        stats = {"norm": 2.0, "zero_fraction": 0.0} if step % every == 0 else None
+        model.ingest_many([CallDigest(step=step, index=0, root=0, path="layers.0",
+                                      type="Linear", stats=stats, grad_norm=0.1),
+                           StepSummary(step=step, loss=1.0)])
+
+
+def _refreshed(qtbot, model: SessionModel) -> PlotsPanel:
+    panel, clock = _panel(qtbot)
+    for _ in range(6):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    return panel
+
+
+def test_the_statistic_plot_says_how_often_statistics_were_taken(qtbot):
+    """Six steps with statistics at step 0 only drew one dot per module at step 0 and
+    nothing after, as though the activations had gone: the title says it."""
+    model = SessionModel()
+    _sampled_steps(model, 6, every=10)
+    panel = _refreshed(qtbot, model)
+    assert "step 0 only" in panel.stat_plot.getPlotItem().titleLabel.text
+    assert "--stats-every" in panel.stat_plot.toolTip()
+    model = SessionModel()
+    _sampled_steps(model, 35, every=10)
+    title = _refreshed(qtbot, model).stat_plot.getPlotItem().titleLabel.text
+    assert "every 10 steps" in title
+    model = SessionModel()
+    _sampled_steps(model, 6, every=1)
+    title = _refreshed(qtbot, model).stat_plot.getPlotItem().titleLabel.text
+    assert "every" not in title and "only" not in title
