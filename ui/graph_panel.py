@@ -335,15 +335,13 @@ class GraphPanel(QWidget):
         return out
 
     def loss_nodes(self, kind: str) -> set[str]:
-        """Visible nodes of loss roots: coloured, but left out of the colour range (the
-        gradient into a loss is 1, its output the loss value: neither compares with
-        the model's layers, and either would squeeze their colours together)."""
-        losses = self.model.loss_roots
-        if not losses:
-            return set()
-        graph = self.graphs[kind]
+        """Visible nodes of losses (``SessionModel.is_loss``): coloured, but left out of
+        the colour range (the gradient into a loss is 1, its output the loss value:
+        neither compares with the model's layers, and either would squeeze their
+        colours together)."""
+        graph, is_loss = self.graphs[kind], self.model.is_loss
         return {nid for nid in self.views[kind].nodes.by_id
-                if (key := graph.module_of(nid)) is not None and key[0] in losses}
+                if (key := graph.module_of(nid)) is not None and is_loss(*key)}
 
     def set_snapshot(self, metrics: dict[ModuleKey, dict[str, float]] | None) -> None:
         """Colour by one recorded step's per-module values (None: live values)."""

@@ -710,7 +710,10 @@ class PlotsPanel(QWidget):
             return -last if last is not None and last == last else 0.0
         ranked = sorted(((k, v) for k, v in model.module_series.items()
                          if k[0] == model.rank and self._matches(k[2])), key=largest)
-        leaves = [k for k, _ in ranked if _plotted_leaf(model.modules.get(k), k[2])]
+        # a loss module's gradient norm is 1 and its output the loss: a curve of it
+        # squeezed the layers' into a band at its foot (plotted when it is the focus)
+        leaves = [k for k, _ in ranked if _plotted_leaf(model.modules.get(k), k[2])
+                  and not model.is_loss(k[1], k[2])]
         keys = leaves[:MAX_CURVES]
         if self.focus is not None:
             focus = [k for k in sorted(model.ranks) if (k, *self.focus) in model.modules]

@@ -520,3 +520,23 @@ def test_the_legend_folds_to_a_thin_ramp_over_cards_and_unfolds_when_they_leave(
     view.nodes.cards.pop()
     view.scrollContentsBy(0, 0)
     assert not legend.faded and legend.height() == HEIGHT
+
+
+def test_a_loss_module_inside_the_model_does_not_stretch_the_colour_range(qtbot):
+    """``~CrossEntropyLoss`` (a loss called inside a Hugging Face forward) has a
+    gradient norm of 1: the legend ran to 1 and every layer's colour sat at its foot."""
+    from sample_events import MLP, chain_graph, mlp_session
+    from tensorscope.common.events import CallDigest
+    from windows import laid_out_window
+    calls = [(p, t, s) for p, t, s, _c, _n in MLP] + [("~CrossEntropyLoss",
+                                                        "CrossEntropyLoss", [])]
+    msgs = [m for m in mlp_session(3) if getattr(m, "kind", "") != "module"]
+    msgs.append(chain_graph(calls, [64, 784]))
+    msgs += [CallDigest(step=s, index=5, root=0, path="~CrossEntropyLoss",
+                        type="CrossEntropyLoss", grad_norm=1.0) for s in range(3)]
+    w = laid_out_window(qtbot, msgs)
+    w.graph.set_metric("grad_norm")
+    view = w.graph.views["module"]
+    loss = w.graph.graphs["module"].visible_for_module(0, "~CrossEntropyLoss")
+    assert loss in view.nodes.by_id and loss in view.nodes.colours
+    assert view.legend.hi < 1.0

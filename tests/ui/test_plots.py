@@ -425,3 +425,24 @@ def test_the_statistic_plot_says_how_often_statistics_were_taken(qtbot):
     _sampled_steps(model, 6, every=1)
     title = _refreshed(qtbot, model).stat_plot.getPlotItem().titleLabel.text
     assert "every" not in title and "only" not in title
+
+
+def test_a_loss_module_inside_the_model_is_left_out_of_the_module_plots(qtbot):
+    """A Hugging Face model computes its CrossEntropyLoss inside its forward (a module
+    named ``~CrossEntropyLoss``): its gradient norm of 1 took the grad plot's first
+    curve and squeezed the layers' norms (0.2) into a flat band at its foot."""
+    model = SessionModel()
+    for step in range(5):
+        msgs = [CallDigest(step=step, index=i, root=0, path=f"layers.{i}", type="Linear",
+                           stats={"norm": 1.0 + i}, grad_norm=0.1 * (i + 1)) for i in range(3)]
+        msgs.append(CallDigest(step=step, index=3, root=0, path="~CrossEntropyLoss",
+                               type="CrossEntropyLoss", stats={"norm": 6.0}, grad_norm=1.0))
+        msgs.append(StepSummary(step=step, loss=6.0))
+        model.ingest_many(msgs)
+    panel = _refreshed(qtbot, model)
+    assert _legend(panel, "grad") == ["layers.0", "layers.1", "layers.2"]
+    panel.set_focus((0, "~CrossEntropyLoss"))   # selected: it is plotted
+    for _ in range(3):
+        panel.refresh(model)
+        panel.clock.now += PLOT_INTERVAL_S
+    assert "~CrossEntropyLoss" in _legend(panel, "grad")

@@ -677,6 +677,15 @@ class SessionModel:
         """The module's state in ``rank`` (default: the selected one), if known."""
         return self.modules.get((self.rank if rank is None else rank, root, path))
 
+    def is_loss(self, root: int, path: str) -> bool:
+        """Whether the module computes a loss: a loss root, or a ``...Loss`` module called
+        inside a model's forward (``~CrossEntropyLoss`` in a Hugging Face model). Its
+        gradient norm is 1 and its output the loss: neither compares with the layers'."""
+        if root in self.loss_roots:
+            return True
+        state = self.modules.get((self.rank, root, path))
+        return state is not None and state.type.endswith("Loss")
+
 
 def _finite_or_nan(value: Any) -> float:
     try:
