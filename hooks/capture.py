@@ -21,6 +21,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+from torch.nn.utils.parametrize import ParametrizationList
 
 from tensorscope.hooks import copies
 from tensorscope.hooks.backward_calls import backward_loss, in_backward
@@ -153,6 +154,8 @@ class Capture:
         # a module exception was reported and the script has not yet shown it caught it
         # (a root call returning or beginning, an optimizer step: ``host.exception_caught``)
         self.raised_open = False
+        # a parametrized weight read outside any forward (``_pre``): its ParametrizationList
+        self.aside: torch.nn.Module | None = None
         self.on_step_end: Callable[[StepBuffer, str], None] = lambda step, kind: None
         # The training thread: the one whose forwards make up the steps (the thread that
         # built the watch, until another claims it: ``_foreign_thread``, ``claim_thread``).
@@ -253,6 +256,12 @@ class Capture:
     def _pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None) -> None:
         stack = self.stack
         parent = stack[-1] if stack else None
+        if parent is None and (self.aside is not None or type(module) is ParametrizationList):
+            # a parametrized weight (weight_norm, spectral_norm) read outside any forward,
+            # by a model's init or a log line: neither a root nor a step, nor its modules
+            if self.aside is None:
+                self.aside = module
+            return
         loc = self.index.lookup(module)
         if loc is None:
             loc = self.host.resolve_module(module, parent)
@@ -564,6 +573,8 @@ class Capture:
     def _post(self, module: torch.nn.Module, result: Any, kwargs: dict | None) -> None:
         stack = self.stack
         if not stack:
+            if module is self.aside:
+                self.aside = None
             return
         call = stack[-1]
         if call.module is not module:
