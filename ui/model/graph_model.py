@@ -353,7 +353,10 @@ class GraphModel:
             m = self.full.nodes[src]
             attrs.update(shape=m.get("shape"), dtype=m.get("dtype", ""),
                          device=m.get("device", ""))
-            dtypes = {self.full.nodes[x].get("dtype") for x in members} - {None, ""}
+            # the calls' dtypes: an integer input inside the block (T5's position
+            # buckets, a mask) is no mix of precisions
+            dtypes = {self.full.nodes[x].get("dtype") for x in members
+                      if self.full.nodes[x].get("kind", "call") == "call"} - {None, ""}
             devices = {self.full.nodes[x].get("device") for x in members} - {None, ""}
             attrs["mixed_dtype"] = len(dtypes) > 1
             attrs["mixed_device"] = len(devices) > 1
