@@ -517,11 +517,11 @@ class ParamCoverageObserver(ZeroGradListener):
         step = self.ctx.step_index
         if self._unregistered:
             self._check_unregistered()
+        if self._unused_warned:   # every step: an auxiliary head used every tenth step
+            self._note_trained(step)
         if step >= 8 and step % 8:
             return
         stepped = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        if self._unused_warned:
-            self._note_trained(step)
         self._has_grad = {}
         for rid, root in enumerate(self.ctx.roots):
             for name, p in root.named_parameters():
@@ -531,6 +531,8 @@ class ParamCoverageObserver(ZeroGradListener):
 
     def on_step_end(self, record: StepRecord) -> None:
         """Update the per-parameter counters from the step's parameter rows."""
+        if self._trained:
+            self._revise_trained()
         if record.step < 8 and record.kind == "train":
             self._note_unregistered(record)
         if record.kind != "train":   # an evaluation split off the training step after it
@@ -574,13 +576,12 @@ class ParamCoverageObserver(ZeroGradListener):
                 outside.setdefault(key[0], set()).add(key[1])
         self._report_unused(rows, unused, record.step)
         self._report_outside(rows, outside, record.step)
-        if self._trained:
-            self._revise_trained()
 
     def _note_trained(self, step: int) -> None:
-        """Parameters reported unused that hold a gradient as an optimizer steps now."""
+        """Parameters reported unused that hold a gradient as an optimizer steps now (the
+        first 8 of each module's: they get gradients together)."""
         for key, (refs, first) in list(self._unused_warned.items()):
-            params = [p for p in (r() for r in refs) if p is not None]
+            params = [p for p in (r() for r in refs[:8]) if p is not None]
             if not params:
                 del self._unused_warned[key]
             elif any(p.grad is not None for p in params):
@@ -598,11 +599,11 @@ class ParamCoverageObserver(ZeroGradListener):
             if revise is not None:
                 revise("unused_parameter", "info", rid, mod,
                        f"The trainable parameters of {where} received no gradient in the "
-                       f"first training steps (reported at step {first}), then got "
-                       f"gradients by step {step}: a "
-                       f"phase with {where} frozen on purpose (a linear probe or head "
-                       f"warm-up before fine-tuning), not a mistake. To skip computing "
-                       f"its gradients during such a phase, requires_grad_(False) it.")
+                       f"first training steps (reported at step {first}), then got one at "
+                       f"step {step}: it is trained in some steps only (a phase with it "
+                       f"frozen on purpose, such as a linear probe before fine-tuning, or "
+                       f"an auxiliary loss used every few steps), not a mistake. To skip "
+                       f"its gradients while it is frozen, requires_grad_(False) it.")
         self._trained.clear()
 
     def _grad_off_roots(self, record: StepRecord, called: set[int]) -> set[int]:
