@@ -133,6 +133,10 @@ EMPTY_NOTES = {
              "steps, or not in --mode shapes)"),
 }
 
+#: the loss and gradient plots of a run with no training step (an evaluation script)
+FORWARD_ONLY = ("Every step was forward passes only (inference: no optimizer step): "
+                "no training loss or gradients to plot")
+
 
 class StepAxis(pg.AxisItem):
     """The step axis: whole steps only (a few steps were labelled 0, 0.5, 1.0), and
@@ -483,6 +487,9 @@ class PlotsPanel(QWidget):
                 if not has and seen and self.module_filter.text().strip():
                     note.say("No module matches the filter")
                     continue
+            if not has and seen and kind != "stat" and not model.train_steps:
+                note.say(FORWARD_ONLY)
+                continue
             note.say("" if has else EMPTY_NOTES[kind][seen])
 
     def settled(self, model: SessionModel) -> bool:

@@ -446,3 +446,21 @@ def test_a_loss_module_inside_the_model_is_left_out_of_the_module_plots(qtbot):
         panel.refresh(model)
         panel.clock.now += PLOT_INTERVAL_S
     assert "~CrossEntropyLoss" in _legend(panel, "grad")
+
+
+def test_plots_of_a_forward_only_run_say_it_trained_nothing(qtbot):
+    """An evaluation script (forwards under no_grad, no optimizer): the loss plot said
+    'none of their backward passes started from a loss TensorScope saw', as if
+    backward passes had run."""
+    model = SessionModel()
+    for step in range(3):
+        model.ingest_many([CallDigest(step=step, index=0, root=0, path="layers.0",
+                                      type="Linear", stats={"norm": 2.0}),
+                           StepSummary(step=step, kind="inference")])
+    panel = _refreshed(qtbot, model)
+    for kind in ("loss", "grad"):
+        assert "forward passes only" in panel.notes[kind].text(), kind
+    model.ingest_many([StepSummary(step=3, loss=1.0)])   # a training step: as before
+    panel = _refreshed(qtbot, model)
+    assert panel.notes["loss"].text() == ""
+    assert "forward passes only" not in panel.notes["grad"].text()

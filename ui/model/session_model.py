@@ -327,6 +327,7 @@ class SessionModel:
         self.devices: set[str] = set()
         self.events = 0
         self.steps_seen = 0
+        self.train_steps = 0   # steps that were not forward-only (``kind != "inference"``)
         self._event_rate = RateMeter()
         #: what changed, per topic (``changes.SESSION_TOPICS``); consumers ``take`` it
         self.changes = ChangeLog()
@@ -537,6 +538,7 @@ class SessionModel:
         rank.steps_seen += 1
         rank.last_step_at = time.monotonic()
         self.steps_seen += 1
+        self.train_steps += msg.kind != "inference"
         if msg.loss is not None:
             series = rank.eval_loss if msg.kind == "inference" else rank.loss
             series.append(msg.step, _finite_or_nan(msg.loss))
