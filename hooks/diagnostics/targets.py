@@ -68,7 +68,9 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   padded positions are counted in the loss: the model learns to predict
   padding and the loss is averaged over them. A classifier over an embedding
   (a label 0 beside a padding index 0) is no match: its classes are not the
-  vocabulary.
+  vocabulary. For an embedding of the vocabulary without a ``padding_idx``, the
+  padding is read from ``[N, T]`` targets (``_trailing_padding``): the value most
+  rows end with, when it only appears in trailing runs of differing lengths.
 * ``target_out_of_range`` also names regression targets that the prediction
   cannot reach: the input of an ``MSELoss``/``SmoothL1Loss``/``HuberLoss`` node
   comes straight (through views) from a sigmoid (outputs in (0, 1)) or a tanh
@@ -145,7 +147,8 @@ class TargetObserver(Diagnostic):
         # vocabulary size -> (padding index, root, embedding path), for the roots seen so far
         self._pads: dict[int, tuple[int, int, str]] = {}
         self._pad_roots = 0
-        self._pad_handles: list[tuple[int, int, int, str, int]] = []  # handle, pad, root, path, C
+        # handle, pad (-1: read from the targets), root, path, classes, ignore_index
+        self._pad_handles: list[tuple[int, int, int, str, int, int]] = []
         self._pad_run = _Streak(PAD_STEPS)   # its values: the share of padding targets
         self._hot_handles: list[tuple[int, Any, int]] = []   # handle, logits' node, step
         self._hot_run = _Streak(HOT_STEPS)
@@ -522,45 +525,62 @@ class TargetObserver(Diagnostic):
                     pad = getattr(mod, "padding_idx", None) if isinstance(mod, nn.Embedding) \
                         else None
                     if isinstance(pad, int) and pad >= 0:
-                        self._pads.setdefault(int(mod.num_embeddings), (pad, rid, path))
+                        self._pads[int(mod.num_embeddings)] = (pad, rid, path)
+                    elif isinstance(mod, nn.Embedding):   # no padding_idx (GPT-2's wte)
+                        self._pads.setdefault(int(mod.num_embeddings), (-1, rid, path))
             self._pad_roots = len(roots)
         hit = self._pads.get(int(classes))
         if hit is None:
             return
         pad, rid, path = hit
-        if _signed(saved_value(node, "ignore_index", -100)) == pad:
+        ignore = _signed(saved_value(node, "ignore_index", -100))
+        if ignore == pad:
             return
-        with torch.no_grad():
-            counts = {"pad": (target == pad).sum(), "n": (target >= 0).sum()}
-        self._pad_handles.append((self.ctx.defer(counts), pad, rid, path, int(classes)))
+        if pad < 0:
+            counts = _trailing_padding(target)
+            if counts is None:
+                return
+        else:
+            with torch.no_grad():
+                counts = {"pad": (target == pad).sum(), "n": (target >= 0).sum()}
+        self._pad_handles.append((self.ctx.defer(counts), pad, rid, path, int(classes),
+                                  ignore))
 
     def _report_padding(self, record: StepRecord) -> None:
         handles, self._pad_handles = self._pad_handles, []
         if record.kind != "train":
             return
-        share, seen = None, None
+        share, seen, inferred = None, None, False
         for handle, *where in handles:
             vals = record.deferred.get(handle)
             if not vals or not vals.get("n"):
                 continue
             share, seen = float(vals["pad"]) / float(vals["n"]), where
+            inferred = "value" in vals
+            if inferred:   # no padding_idx: the value every row ends with a run of
+                seen = [int(vals["value"]), *where[1:]]
+                if not (int(vals["suffix"]) and int(vals["vary"])) or seen[0] == where[4]:
+                    share = 0.0
             if share < PAD_SHARE:
                 self._pad_run.see(record.step, False)
                 return
         if share is None or seen is None or not self._pad_run.see(record.step, True, share):
             return
-        pad, rid, path, classes = seen
+        pad, rid, path, classes, _ = seen
         pct = 100 * max(self._pad_run.values)
         where = module_label(self.ctx, rid, path)
+        what = (f"the padding index {pad} (the padding_idx of {where}, whose {classes} "
+                f"tokens are the loss's classes)" if not inferred else
+                f"the padding token {pad} (every sequence of targets ends in a run of it, "
+                f"of lengths that differ from row to row; the {classes} tokens of {where} "
+                f"are the loss's classes)")
         self.emit("padding_in_loss", "warning", "loss", rid, "",
                   f"Up to {pct:.0f}% of the targets of the cross-entropy at steps "
-                  f"{self._pad_run.listed()} are the padding index {pad} "
-                  f"(the padding_idx of {where}, whose {classes} tokens are the loss's "
-                  f"classes), and the loss does not ignore it: the padded positions count in "
-                  f"the loss, so the model learns to predict padding and every real token's "
-                  f"share of the gradient shrinks. Fix: cross_entropy(..., ignore_index={pad}) "
-                  f"(nn.CrossEntropyLoss(ignore_index={pad})), or set the padded targets to "
-                  f"-100.", step=record.step)
+                  f"{self._pad_run.listed()} are {what}, and the loss does not ignore it: "
+                  f"the padded positions count in the loss, so the model learns to predict "
+                  f"padding and every real token's share of the gradient shrinks. Fix: "
+                  f"cross_entropy(..., ignore_index={pad}) (nn.CrossEntropyLoss("
+                  f"ignore_index={pad})), or set the padded targets to -100.", step=record.step)
 
     def _check_dim(self, node: Any, logp: torch.Tensor) -> None:
         """A log-softmax over the wrong dimension right under the NLL node, or (through
@@ -730,6 +750,29 @@ class TargetObserver(Diagnostic):
         self.emit("single_class_batches", "warning", "input", 0, "",
                   f"In each of the last {len(run)} training steps (up to step {step}) every "
                   f"class-index target of the loss is the same class: {why}.", step=step)
+
+
+def _trailing_padding(target: torch.Tensor) -> dict[str, torch.Tensor] | None:
+    """For ``[N, T]`` class-index targets (or a flattened view of them): the value ``v``
+    most rows end with, whether every occurrence of it is in a trailing run of its row
+    (``suffix``), whether those runs differ in length (``vary``: sequences padded to the
+    longest), and the count of ``v`` and of non-negative targets (device scalars)."""
+    rows = target
+    if rows.dim() == 1:
+        base = rows._base
+        if not isinstance(base, torch.Tensor) or base.dim() != 2 or base.numel() != rows.numel():
+            return None
+        rows = base
+    if rows.dim() != 2 or rows.shape[0] < 2 or rows.shape[1] < 4:
+        return None
+    with torch.no_grad():
+        value = rows[:, -1].mode().values
+        is_pad = rows == value
+        trail = is_pad.flip(1).int().cumprod(1).flip(1)
+        lengths = trail.sum(1)
+        return {"value": value, "suffix": (trail == is_pad.int()).all(),
+                "vary": lengths.amax() > lengths.amin(), "pad": is_pad.sum(),
+                "n": (rows >= 0).sum()}
 
 
 class _Streak:
