@@ -279,12 +279,20 @@ class GraphPanel(QWidget):
             # a parameter's card is its module's weight, not the module's output: a NaN
             # output made by finite weights (the finding says so) left them red too
             weight = card.kind == "param"
+            # a folded container never called itself (a ModuleList): the call whose
+            # output leaves it gives its value, instead of a blank card
+            source = graph.source_of(nid) if card.kind == "group" else None
             if self.snapshot is not None:   # a recorded step: red where it made NaN/Inf
                 row = self.snapshot.get(key, {}) if key is not None else {}
+                if not row and source is not None:
+                    row = self.snapshot.get(source, {})
                 out[nid] = math.nan if row.get(NON_FINITE) and not weight else row.get(metric)
                 continue
             state = self.model.module(*key) if key is not None else None
             out[nid] = state.metric(metric) if state is not None else None
+            if out[nid] is None and source is not None and (
+                    inner := self.model.module(*source)) is not None:
+                out[nid] = inner.metric(metric)
             if weight:
                 continue
             # non-finite overrides the metric: the card is red whatever is chosen

@@ -60,7 +60,10 @@ def colour_lookup(values: Mapping[str, float | None], lo: float, hi: float, log:
             out[nid] = bad
             continue
         if log:
-            v = log10(v) if v > 0 else lo
+            if v <= 0:   # no place on a log scale: the foot of the ramp, whatever the range
+                out[nid] = lut[0]
+                continue
+            v = log10(v)
         if scale == 0.0:
             out[nid] = mid
             continue

@@ -353,6 +353,11 @@ class GraphModel:
             m = self.full.nodes[src]
             attrs.update(shape=m.get("shape"), dtype=m.get("dtype", ""),
                          device=m.get("device", ""))
+            # the module whose output leaves the group: what colours a container that
+            # is never called itself (a ModuleList of layers)
+            src_path = self._path_of(m)
+            attrs["source"] = (int(m.get("root", 0) or 0), src_path) if src_path is not None \
+                else None
             # the calls' dtypes: an integer input inside the block (T5's position
             # buckets, a mask) is no mix of precisions
             dtypes = {self.full.nodes[x].get("dtype") for x in members
@@ -393,6 +398,11 @@ class GraphModel:
                                                          and attrs.get("kind") == "group"):
                 out.append(nid)
         return out
+
+    def source_of(self, nid: Hashable) -> GroupKey | None:
+        """The module whose output leaves visible group ``nid`` (None: not a group)."""
+        vis = self.visible_graph()
+        return vis.nodes[nid].get("source") if nid in vis else None
 
     def module_of(self, nid: Hashable) -> GroupKey | None:
         """The ``(root, path)`` a visible node stands for (None for inputs/outputs)."""
