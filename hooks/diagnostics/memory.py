@@ -224,6 +224,8 @@ class GraphObserver(Diagnostic):
         """Tag the graph of each root call with gradients enabled."""
         if call.parent is not None or not call.grad_enabled:
             return
+        if self._modes is not None and self._modes.recalibrating(call.root):
+            return   # BatchNorm statistics recalibrated on purpose (momentum=None)
         loss = call.module is not None and is_loss_module(call.module)
         if loss and self._model_tagged == call.step:
             # the loss's graph holds the model's graph tagged this step: that

@@ -23,7 +23,9 @@ device work at all.
   which other Dropout/BatchNorm modules were in eval mode (the model in eval
   mode with its dropouts switched back on: Monte Carlo dropout), and BatchNorm
   with ``momentum=None`` (the cumulative statistics recalibration of
-  ``swa_utils.update_bn``) are left alone too.
+  ``swa_utils.update_bn``) are left alone too; so is such a recalibration with
+  gradients enabled (Lightning's ``StochasticWeightAveraging`` runs an extra
+  epoch of training steps without backward), for ``grad_tracking_in_inference`` too.
 * ``train_mode_in_eval`` also names the train-mode Dropout/BatchNorm of an evaluation
   that forgot ``no_grad`` too: ``GraphObserver`` keeps ``train_mode_calls`` with each
   forward's graph token and, when such forwards of a trained root go unused batch after
@@ -114,6 +116,10 @@ class ModeObserver(Diagnostic):
         # as an evaluation with gradients (no_grad forgotten too)
         self._grad_train: dict[int, list[tuple[str, str, str]]] = {}
         self._grad_mixed: set[int] = set()
+        # roots whose running forward with gradients recalibrates a BatchNorm with
+        # momentum=None (Lightning's StochasticWeightAveraging: its extra epoch of
+        # training steps without backward): neither an evaluation nor a graph wasted
+        self._recalibrating: set[int] = set()
         self._grad_eval_seen: set[tuple[int, str]] = set()
         # batchnorm_batch_of_one: (root, path) -> (type, input shape) this step; the
         # optimizer steps of the current run of such steps
@@ -184,9 +190,10 @@ class ModeObserver(Diagnostic):
             if self._hits:   # left by a forward that raised
                 self._judge_hits()
             self._eval_in_eval = False
-            if self._grad_train or self._grad_mixed:
+            if self._grad_train or self._grad_mixed or self._recalibrating:
                 self._grad_train.pop(call.root, None)
                 self._grad_mixed.discard(call.root)
+                self._recalibrating.discard(call.root)
             if not call.grad_enabled and call.root in self._trained:
                 runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
                 if runs >= 2:   # a loop of evaluation forwards
@@ -196,6 +203,8 @@ class ModeObserver(Diagnostic):
         if call.training == call.grad_enabled:   # training with gradients, or eval without
             if call.training and isinstance(call.module, nn.modules.batchnorm._BatchNorm):
                 self._batch_of_one(call)
+                if call.grad_enabled and call.module.momentum is None:
+                    self._recalibrating.add(call.root)
             if isinstance(call.module, _MODE_TYPES) and call.training and \
                     call.root in self._trained and mode_sensitive(call.module):
                 self._grad_train.setdefault(call.root, []).append(
@@ -303,9 +312,15 @@ class ModeObserver(Diagnostic):
         """The Dropout/BatchNorm calls in training mode of the forward with gradients that
         ``rid`` just ran (a trained root, none of that forward's in eval mode: not Monte
         Carlo dropout), for ``GraphObserver`` to keep with the forward's graph."""
-        if rid in self._grad_mixed:
+        if rid in self._grad_mixed or rid in self._recalibrating:
             return None
         return self._grad_train.get(rid)
+
+    def recalibrating(self, rid: int) -> bool:
+        """Whether the forward with gradients ``rid`` just ran trained a BatchNorm with
+        ``momentum=None`` (a cumulative recalibration of its statistics, as
+        ``swa_utils.update_bn`` and Lightning's ``StochasticWeightAveraging`` do)."""
+        return rid in self._recalibrating
 
     def evaluated_with_grad(self, rid: int, calls: list[tuple[str, str, str]],
                             step: int) -> None:
