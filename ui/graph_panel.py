@@ -177,8 +177,10 @@ class GraphPanel(QWidget):
                 self._new_structure(kind, gs)
         now = time.monotonic()
         changes = self.model.changes
-        if changes.changed(self._seen, "calls") and now - self._recoloured_at >= RECOLOUR_S:
-            changes.take(self._seen, "calls")
+        # "findings": a NaN origin or an exception named after the last calls coloured
+        if changes.changed(self._seen, "calls", "findings") and \
+                now - self._recoloured_at >= RECOLOUR_S:
+            changes.take(self._seen, "calls", "findings")
             self._recoloured_at = now
             self.recolour()
 

@@ -47,3 +47,16 @@ def test_the_graph_tags_the_module_that_raised(qtbot):
     assert view.nodes.tag_text(raised) == "RuntimeError raised here"
     assert view.nodes.boundingRect().contains(view.nodes.tag_rect(view.nodes.by_id[raised]))
     w.grab()   # paints the tag
+
+
+def test_an_exception_arriving_after_the_last_step_is_tagged_live(qtbot):
+    """Live, the exception came after the graph was coloured and no call followed it:
+    the card stayed untagged (the graph recoloured on new calls only)."""
+    w = laid_out_window(qtbot, mlp_session(3) + mlp_step(3))
+    graph, view = w.graph.graphs["module"], w.graph.views["module"]
+    with qtbot.waitSignal(w.refreshed, timeout=5000):
+        pass
+    assert not view.nodes.origins
+    w.ingest(_crash(4)[:1])
+    raised = graph.visible_for_module(0, "network.2")
+    qtbot.waitUntil(lambda: view.nodes.origins == {raised}, timeout=5000)
