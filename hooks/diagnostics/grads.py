@@ -373,7 +373,7 @@ class GradAccumulationObserver(ZeroGradListener):
             if found is not None:
                 lost += 1
                 how = found
-        if not lost or self._input_gradients():
+        if not lost or self._input_gradients() or self._per_sample():
             self._discarding.pop(key, None)
             return
         count = self._discarding[key] = self._discarding.get(key, 0) + 1
@@ -390,6 +390,22 @@ class GradAccumulationObserver(ZeroGradListener):
                   f"one micro-batch's, scaled down by the accumulation factor. Fix: call "
                   f"optimizer.zero_grad() only right after optimizer.step() (once per "
                   f"accumulation cycle).", step=step)
+
+    def _per_sample(self) -> bool:
+        """Whether every training root call of this step took a batch of one sample: a
+        gradient per sample, each zeroed after the script read it (DP-SGD's per-sample
+        clipping, per-sample gradient norms, influence functions), not micro-batches."""
+        calls = getattr(self.ctx, "step_calls", None)
+        seen = 0
+        for call in calls() if calls is not None else ():
+            if not call.is_root or not call.grad_enabled:
+                continue
+            meta = next((m for m in call.in_meta if m.get("kind") == "tensor"), None)
+            shape = meta.get("shape") if meta is not None else None
+            if not shape or shape[0] != 1:
+                return False
+            seen += 1
+        return seen >= 2
 
     def _input_gradients(self) -> bool:
         """Whether this step's root calls took a batch twice (the same data reached two
