@@ -194,7 +194,7 @@ class ModeObserver(Diagnostic):
                 self._grad_train.pop(call.root, None)
                 self._grad_mixed.discard(call.root)
                 self._recalibrating.discard(call.root)
-            if not call.grad_enabled and call.root in self._trained:
+            if not call.grad_enabled and (call.root in self._trained or not self._trained):
                 runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
                 if runs >= 2:   # a loop of evaluation forwards
                     self._report_suspects(call.root)
@@ -300,9 +300,10 @@ class ModeObserver(Diagnostic):
                 f"inference_mode) at step {call.step}: it {effect}. Fix: call model.eval() "
                 f"before evaluating (and model.train() before training again).")
         rid = call.root
-        if rid in self._trained and self._nograd_runs.get(rid, 0) < 2:
-            # one no_grad forward while the root trains: an evaluation only if a loss
-            # follows, another such forward follows, or training does not resume
+        if (rid in self._trained or not self._trained) and self._nograd_runs.get(rid, 0) < 2:
+            # one no_grad forward while the root trains (or before any optimizer stepped: a
+            # GAN's generator drawing the discriminator's first fakes): an evaluation only
+            # if a loss follows, another such forward follows, or no training follows
             self._suspects.setdefault(rid, []).append((call.path, call.step, text))
             return
         self.emit("train_mode_in_eval", "warning", "forward", rid, call.path, text,
