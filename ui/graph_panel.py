@@ -99,6 +99,9 @@ class GraphPanel(QWidget):
         self.compare: dict[ModuleKey, float] | None = None
         self.snapshot: dict[ModuleKey, dict[str, float]] | None = None
         self._reveal_pending = False   # centre the selection once laid out
+        #: the recorded step shown (a replay), None live: an exception is tagged from
+        #: its step on
+        self.shown_step: int | None = None
         self.banner = QLabel(self)
         self.banner.setObjectName("pause_banner")
         self.banner.setWordWrap(True)
@@ -323,7 +326,8 @@ class GraphPanel(QWidget):
         each with its tag ("RuntimeError raised here")."""
         graph, out = self.graphs[kind], {}
         for e in self.model.exceptions:
-            if e.rank != self.model.rank or e.module is None:
+            if e.rank != self.model.rank or e.module is None or (
+                    self.shown_step is not None and self.shown_step < e.step):
                 continue
             nid = graph.visible_for_module(e.root or 0, e.module)
             if nid is not None:

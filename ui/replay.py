@@ -22,6 +22,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
                                QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
+from tensorscope.common.events import GraphStructure
 from tensorscope.common.step_calls import is_call
 from tensorscope.viewer.reader import SessionReader, job_recording, recording_files
 from tensorscope.ui.graph_panel import relative_change
@@ -177,6 +178,9 @@ class ReplayWindow(MainWindow):
         self._non_finite_out: set = set()   # modules whose output held NaN/Inf at that step
         self._shown_rank = 0   # the rank whose values colour the graph
         self._taken: dict[str, dict[int, dict]] = {}   # file → step → statistics taken
+        #: (rank, kind) → every structure recorded, in order: a step shows the one it
+        #: ran (a crashed step's partial graph is not the steps' before it)
+        self._structures: dict[tuple[int, str], list[GraphStructure]] = {}
         self.setWindowTitle(f"TensorScope — {path}")
         self._lock = threading.Lock()    # the readers: one thread at a time
         self._closing = threading.Event()   # the window closed: workers stop
@@ -219,6 +223,7 @@ class ReplayWindow(MainWindow):
                       None if not steps or at == steps[-1] else at)
         self.reset_session()
         self.shown_step, self._step_stats, self._non_finite_out = None, None, set()
+        self._structures.clear()
         self.graph.set_notice("")
         self.graph.views["module"].set_empty_text(f"Reading {self.path}…")
 
@@ -295,7 +300,23 @@ class ReplayWindow(MainWindow):
 
     def _replayed(self, conn_id: int, msgs: list) -> None:
         if conn_id == -1:
+            for msg in msgs:
+                if isinstance(msg, GraphStructure):
+                    self._structures.setdefault((msg.rank, msg.kind), []).append(msg)
             self.model.ingest_many(msgs)
+
+    def _show_structures(self, step: int, rank: int) -> None:
+        """Give the model the graphs ``step`` ran: the latest recorded at or before it
+        (the first, for a step before any). The graph panel lays out one that differs
+        from the one shown (GUI thread)."""
+        graphs = self.model.rank_state(rank).graphs
+        for (r, kind), recorded in self._structures.items():
+            if r != rank or not recorded:
+                continue
+            ran = next((gs for gs in reversed(recorded) if gs.step <= step), recorded[0])
+            if graphs.get(kind) is not ran:
+                graphs[kind] = ran
+                self.model.changes.mark("structure")
 
     def _loaded(self, steps: list[int], warnings: list[str] | None = None) -> None:
         self.model.paused = None
@@ -364,6 +385,8 @@ class ReplayWindow(MainWindow):
         if rank is not None and rank != self.model.rank:
             return   # another rank was chosen meanwhile: its own values follow
         self._shown_rank = self.model.rank
+        self._show_structures(step, self.model.rank)
+        self.graph.shown_step = step
         self.graph.set_snapshot(metrics)
         self.shown_step, self._step_stats = step, stats or {}
         self._non_finite_out = non_finite or set()
