@@ -446,13 +446,15 @@ class GraphPanel(QWidget):
         self.banner.setStyleSheet(f"background: {colour.name()}; color: white; "
                                   "padding: 5px 10px; font-weight: bold;")
 
-    def set_notice(self, text: str, details: str = "") -> None:
+    def set_notice(self, text: str, details: str = "", warning: bool = True) -> None:
         """Say above the graph what is wrong with the session shown, until told
-        otherwise (empty: hide); ``details`` is its tooltip."""
+        otherwise (empty: hide); ``details`` is its tooltip; ``warning`` False: news
+        rather than a fault (a recording still being written), in the accent colour."""
         self.notice.setText(text)
         self.notice.setToolTip(details)
         self.notice.setVisible(bool(text))
-        self.notice.setStyleSheet(f"background: {self.theme.precision_change.name()}; "
+        colour = self.theme.precision_change if warning else self.theme.accent
+        self.notice.setStyleSheet(f"background: {colour.name()}; "
                                   "color: white; padding: 4px 10px;")
 
     def _marker(self) -> PausedMarker | None:

@@ -340,11 +340,13 @@ class ReplayWindow(MainWindow):
                    if r.cut is not None or r.damaged or r.meta.get("complete") != "1"]
         if damaged:   # stays above the graph: a status message is gone in 30 s
             told = [r.warnings[0] for r in damaged if r.warnings]
+            # a recording still being written is news, not damage: no warning colour
+            writing = all(r.writing and r.cut is None and not r.damaged for r in damaged)
             self.graph.set_notice(
-                "⚠ " + (told[0] if told else f"{damaged[0].path} is damaged")
+                ("" if writing else "⚠ ") + (told[0] if told else f"{damaged[0].path} is damaged")
                 + (f" (and {len(told) - 1} more files)" if len(told) > 1 else "")
                 + (" · hover for details" if len(warnings or ()) > 1 else ""),
-                "\n".join(warnings or ()))
+                "\n".join(warnings or ()), warning=not writing)
         if self.went_wrong():
             self.findings_dock.raise_()   # a run that went wrong opens on what went wrong
             self._select_first_error()
