@@ -281,6 +281,9 @@ class PlotsPanel(QWidget):
         fg = self.theme.subtle.name()
         self.loss_plot = self._plot("Loss", fg)
         self.grad_plot = self._plot("Gradient norm per module", fg)
+        #: why module values may be missing (a damaged recording lost them): the
+        #: grad and stat plots say it when empty, not that there were none
+        self.lost = ""
         self.stat_plot = self._plot("Activation statistic per module", fg)
         self.grad_plot.setXLink(self.loss_plot)
         self.stat_plot.setXLink(self.loss_plot)
@@ -477,6 +480,9 @@ class PlotsPanel(QWidget):
                 has = any(tag[0] == kind for tag in self._curves)
                 if not has and seen and not model.modules:
                     note.say("No module was recorded")
+                    continue
+                if not has and seen and self.lost:
+                    note.say(self.lost)
                     continue
                 if not has and seen and any(
                         not (m.grad_finite if kind == "grad" else m.finite)

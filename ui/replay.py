@@ -338,6 +338,9 @@ class ReplayWindow(MainWindow):
             self.statusBar().showMessage(f"{self.reader.path}: {warnings[0]}{more}", 30000)
         damaged = [r for r in self.readers
                    if r.cut is not None or r.damaged or r.meta.get("complete") != "1"]
+        self.plots.lost = ("The recording is damaged: these steps' module values were "
+                           "lost with it" if any(r.cut is not None or r.damaged
+                                                 for r in self.readers) else "")
         if damaged:   # stays above the graph: a status message is gone in 30 s
             told = [r.warnings[0] for r in damaged if r.warnings]
             # a recording still being written is news, not damage: no warning colour

@@ -7,9 +7,10 @@ import random
 from tensorscope.ui.replay import ReplayWindow
 
 
-def _damaged_recording(path: str) -> None:
-    """12 MLP steps with a long finding at step 5, whose overflow page is then
-    overwritten: SQLite's scan of ids and steps passes, reading the bodies stops there."""
+def _damaged_recording(path: str, before_step: int = 6) -> None:
+    """12 MLP steps with a long finding before ``before_step``, whose overflow page is
+    then overwritten: SQLite's scan of ids and steps passes, reading the bodies stops
+    there."""
     from sample_events import batched, mlp_session
     from tensorscope.common.events import Finding
     from tensorscope.training.recording import Recorder
@@ -17,8 +18,10 @@ def _damaged_recording(path: str) -> None:
     rng = random.Random(0)
     text = "MARK" + "".join(rng.choice("abcdefghij klmnop") for _ in range(30_000))
     msgs = batched(mlp_session(12))
-    at = next(i for i, m in enumerate(msgs) if getattr(m, "step", None) == 6)
-    msgs.insert(at, Finding(kind="dead_relu", severity="warning", step=5, root=0,
+    at = next(i for i, m in enumerate(msgs) if getattr(m, "step", None) == before_step
+              and type(m).__name__ == "StepBegin")
+    msgs.insert(at, Finding(kind="dead_relu", severity="warning", step=max(0, before_step - 1),
+                            root=0,
                             module="network.3", message=text))
     session = Session()
     session.add_sink(Recorder(path))
@@ -49,4 +52,18 @@ def test_a_recording_damaged_in_its_middle_says_so_and_keeps_its_losses(qtbot, t
     assert w.replay.steps == list(range(12))
     qtbot.waitUntil(lambda: w.plots.loss_curve.getData()[0] is not None
                     and len(w.plots.loss_curve.getData()[0]) == 12, timeout=5000)
+    w.close()
+
+
+def test_module_plots_of_a_recording_damaged_before_its_first_step_say_why(qtbot, tmp_path):
+    """Its statistics were lost with the damaged pages: the gradient plot said 'no
+    module received a gradient in these steps', as though the model had none."""
+    path = str(tmp_path / "run.tscope")
+    _damaged_recording(path, before_step=0)
+    w = ReplayWindow(path, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    qtbot.waitUntil(lambda: "damaged" in w.plots.notes["grad"].text(), timeout=5000)
+    assert "damaged" in w.plots.notes["stat"].text()
     w.close()
