@@ -60,9 +60,10 @@ class ClipObserver(Diagnostic):
         self._patched: list[tuple[Any, str, Callable[..., Any], Callable[..., Any]]] = []
         self._calls = 0          # clip calls checked so far
         self._on = False
-        # _key(optimizer) -> (weakref to a parameter, id and version of its gradient)
+        # _key(optimizer) -> (weak references to a parameter and its gradient, and the
+        # gradient's version)
         # right after the optimizer's last step
-        self._after_step: dict[int, tuple[weakref.ref, int, int]] = {}
+        self._after_step: dict[int, tuple[weakref.ref, weakref.ref, int]] = {}
         self._hits: list[tuple[str, str, int, int]] = []   # (how, name, root, step)
         self._reported = False
         # id(optimizer) -> (clip name, root, step, scalers that had not unscaled it) of
@@ -188,9 +189,9 @@ class ClipObserver(Diagnostic):
     def _used(self, p: torch.Tensor) -> bool:
         """Whether ``p.grad`` is still the gradient an optimizer stepped with."""
         g = p.grad
-        for ref, gid, version in self._after_step.values():
+        for ref, grad, version in self._after_step.values():
             if ref() is p:
-                return g is not None and id(g) == gid and g._version == version
+                return g is not None and grad() is g and g._version == version
         return False
 
     def _report(self) -> None:
@@ -234,8 +235,10 @@ class ClipObserver(Diagnostic):
             for p in group["params"]:
                 g = p.grad
                 if g is not None:
+                    # the gradient by weak reference, not id: a gradient set by hand
+                    # and freed by zero_grad() leaves its id to the next backward's
                     self._after_step[id(getattr(optimizer, "param_groups", optimizer))] = (
-                        weakref.ref(p), id(g), g._version)
+                        weakref.ref(p), weakref.ref(g), g._version)
                     return
 
 

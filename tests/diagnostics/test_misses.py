@@ -638,3 +638,30 @@ def test_a_first_layer_replaced_after_the_optimizer_is_a_warning() -> None:
     assert f.severity == "warning"  # type: ignore[attr-defined]
     f = _first_layer_left_out(replaced=False).findings[("param_not_in_optimizer", "0")]
     assert f.severity == "info"  # type: ignore[attr-defined]
+
+
+def test_a_gradient_set_by_hand_and_freed_is_not_the_next_backwards(monkeypatch) -> None:
+    """DP-SGD: the optimizer steps with a gradient set by hand (version 0), zero_grad()
+    frees it, and the next backward's gradient may take its address, also at version 0.
+    Every id here is made to collide, as a reused address would: the clip between that
+    backward and the step is still where clipping works."""
+    import tensorscope.hooks.diagnostics.clipping as clipping
+    monkeypatch.setattr(clipping, "id", lambda obj: 0, raising=False)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    opt = torch.optim.SGD(model.parameters(), 0.05)
+    w, sink = _watch(model, opt)
+    for _ in range(4):
+        x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+        acc = [torch.zeros_like(p) for p in model.parameters()]
+        for i in range(4):
+            opt.zero_grad()
+            F.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            for a, p in zip(acc, model.parameters()):
+                a += p.grad
+        for a, p in zip(acc, model.parameters()):
+            p.grad = a / 4
+        opt.step()
+    w.close()
+    assert ("ineffective_clipping", "") not in sink.findings
