@@ -30,7 +30,7 @@ from tensorscope.hooks.flatten import flatten, flatten_args, meta, shared_metas
 from tensorscope.hooks.lead_in import LeadIn
 from tensorscope.hooks.meter import OverheadMeter
 from tensorscope.hooks.observer import CallRecord
-from tensorscope.hooks.registry import is_loss_module
+from tensorscope.hooks.registry import is_loss_module, is_stand_in
 from tensorscope.hooks import tensor_kinds
 from tensorscope.hooks.stats import activation_stats, finite_probe, grad_norm
 from tensorscope.hooks.step_records import (  # noqa: F401 (StepBuffer re-exported)
@@ -78,10 +78,11 @@ def _job_of_several() -> bool:
 
 
 def _param_state(module: torch.nn.Module) -> tuple[weakref.ref, int] | None:
-    """A weak reference to the first parameter of ``module`` and its version."""
+    """A weak reference to the first parameter of ``module`` and its version (None
+    while a ``functional_call`` stands another tensor in for it)."""
     try:
         p = next(module.parameters(), None)
-        return None if p is None else (weakref.ref(p), p._version)
+        return None if p is None or is_stand_in(p) else (weakref.ref(p), p._version)
     except Exception:   # an odd parameter (no version counter, no weak reference)
         return None
 

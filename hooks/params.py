@@ -213,7 +213,8 @@ class ParamTracker:
         """Row templates and tensors, rebuilt only when roots or optimizers change."""
         key = (self.index.version, [(id(o), [len(g["params"]) for g in o.param_groups])
                                     for o in self.optimizers])
-        if key != self._layout_key or (self._lazy and not all(map(is_lazy, self._lazy))):
+        if key != self._layout_key or self.index.stale or (
+                self._lazy and not all(map(is_lazy, self._lazy))):
             self._layout_key, self._layout = key, self._build_rows()
         return self._layout
 

@@ -157,6 +157,15 @@ def any_ddp_built() -> bool:
     return len(_ddp_built) > 0
 
 
+def is_stand_in(p: Any) -> bool:
+    """Whether a module's parameter entry is a tensor standing in for its parameter
+    while ``torch.func.functional_call`` (``nn.utils.stateless``) runs: not an
+    ``nn.Parameter``. MAML's fast weights are such stand-ins (not leaves: their
+    ``.grad`` is never filled, and reading it warns); the module's own parameter
+    is back once the call returns."""
+    return not isinstance(p, nn.Parameter)
+
+
 class ModelIndex:
     """Names of roots, modules and parameters."""
 
@@ -168,6 +177,8 @@ class ModelIndex:
         self._aliases: "weakref.WeakKeyDictionary[nn.Module, tuple[int, str]]" = \
             weakref.WeakKeyDictionary()
         self.version = 0  # bumped whenever the tree grows
+        # some parameter was a stand-in when last read (``is_stand_in``): read again
+        self.stale = False
         self.compiled: dict[tuple[int, str], tuple[str, int]] = {}  # see mark_compiled
 
     def add_root(self, module: nn.Module, name: str | None = None) -> int:
@@ -191,6 +202,9 @@ class ModelIndex:
             self._paths.setdefault(mod, (rid, path))
         for mpath, mod in root.named_modules():
             for pname, p in mod.named_parameters(recurse=False):
+                if is_stand_in(p):
+                    self.stale = True
+                    continue
                 full = f"{mpath}.{pname}" if mpath else pname
                 self._params.setdefault(id(p), (rid, mpath, full, p))
         self.version += 1
@@ -198,12 +212,22 @@ class ModelIndex:
     def reread_parameters(self) -> None:
         """Name every root's parameters as they are now: one replaced since it was
         indexed (``to_empty`` off the meta device, an assigned ``nn.Parameter``)
-        is named in place of the old one, which is no longer kept alive."""
+        is named in place of the old one, which is no longer kept alive. Read while
+        a ``functional_call`` runs, a stand-in keeps the parameter named before it
+        (``stale`` until a read finds them all real)."""
         params: dict[int, tuple[int, str, str, nn.Parameter]] = {}
+        before = {(e[0], e[2]): e for e in self._params.values()}
+        self.stale = False
         for rid, root in enumerate(self.roots):
             for mpath, mod in root.named_modules():
                 for pname, p in mod.named_parameters(recurse=False):
                     full = f"{mpath}.{pname}" if mpath else pname
+                    if is_stand_in(p):
+                        self.stale = True
+                        kept = before.get((rid, full))
+                        if kept is not None:
+                            params.setdefault(id(kept[3]), kept)
+                        continue
                     params.setdefault(id(p), (rid, mpath, full, p))
         self._params = params
 

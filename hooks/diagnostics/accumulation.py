@@ -41,6 +41,7 @@ from tensorscope.hooks.diagnostics.base import ZeroGradListener, fn_name, is_los
     module_label
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord
+from tensorscope.hooks.registry import is_stand_in
 
 HITS = 2
 MEAN = 1            # torch's Reduction.Mean, as the loss nodes save it
@@ -87,6 +88,7 @@ class UnscaledAccumulationObserver(ZeroGradListener):
         self._hits: list[int] = []   # the steps of the consecutive matching intervals
         self._k = 0
         self._reported = False
+        self._meta = False   # a forward of this interval ran on stand-in parameters
 
     def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
         self._zeros += 1
@@ -100,6 +102,11 @@ class UnscaledAccumulationObserver(ZeroGradListener):
         if call.parent is None and call.grad_enabled and not is_loss_module(call.module):
             self._forwards += 1
             self._root = call.root
+            if not self._meta:
+                first = next(call.module.parameters(), None)
+                # ``functional_call`` on fast weights: a meta-learning outer loop, whose
+                # objective is the sum of the tasks' losses (MAML), not micro-batches
+                self._meta = first is not None and is_stand_in(first)
 
     def on_backward(self, tensor: Any) -> None:
         """Note what this backward runs on and where it was called."""
@@ -120,9 +127,10 @@ class UnscaledAccumulationObserver(ZeroGradListener):
         """Judge the backwards since the previous optimizer step."""
         self._stepping = max(0, self._stepping - 1)
         interval, self._interval = self._interval, []
+        meta, self._meta = self._meta, False
         if self._reported or not interval:
             return   # a second optimizer stepping on the same backwards: no verdict
-        k = len(interval) if _accumulated(interval) else 0
+        k = len(interval) if _accumulated(interval) and not meta else 0
         if k < 2 or (self._hits and k != self._k):
             self._hits = []
         if k >= 2:
