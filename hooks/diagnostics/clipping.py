@@ -191,7 +191,7 @@ class ClipObserver(Diagnostic):
         g = p.grad
         for ref, grad, version in self._after_step.values():
             if ref() is p:
-                return g is not None and grad() is g and g._version == version
+                return g is not None and g._version == version and grad() is g
         return False
 
     def _report(self) -> None:
