@@ -69,8 +69,9 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   padding and the loss is averaged over them. A classifier over an embedding
   (a label 0 beside a padding index 0) is no match: its classes are not the
   vocabulary. For an embedding of the vocabulary without a ``padding_idx``, the
-  padding is read from ``[N, T]`` targets (``_trailing_padding``): the value most
-  rows end with, when it only appears in trailing runs of differing lengths.
+  padding is read from ``[N, T]`` targets (``_edge_padding``; flattened copies are
+  put back in the shape the logits had): the value most rows end (right padding) or
+  begin (left padding) with, when it only appears in edge runs of differing lengths.
 * ``target_out_of_range`` also names regression targets that the prediction
   cannot reach: the input of an ``MSELoss``/``SmoothL1Loss``/``HuberLoss`` node
   comes straight (through views) from a sigmoid (outputs in (0, 1)) or a tanh
@@ -114,6 +115,7 @@ _REGRESSION = ("MseLossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0"
 HOT_STEPS = 2          # checked steps with multi-hot targets into a cross-entropy
 PAD_SHARE = 0.05       # targets that are the padding index, of all counted ones
 PAD_STEPS = 2          # checked steps with that share that make a finding
+RUN_SHARE = 4          # an inferred padding: at most 1 in RUN_SHARE other neighbours equal
 SOFTMAX, RAW_SCORES = -1, -2   # in place of a log-softmax's dim: what the NLL got instead
 # a layer's own output (a linear map, a convolution): scores that no log-softmax normalised
 _RAW_SCORE_FNS = frozenset({"AddmmBackward0", "MmBackward0", "ConvolutionBackward0",
@@ -537,7 +539,7 @@ class TargetObserver(Diagnostic):
         if ignore == pad:
             return
         if pad < 0:
-            counts = _trailing_padding(target)
+            counts = _edge_padding(target, node)
             if counts is None:
                 return
         else:
@@ -571,7 +573,8 @@ class TargetObserver(Diagnostic):
         where = module_label(self.ctx, rid, path)
         what = (f"the padding index {pad} (the padding_idx of {where}, whose {classes} "
                 f"tokens are the loss's classes)" if not inferred else
-                f"the padding token {pad} (every sequence of targets ends in a run of it, "
+                f"the padding token {pad} (every sequence of targets ends, or every one "
+                f"begins, in a run of it, "
                 f"of lengths that differ from row to row; the {classes} tokens of {where} "
                 f"are the loss's classes)")
         self.emit("padding_in_loss", "warning", "loss", rid, "",
@@ -752,27 +755,65 @@ class TargetObserver(Diagnostic):
                   f"class-index target of the loss is the same class: {why}.", step=step)
 
 
-def _trailing_padding(target: torch.Tensor) -> dict[str, torch.Tensor] | None:
-    """For ``[N, T]`` class-index targets (or a flattened view of them): the value ``v``
-    most rows end with, whether every occurrence of it is in a trailing run of its row
-    (``suffix``), whether those runs differ in length (``vary``: sequences padded to the
-    longest), and the count of ``v`` and of non-negative targets (device scalars)."""
-    rows = target
-    if rows.dim() == 1:
-        base = rows._base
-        if not isinstance(base, torch.Tensor) or base.dim() != 2 or base.numel() != rows.numel():
-            return None
-        rows = base
-    if rows.dim() != 2 or rows.shape[0] < 2 or rows.shape[1] < 4:
+def _edge_padding(target: torch.Tensor, node: Any = None) -> dict[str, torch.Tensor] | None:
+    """For ``[N, T]`` class-index targets (or a flattened view or copy of them): a
+    padding value ``v`` and how it sits in the rows. Right padding: the value most rows
+    end with; left padding (decoders batched for generation): the value most rows begin
+    with. The side whose value only appears in one edge run per row (``suffix``), runs
+    that differ in length (``vary``: sequences padded to the longest), is the one told
+    (the right one when both are), with the count of ``v`` and of non-negative targets
+    (device scalars)."""
+    rows = _target_rows(target, node)
+    if rows is None or rows.shape[0] < 2 or rows.shape[1] < 4:
         return None
     with torch.no_grad():
-        value = rows[:, -1].mode().values
-        is_pad = rows == value
-        trail = is_pad.flip(1).int().cumprod(1).flip(1)
-        lengths = trail.sum(1)
-        return {"value": value, "suffix": (trail == is_pad.int()).all(),
-                "vary": lengths.amax() > lengths.amin(), "pad": is_pad.sum(),
-                "n": (rows >= 0).sum()}
+        right = _edge_run(rows)
+        left = _edge_run(rows.flip(1))
+        take = right["suffix"] & right["vary"] | ~(left["suffix"] & left["vary"])
+        return {k: torch.where(take, right[k], left[k]) for k in right}
+
+
+def _edge_run(rows: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The value most rows end with, whether it only occurs in a trailing run of each
+    row (and is the only value that runs: in sorted or run-length data every value
+    does, and one at the end is no padding), whether those runs differ in length, its
+    count and that of targets >= 0."""
+    value = rows[:, -1].mode().values
+    is_pad = rows == value
+    trail = is_pad.flip(1).int().cumprod(1).flip(1)
+    lengths = trail.sum(1)
+    real = ~is_pad[:, 1:] & ~is_pad[:, :-1]
+    repeats = (rows[:, 1:] == rows[:, :-1]) & real
+    only_run = repeats.sum() * RUN_SHARE <= real.sum()
+    return {"value": value, "suffix": (trail == is_pad.int()).all() & only_run,
+            "vary": lengths.amax() > lengths.amin(), "pad": is_pad.sum(),
+            "n": (rows >= 0).sum()}
+
+
+def _target_rows(target: torch.Tensor, node: Any) -> torch.Tensor | None:
+    """``target`` as ``[N, T]`` rows: itself, the 2-d tensor it is a flat view of, or
+    (a flattened copy, as ``y[:, 1:].reshape(-1)`` makes) its values in the shape the
+    loss's logits had before they were flattened (``[N, T, classes]``, read from the
+    view under the NLL node and its log-softmax). None when no such shape is known."""
+    if target.dim() == 2:
+        return target
+    if target.dim() != 1:
+        return None
+    base = target._base
+    if isinstance(base, torch.Tensor) and base.dim() == 2 and base.numel() == target.numel():
+        return base
+    fn = _first_input(node)
+    if fn_name(fn) == "LogSoftmaxBackward0":
+        fn = _first_input(fn)
+    if fn_name(fn) not in ("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0"):
+        return None
+    sizes = saved_value(fn, "self_sym_sizes", None)
+    if not isinstance(sizes, (tuple, list)) or len(sizes) != 3:
+        return None
+    n, t = int(sizes[0]), int(sizes[1])
+    if n * t != target.numel():
+        return None
+    return target.reshape(n, t)
 
 
 class _Streak:

@@ -665,3 +665,45 @@ def test_a_gradient_set_by_hand_and_freed_is_not_the_next_backwards(monkeypatch)
         opt.step()
     w.close()
     assert ("ineffective_clipping", "") not in sink.findings
+
+
+def _padded_lm(side: str, targets: str = "padded", ignore: int = -100) -> FindingSink:
+    """A GRU language model (its embedding has no padding_idx) on batches padded with 0
+    on ``side``, its targets the inputs shifted by one (``x[:, 1:].reshape(-1)``: a
+    flattened copy); ``targets="sorted"``: unpadded rows of 10 tokens, their targets
+    sorted (every token a run, the smallest at the start of most rows)."""
+    torch.manual_seed(0)
+    vocab, length = (10 if targets == "sorted" else 40), 12
+    emb, rnn, head = nn.Embedding(vocab, 16), nn.GRU(16, 16, batch_first=True), \
+        nn.Linear(16, vocab)
+    model = nn.ModuleDict({"emb": emb, "rnn": rnn, "head": head})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, sink = _watch(model, opt)
+    pos = torch.arange(length) if side == "right" else torch.arange(length).flip(0)
+    for _ in range(3):
+        lengths = torch.randint(length // 2, length + 1, (8,))
+        x = torch.randint(1, vocab, (8, length)) * (pos[None] < lengths[:, None])
+        if targets == "sorted":
+            x = torch.randint(0, vocab, (8, length))
+        y = x.sort(1).values if targets == "sorted" else x
+        logits = head(rnn(emb(x[:, :-1]))[0])
+        loss = F.cross_entropy(logits.reshape(-1, vocab), y[:, 1:].reshape(-1),
+                               ignore_index=ignore)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w.close()
+    return sink
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_padding_of_flattened_shifted_targets_in_the_loss(side: str) -> None:
+    """Left padding (decoders batched for generation) and right padding, the targets a
+    flattened copy of a slice: their rows are read in the logits' shape."""
+    assert ("padding_in_loss", "") in _padded_lm(side).findings
+
+
+def test_padding_ignored_or_runs_of_sorted_targets_are_no_padding() -> None:
+    assert not [k for k in _padded_lm("left", ignore=0).findings if k[0] == "padding_in_loss"]
+    sorted_runs = _padded_lm("right", targets="sorted").findings
+    assert not [k for k in sorted_runs if k[0] == "padding_in_loss"]
