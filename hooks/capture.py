@@ -163,6 +163,11 @@ class Capture:
         self.thread = _get_ident()
         self.thread_active = False   # the training thread has run a captured forward
         self._foreign_noted: set[str] = set()
+        # a tensor subclass with its own __torch_function__ was seen: from then on the
+        # hooks and the step end run with subclass torch functions off, so that the
+        # subclass never sees what TensorScope reads (a subclass that logs or counts
+        # its calls sees the user's calls only)
+        self.subclasses = False
 
     def set_rates(self, stats_every: int, params_every: int, meta_every: int) -> None:
         """Statistics every ``stats_every`` steps (1 in ``full``), parameter norms
@@ -187,7 +192,11 @@ class Capture:
             return None
         t0 = _ns()
         try:
-            self._pre(module, args, kwargs)
+            if self.subclasses:
+                with _no_torch_function():
+                    self._pre(module, args, kwargs)
+            else:
+                self._pre(module, args, kwargs)
         except Exception as exc:
             self._pre_failed(module, exc)
         m = self.meter   # a root call may have ended a step: count only after its end
@@ -255,6 +264,7 @@ class Capture:
         return loc[1] if loc is not None else ""
 
     def _pre(self, module: torch.nn.Module, args: tuple, kwargs: dict | None) -> None:
+        guarded = self.subclasses
         stack = self.stack
         parent = stack[-1] if stack else None
         if parent is None and (self.aside is not None or type(module) is ParametrizationList):
@@ -287,6 +297,14 @@ class Capture:
         call.inputs = inputs = flatten_args(args, kwargs)   # one tensor: no walk
         self._track_inputs(call, inputs, step, not step.meta_step)
         stack.append(call)
+        if self.subclasses and not guarded:   # the first subclass tensor: this call's inputs
+            with _no_torch_function():
+                self._observe_pre(call, module, parent)
+        else:
+            self._observe_pre(call, module, parent)
+
+    def _observe_pre(self, call: CallRecord, module: torch.nn.Module,
+                     parent: CallRecord | None) -> None:
         mtype = type(module)
         for obs, fn in (self.dispatch.get(mtype) or self.observers.for_type(mtype))[
                 0 if parent is not None else 2]:
@@ -551,7 +569,12 @@ class Capture:
             return None
         t0 = _ns()
         try:
-            self._post(module, rest[-1] if rest else None, rest[0] if len(rest) == 2 else None)
+            if self.subclasses:
+                with _no_torch_function():
+                    self._post(module, rest[-1] if rest else None,
+                               rest[0] if len(rest) == 2 else None)
+            else:
+                self._post(module, rest[-1] if rest else None, rest[0] if len(rest) == 2 else None)
         except Exception as exc:
             self._post_failed(module, exc)
         self.meter.train_ns += _ns() - t0
@@ -572,6 +595,7 @@ class Capture:
                                   "captured", module=self._path_of(module))
 
     def _post(self, module: torch.nn.Module, result: Any, kwargs: dict | None) -> None:
+        guarded = self.subclasses
         stack = self.stack
         if not stack:
             if module is self.aside:
@@ -609,6 +633,16 @@ class Capture:
         if call.mem_before is not None:
             call.mem_delta = self._mem_delta(call)
         call.finished = True
+        if self.subclasses and not guarded:   # the first subclass tensor: this call's outputs
+            with _no_torch_function():
+                self._observe_post(call, module)
+        else:
+            self._observe_post(call, module)
+        # Nothing needs them after this point: holding activations until the step
+        # ends would change when memory is freed (and, on CPU, cost fresh pages).
+        call.inputs = call.outputs = ()
+
+    def _observe_post(self, call: CallRecord, module: torch.nn.Module) -> None:
         mtype = type(module)
         for obs, fn in (self.dispatch.get(mtype) or self.observers.for_type(mtype))[
                 1 if call.parent is not None else 3]:
@@ -620,9 +654,6 @@ class Capture:
             self.host.gate_forward(call)
         if call.parent is None:
             self._root_finished(call)
-        # Nothing needs them after this point: holding activations until the step
-        # ends would change when memory is freed (and, on CPU, cost fresh pages).
-        call.inputs = call.outputs = ()
 
     # ----------------------------------------------------- other tensor kinds
     def _odd_view(self, call: CallRecord, path: str, v: _Tensor,
@@ -631,6 +662,8 @@ class Capture:
         statistics are taken of (None: metadata only). A plain tensor that failed is
         TensorScope's own error: reported once, and that tensor gets metadata only."""
         kind = tensor_kinds.kind_of(v)
+        if kind == "subclass":
+            self.subclasses = True
         if kind == "plain":
             if exc is not None:
                 self.host.internal_error("tensor capture", exc,
@@ -954,10 +987,11 @@ class Capture:
             self.lead_in.training_step_ended(
                 [t for c in first for e in c.in_entries if (t := e.ref()) is not None])
         try:
-            for n, part in enumerate(parts):
-                if n:
-                    self.host.step_beginning(part.index)
-                self.on_step_end(part, kinds[n])
+            if self.subclasses:
+                with _no_torch_function():
+                    self._end_parts(parts, kinds)
+            else:
+                self._end_parts(parts, kinds)
         except Exception as exc:   # the boundary of the step end: the next step goes on
             self.host.internal_error("step end", exc, "that step's digests are lost",
                                       phase="step")
@@ -967,6 +1001,12 @@ class Capture:
             for call in step.calls:
                 call.drop_tensors()
             self.meter.step_end_returned()
+
+    def _end_parts(self, parts: list[StepBuffer], kinds: list[str]) -> None:
+        for n, part in enumerate(parts):
+            if n:
+                self.host.step_beginning(part.index)
+            self.on_step_end(part, kinds[n])
 
     def close(self) -> None:
         """Stop capturing (handles are removed by the watch)."""

@@ -34,6 +34,7 @@ import torch
 from tensorscope.hooks.flatten import _FLOAT8, dtype_name, tensor_fields
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _SPARSE = {torch.sparse_coo: "sparse_coo", torch.sparse_csr: "sparse_csr",
            torch.sparse_csc: "sparse_csc", torch.sparse_bsr: "sparse_bsr",
            torch.sparse_bsc: "sparse_bsc"}
@@ -74,6 +75,17 @@ def kind_of(t: _Tensor) -> str:
     if cls is torch.nn.Parameter:
         return "parameter"
     return "subclass"
+
+
+def has_subclass(values: Any) -> bool:
+    """Whether ``values`` hold a tensor of a subclass other than ``Parameter`` (its
+    ``__torch_function__`` would see what TensorScope reads: read under
+    ``torch._C.DisableTorchFunctionSubclass``)."""
+    for v in values:
+        cls = type(v)
+        if cls is not _Tensor and cls is not _Parameter and isinstance(v, _Tensor):
+            return True
+    return False
 
 
 def note(kind: str, where: str) -> None:

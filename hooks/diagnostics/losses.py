@@ -55,6 +55,7 @@ from tensorscope.hooks.diagnostics.base import PASS_THROUGH_FNS, Diagnostic, \
     FunctionalPatches, fn_name, functional_wrapper, is_loss_module, is_loss_type, \
     iter_tensors, module_label, producing_fn, saved_value
 from tensorscope.hooks.observer import CallRecord, StepRecord
+from tensorscope.hooks.tensor_kinds import has_subclass
 
 ACTIVATION_FNS = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log-softmax",
                   "SigmoidBackward0": "sigmoid"}
@@ -126,10 +127,12 @@ class LossInputObserver(Diagnostic):
 
     def _wrap(self, orig: Callable[..., Any], name: str, check: str) -> Callable[..., Any]:
         observer, ts_orig, ts_name, ts_check = self, orig, name, check
-        ts_compiling = _is_compiling
+        ts_compiling, ts_subclassed = _is_compiling, has_subclass
 
         def loss(*args: Any, **kwargs: Any) -> Any:
             if observer._active and not observer._in_loss_module and not ts_compiling():
+                if ts_subclassed(args) or ts_subclassed(kwargs.values()):
+                    return observer._quietly(ts_orig, ts_name, ts_check, args, kwargs)
                 observer._functional_call(ts_name, ts_check, args, kwargs)
                 try:
                     value = ts_orig(*args, **kwargs)
@@ -141,6 +144,22 @@ class LossInputObserver(Diagnostic):
             return ts_orig(*args, **kwargs)
 
         return functional_wrapper(loss, orig)
+
+    def _quietly(self, orig: Callable[..., Any], name: str, check: str, args: tuple,
+                 kwargs: dict) -> Any:
+        """A functional loss on tensor subclasses: the checks read with subclass torch
+        functions off (the loss itself runs as the user called it)."""
+        with torch._C.DisableTorchFunctionSubclass():
+            self._functional_call(name, check, args, kwargs)
+        try:
+            value = orig(*args, **kwargs)
+        except Exception as exc:
+            with torch._C.DisableTorchFunctionSubclass():
+                self._functional_raised(name, args, kwargs, exc)
+            raise
+        with torch._C.DisableTorchFunctionSubclass():
+            self._functional_value(value)
+        return value
 
     def on_detach(self) -> None:
         """Put the original functions back (a wrapper still held by a script only
