@@ -18,7 +18,9 @@ make the finding. Per-position targets tell nothing; then a first dimension that
 one size (one last short batch aside) in ``STEADY_STEPS`` training steps while the second
 takes ``LENGTHS`` sizes (padded batches) makes it. Sequence-first data (``[T, N, F]``, targets ``[N]``), packed
 sequences, a batch of one sequence (``[T, 1, F]``) and per-position targets
-(``[T, N]``, or flattened ``[T * N]``) never match.
+(``[T, N]``, or flattened ``[T * N]``) never match. A layer given an initial state
+``[layers, B, H]`` or whose loss has one target per each of the B takes the batch second:
+its shapes (a fixed length, batches of varying size) make no finding.
 """
 from __future__ import annotations
 
@@ -50,6 +52,9 @@ class RnnLayoutObserver(Diagnostic):
         self._done = False
         # per layer (root, path, type): {first dimension: calls}, second dimensions, steps
         self._dims: dict[tuple[int, str, str], tuple[dict[int, int], set[int], list[int]]] = {}
+        # layers shown to take the batch second: an initial state [layers, B, H], or a
+        # loss with one target per each of the B
+        self._batch_second: set[tuple[int, str, str]] = set()
 
     def watches(self, module_type: type, hook: str) -> bool:
         """The forward pre-hook of recurrent layers (and roots)."""
@@ -68,6 +73,9 @@ class RnnLayoutObserver(Diagnostic):
         a, b = int(x.shape[0]), int(x.shape[1])
         if a != b and b >= 2:
             self._calls.append((call.root, call.path, call.type, a, b))
+            if any(isinstance(h, torch.Tensor) and h.dim() == 3 and int(h.shape[1]) == b
+                   for _, h in inputs[1:4]):   # h_0 (LSTM: h_0, c_0) of the B sequences
+                self._batch_second.add((call.root, call.path, call.type))
 
     def on_backward(self, tensor: Any) -> None:
         """Compare the loss's per-sample target with the layers' first dimension."""
@@ -86,15 +94,20 @@ class RnnLayoutObserver(Diagnostic):
                 if n == a and n != b and (target.dim() == 1 or target.shape[1] != b):
                     self._matched = c
                     return
+                if n == b and n != a and (target.dim() == 1 or target.shape[1] != a):
+                    self._batch_second.add(c[:3])   # one target per each of the B
 
     def _steady_batch(self, calls: list[tuple[int, str, str, int, int]], step: int) -> bool:
         """Per-position targets (a tagger, a language model) say nothing about the layout;
         the shapes do: batches padded to their longest sequence keep the batch size and
         change the length. A layer whose first dimension stays one size (but for one last
         short batch) while its second takes LENGTHS sizes got the batch first. Sequence-first
-        data varies the first (bucketed or random-length BPTT windows)."""
+        data varies the first (bucketed or random-length BPTT windows); fixed-length
+        sequence-first windows in batches of varying size vary the second, and a layer
+        shown to take the batch second (``_batch_second``) is never judged by its shapes."""
         for rid, path, kind, a, b in calls:
-            if len(self._dims) >= 16 and (rid, path, kind) not in self._dims:
+            if len(self._dims) >= 16 and (rid, path, kind) not in self._dims \
+                    or (rid, path, kind) in self._batch_second:
                 continue
             firsts, seconds, steps = self._dims.setdefault((rid, path, kind), ({}, set(), []))
             firsts[a] = firsts.get(a, 0) + 1

@@ -707,3 +707,29 @@ def test_padding_ignored_or_runs_of_sorted_targets_are_no_padding() -> None:
     assert not [k for k in _padded_lm("left", ignore=0).findings if k[0] == "padding_in_loss"]
     sorted_runs = _padded_lm("right", targets="sorted").findings
     assert not [k for k in sorted_runs if k[0] == "padding_in_loss"]
+
+
+@pytest.mark.parametrize("evidence", ["targets", "initial_state"])
+def test_fixed_length_sequence_first_batches_of_varying_size(evidence: str) -> None:
+    """[20, N, 6] windows (time first, as the LSTM takes them) in batches of 9, 14, 5,
+    ...: the first dimension stays while the second changes, as padded batch-first
+    data would, but the loss's one target per each of the N (or the initial state
+    [1, N, H]) says the batch is second."""
+    torch.manual_seed(0)
+    lstm, fc = nn.LSTM(6, 8), nn.Linear(8, 3)
+    model = nn.ModuleDict({"lstm": lstm, "fc": fc})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, sink = _watch(model, opt)
+    for n in (9, 14, 5, 11, 7, 16):
+        x = torch.randn(20, n, 6)
+        if evidence == "targets":
+            loss = F.cross_entropy(fc(lstm(x)[0][-1]), torch.randint(0, 3, (n,)))
+        else:   # per-position targets, the initial state given
+            state = (torch.zeros(1, n, 8), torch.zeros(1, n, 8))
+            out = fc(lstm(x, state)[0])
+            loss = F.cross_entropy(out.reshape(-1, 3), torch.randint(0, 3, (20 * n,)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w.close()
+    assert not [k for k in sink.findings if k[0] == "rnn_batch_first"]
