@@ -19,7 +19,12 @@ from tensorscope.ui.theme import Theme, make_theme
 
 COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",
            "Findings")
-COLUMN_CAPS = (150, 110, 90, 62, 50, 60, 72, 40)   # px: keep every column in view
+#: px: keep every column in view (an Output shape up to ``128×2048×128256`` or
+#: ``16×3×16×224×224`` whole)
+COLUMN_CAPS = (150, 110, 140, 62, 50, 60, 72, 40)
+#: the columns whose text is measured again when it grows past their width (a shape or
+#: a class arrives with the first calls, after the tree was measured on empty cells)
+GROWING = (1, 2, 5)
 #: px: the least a column is squeezed to when the dock is narrow (its text elides;
 #: a module's full path is in its tooltip)
 COLUMN_MINS = (70, 50, 56, 40, 46, 60, 72, 40)
@@ -129,6 +134,12 @@ class ModuleTreePanel(QWidget):
         self._remeasure.timeout.connect(lambda: self._measure(only_names=True))
         self.view.expanded.connect(lambda _index: self._remeasure.start())
         self.view.collapsed.connect(lambda _index: self._remeasure.start())
+        # a cell's text grew past its column (the first calls' shapes): measure every
+        # column again, once per refresh
+        self._regrow = QTimer(self)
+        self._regrow.setSingleShot(True)
+        self._regrow.setInterval(0)
+        self._regrow.timeout.connect(self._measure)
         self.view.viewport().installEventFilter(self)
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         box = QVBoxLayout(self)
@@ -250,6 +261,15 @@ class ModuleTreePanel(QWidget):
         finally:
             self._fitting = False
 
+    def _grown(self, col: int, text: str) -> None:
+        """Measure the columns again (soon) if ``text`` is wider than column ``col``
+        was measured, and its cap leaves it room to grow."""
+        if not self._natural or self._user_sized or self._regrow.isActive():
+            return
+        need = self.view.fontMetrics().horizontalAdvance(text) + 12
+        if need > self._natural[col] and self._natural[col] < COLUMN_CAPS[col]:
+            self._regrow.start()
+
     def _section_resized(self, _col: int, _old: int, _new: int) -> None:
         if not self._fitting:
             self._user_sized = True
@@ -283,10 +303,13 @@ class ModuleTreePanel(QWidget):
                   _human(s.params) if s.params else "", grad, str(s.findings or ""))
         sorts = (s.type, str(s.shape), s.dtype, s.device, s.params,
                  -1.0 if s.grad_norm is None else float(s.grad_norm), s.findings)
-        for item, text, sort in zip(row[1:], values, sorts):
+        for col, (item, text, sort) in enumerate(zip(row[1:], values, sorts), start=1):
             if item.text() != text:
                 item.setText(text)
                 item.setData(sort, SORT_ROLE)
+                if col in GROWING:
+                    item.setToolTip(text)   # an elided class or shape reads whole here
+                    self._grown(col, text)
         # red where the NaN/Inf is: the name for an output, the gradient norm for a gradient
         # (a finite gradient norm in red read as a bad gradient)
         if row[3].toolTip() != s.dtype:

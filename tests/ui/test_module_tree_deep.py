@@ -114,3 +114,40 @@ def test_a_narrow_dock_squeezes_dtype_and_device_before_class_and_shape():
     widths = fit_widths(natural, 490)
     assert widths[3] == COLUMN_MINS[3] and widths[1:3] == [110, 90]
     assert sum(widths[:7]) == 490 and widths[0] == 72
+
+
+def _shape_call(path: str, shape: list[int], step: int = 0):
+    from tensorscope.common.events import CallDigest
+    from tensorscope.common.tensors import tensor_meta
+    return CallDigest(step=step, index=0, root=0, path=path, type="Linear",
+                      outputs=[tensor_meta("out", shape=shape, dtype="float32", device="cpu")])
+
+
+def test_shapes_that_arrive_after_the_tree_widen_their_column(qtbot):
+    """Live, the module tree arrives before any call: the Output shape column was
+    measured on empty cells (its header's width) and a language model's logits,
+    ``128×2048×128256``, read ``128×…256`` for the whole session."""
+    panel = _panel(qtbot, 900)
+    model = SessionModel()
+    model.ingest_many([Hello(), _tree()])
+    panel.refresh(model)
+    col = 2   # Output shape
+    before = panel.view.columnWidth(col)
+    model.ingest_many([_shape_call("classifier", [128, 2048, 128256])])
+    panel.refresh(model)
+    cell = panel.items[(0, "classifier")][col]
+    need = panel.view.fontMetrics().horizontalAdvance(cell.text())
+    qtbot.waitUntil(lambda: panel.view.columnWidth(col) > need, timeout=5000)
+    assert panel.view.columnWidth(col) > before
+
+
+def test_class_and_shape_cells_have_their_whole_text_as_tooltip(qtbot):
+    """A squeezed Class column read 'ResNe…' on every row of a ResNet (ResNetModel,
+    ResNetEmbeddings, ResNetEncoder), with no tooltip to tell them apart."""
+    panel = _panel(qtbot, 300)
+    model = SessionModel()
+    model.ingest_many([Hello(), _tree(), _shape_call("classifier", [8, 3, 16, 224, 224])])
+    panel.refresh(model)
+    row = panel.items[(0, "classifier")]
+    assert row[1].toolTip() == "Conv2d"   # the class the tree names
+    assert row[2].toolTip() == "8×3×16×224×224"
