@@ -349,8 +349,9 @@ def demo_command(args: argparse.Namespace) -> int:
     from tensorscope.training import demo
     steps = int(getattr(args, "steps", 200) or 200)
     screenshot = getattr(args, "screenshot", None)
-    # With --screenshot the window is saved after `steps` steps while training
-    # still runs (so it shows a live session), then the demo child is stopped.
+    # With --screenshot training pauses before step `steps` (a live session, paused
+    # with network.2's tensors in the inspector); the window is saved, then the demo
+    # child is stopped.
     script_args = (["--steps", str(steps + 10_000), "--sleep", "0.02"] if screenshot
                    else ["--steps", str(steps), "--sleep", "0.05"])
     run_args = argparse.Namespace(script=demo.__file__, args=script_args, mode="default",

@@ -54,11 +54,22 @@ class StepScreenshot(_WindowScreenshot):
         super().__init__(window, path, timeout)
         self.steps, self.select = steps, select
         self._done = False
+        self._asked = False   # training was asked to pause before step ``steps``
+        if select is not None:   # its tensors are kept for the pause (the inspector shows them)
+            window.view_state.toggle_pin(*select)
         window.refreshed.connect(self._check)
+
+    def _ask_to_pause(self) -> None:
+        """Once connected: run to the boundary before step ``steps`` and pause there, so
+        the picture shows ``steps`` steps (training went on while the colours and plots
+        settled: ``--steps 200`` saved a window at step 256)."""
+        if not self._asked and self.window.controller.connected:
+            self._asked = self.window.controller.run_to_step(self.steps)
 
     def _ready(self) -> bool:
         m, g = self.window.model, self.window.graph
-        reached = m.steps_seen >= self.steps or m.ended is not None
+        reached = (m.ended is not None or m.paused is not None
+                   or (not self._asked and m.steps_seen >= self.steps))
         return reached and g.pending_layouts() == 0 and bool(g.views["module"].nodes.cards)
 
     def _check(self) -> None:
@@ -69,6 +80,7 @@ class StepScreenshot(_WindowScreenshot):
             self.failed.emit(f"no {self.steps} training steps arrived in time "
                              f"(saw {self.window.model.steps_seen})")
             return
+        self._ask_to_pause()
         if not self._ready():
             return
         if self._settle == 0 and self.select and self.window.model.module(*self.select):

@@ -102,3 +102,18 @@ def test_demo_screenshot_subprocess(tmp_path):
     colours = {image.pixel(x, y) for x in range(0, image.width(), 37)
                for y in range(0, image.height(), 29)}
     assert len(colours) > 50   # not a blank window
+
+
+def test_step_screenshot_shows_the_steps_asked_for(qtbot, live_gui, tmp_path):
+    """``demo --steps 200 --screenshot`` saved a window at step 256: training went on
+    while the colours and plots settled. It pauses before the step asked for now."""
+    from tensorscope.ui.screenshot import StepScreenshot
+    w, _child = live_gui
+    shot = StepScreenshot(w, 15, str(tmp_path / "shot.png"), select=(0, "1"))
+    with qtbot.waitSignal(shot.saved, timeout=120_000):
+        pass
+    assert w.model.paused is not None and w.model.paused.step == 15
+    assert w.model.steps_seen == 15
+    w.refresh()
+    assert w.status.text("step") == "step 15"
+    assert QImage(str(tmp_path / "shot.png")).width() > 0
