@@ -20,6 +20,8 @@ import sys
 import traceback
 from typing import Any, Callable, NoReturn
 
+from tensorscope.training.uncaught import show_uncaught
+
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #: the script's uncaught KeyboardInterrupt, raised again as the command ends
 _interrupt: list[KeyboardInterrupt] = []
@@ -220,11 +222,11 @@ def _execute(script: str, argv: list[str], watch: Any, module: str | None = None
     except SystemExit as exc:
         return _exit_code(exc.code)
     except KeyboardInterrupt as exc:
-        _report_exception(watch, exc, _print_traceback(exc, path))
+        _report_exception(watch, exc, show_uncaught(exc, path))
         _interrupt.append(exc)
         return 130
     except BaseException as exc:  # the script's own error: report it, print it, exit 1
-        _report_exception(watch, exc, _print_traceback(exc, path))
+        _report_exception(watch, exc, show_uncaught(exc, path))
         return 1
     finally:
         sys.argv = saved_argv
@@ -309,53 +311,6 @@ def _exit_code(code: Any) -> int:
         return code
     print(code, file=sys.stderr)
     return 1
-
-
-def _print_traceback(exc: BaseException, script_path: str) -> str:
-    """Print the traceback as Python would (from the script's frames); returns it.
-
-    TensorScope's own frames that the exception only passed through (the
-    wrappers of ``Tensor.backward`` and the functional losses) are left out,
-    as if the user's call had reached PyTorch directly; a frame of
-    TensorScope's where the exception was raised stays.
-    """
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != script_path:
-        tb = tb.tb_next
-    te = traceback.TracebackException(type(exc), exc, tb or exc.__traceback__)
-    _drop_own_frames(te, _own_dirs(), set())
-    text = "".join(te.format())
-    sys.stderr.write(text)
-    sys.stderr.flush()
-    return text
-
-
-def _own_dirs() -> tuple[str, ...]:
-    """The folders of TensorScope's packages (``tensorscope``, and ``hooks`` and
-    ``ui`` wherever they are installed from)."""
-    import tensorscope
-    import tensorscope.hooks
-
-    files = [tensorscope.__file__, tensorscope.hooks.__file__,
-             getattr(sys.modules.get("tensorscope.ui"), "__file__", None)]
-    return tuple({os.path.dirname(os.path.abspath(f)) + os.sep for f in files if f})
-
-
-def _drop_own_frames(te: traceback.TracebackException, own: tuple[str, ...],
-                     seen: set[int]) -> None:
-    """Remove the pass-through frames of files under ``own`` (``_own_dirs``) from
-    ``te`` and the exceptions chained to it (in place)."""
-    if id(te) in seen:
-        return
-    seen.add(id(te))
-    frames = list(te.stack)
-    kept = [f for i, f in enumerate(frames)
-            if i == len(frames) - 1 or not os.path.abspath(f.filename).startswith(own)]
-    if len(kept) != len(frames):
-        te.stack = traceback.StackSummary.from_list(kept)
-    for chained in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
-        if chained is not None:
-            _drop_own_frames(chained, own, seen)
 
 
 def _say_report(path: str, info: Any) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tensorscope.common.distributed import rank_path
-from tensorscope.training.runner import _drop_own_frames, _own_dirs
+from tensorscope.training.uncaught import drop_own_frames as _drop_own_frames
+from tensorscope.training.uncaught import own_dirs as _own_dirs
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -61,3 +62,57 @@ def test_a_frame_of_tensorscope_where_the_error_was_raised_stays():
     _drop_own_frames(te, _own_dirs(), set())
     names = [f.name for f in te.stack]
     assert names[-1] == "rank_path" and "_user_calls_tensorscope" in names
+
+
+HOOKED = textwrap.dedent("""
+    import sys
+    import traceback
+    import torch
+    from torch import nn
+
+    def hook(kind, value, tb):
+        names = []
+        while tb is not None:
+            names.append(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        print("uncaught", kind.__name__, value, names)
+        print("".join(traceback.format_exception(value)).replace(__file__, "SCRIPT"))
+        if sys.argv[1] == "raises":
+            raise OSError("the log is gone")
+
+    sys.excepthook = hook
+    model = nn.Linear(3, 2)
+
+    def train():
+        model(torch.randn(2, 3)).sum().backward()
+        raise RuntimeError("diverged")
+
+    train()
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["logs", "raises"])
+def test_the_scripts_own_excepthook_sees_the_uncaught_exception_as_under_python(
+        tmp_path, variant):
+    """The runner printed the traceback itself: a script's sys.excepthook (a logger
+    of crashes) was never called, and what it would print went missing."""
+    script = tmp_path / "train.py"
+    script.write_text(HOOKED)
+    env = dict(os.environ, TENSORSCOPE_NO_DISCOVERY="1")
+    runs = [subprocess.run([*cmd, str(script), variant], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=240)
+            for cmd in ([sys.executable],
+                        [sys.executable, "-m", "tensorscope", "run", "--headless"])]
+    plain, under = runs
+    assert "uncaught RuntimeError diverged ['<module>', 'train']" in plain.stdout
+    assert (under.returncode, under.stdout) == (plain.returncode, plain.stdout) == (
+        1, plain.stdout)
+    told = [line for line in plain.stderr.splitlines() if not line.startswith("tensorscope:")]
+    assert [line for line in under.stderr.splitlines()
+            if not line.startswith(("tensorscope:", "  "))] == [
+        line for line in told if not line.startswith("  ")]
+    if variant == "raises":
+        assert "Error in sys.excepthook:" in under.stderr
+        assert "Original exception was:" in under.stderr
+        assert under.stderr.count("RuntimeError: diverged") == 1
