@@ -178,6 +178,10 @@ class ReplayWindow(MainWindow):
         self._non_finite_out: set = set()   # modules whose output held NaN/Inf at that step
         self._shown_rank = 0   # the rank whose values colour the graph
         self._taken: dict[str, dict[int, dict]] = {}   # file → step → statistics taken
+        #: look-ups asked for, per kind ("step", "compare"): each runs on its own thread,
+        #: and threads take the readers' lock in no set order, so only the latest asked
+        #: for is read and shown (a slider dragged 3, 4, 5 ended on step 4's values)
+        self._asked: dict[str, int] = {"step": 0, "compare": 0}
         #: (rank, kind) → every structure recorded, in order: a step shows the one it
         #: ran (a crashed step's partial graph is not the steps' before it)
         self._structures: dict[tuple[int, str], list[GraphStructure]] = {}
@@ -219,6 +223,8 @@ class ReplayWindow(MainWindow):
         shown follows to the newest one read)."""
         steps = self.replay.steps
         at = self.replay.current_step()
+        for kind in self._asked:   # look-ups of the files read before are not shown
+            self._ticket(kind)
         self._kept = (self.view_state.selection,
                       None if not steps or at == steps[-1] else at)
         self.reset_session()
@@ -234,6 +240,15 @@ class ReplayWindow(MainWindow):
             self.reader = self.readers[0]
             self._load_all()
         self._in_background(work)
+
+    def _ticket(self, kind: str) -> int:
+        """A new look-up of ``kind`` (GUI thread): the earlier ones are stale now."""
+        self._asked[kind] += 1
+        return self._asked[kind]
+
+    def _latest(self, kind: str, ticket: int) -> bool:
+        """Whether ``ticket`` is still the latest look-up of ``kind`` (any thread)."""
+        return self._asked[kind] == ticket
 
     def _in_background(self, work: Callable[[], None]) -> None:
         if self._closing.is_set():
@@ -374,12 +389,19 @@ class ReplayWindow(MainWindow):
 
         self._shown_rank = self.model.rank   # asked for (not again each refresh)
         rank = self.model.rank
+        ticket = self._ticket("step")
+
+        def shown(got: tuple) -> None:
+            if self._latest("step", ticket):   # else a later step was asked for
+                self._show_metrics(step, *got)
 
         def work() -> None:
+            if not self._latest("step", ticket):
+                return
             reader = next((r for r in self.readers if r.rank == rank), self.reader)
             msgs = reader.calls(reader.step_messages(step))
             bad = {(m.root, m.path) for m in msgs if is_call(m) and not m.finite}
-            self.bridge.post_response(lambda got: self._show_metrics(step, *got),
+            self.bridge.post_response(shown,
                                       (module_metrics(msgs), step_statistics(
                                           reader, step, msgs, self._taken.setdefault(
                                               reader.path, {})), bad, rank))
@@ -432,11 +454,19 @@ class ReplayWindow(MainWindow):
 
     def compare_steps(self, a: int, b: int) -> None:
         """Per-module statistics of steps a and b side by side; Δ coloured on the graph."""
+        ticket = self._ticket("compare")
+
+        def shown(pair: tuple) -> None:
+            if self._latest("compare", ticket):   # else a later pair was asked for
+                self._show_comparison(*pair)
+
         def work() -> None:
+            if not self._latest("compare", ticket):
+                return
             reader = self._shown_reader()
             ma = module_metrics(reader.calls(reader.step_messages(a)))
             mb = module_metrics(reader.calls(reader.step_messages(b)))
-            self.bridge.post_response(lambda pair: self._show_comparison(*pair), (ma, mb))
+            self.bridge.post_response(shown, (ma, mb))
         self._in_background(work)
 
     def _show_comparison(self, ma: dict, mb: dict) -> None:

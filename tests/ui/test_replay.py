@@ -395,3 +395,47 @@ def test_a_recording_with_a_nan_opens_on_its_origin_in_graph_tree_and_inspector(
         view.nodes.by_id[nid].rect), timeout=5000)
     qtbot.waitUntil(lambda: w.tree.selected_module() == (0, "network.4"), timeout=5000)
     w.close()
+
+
+def test_only_the_latest_step_and_comparison_asked_for_are_shown(qtbot, recording,
+                                                                 monkeypatch):
+    """Each look-up runs on its own thread and the threads take the readers' lock in
+    no set order: a slider dragged over steps 3 and 5 could end on step 3's values
+    (and the initial look-up of the last step could land after the step asked for, so a
+    test waiting for ``shown_step == 6`` saw it flip to 11 and timed out). Here step 3's
+    read is held until step 5 and a second comparison are asked for: only the latest
+    are shown."""
+    import threading
+
+    from tensorscope.viewer.reader import SessionReader
+    w = ReplayWindow(recording, settings_key=None)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loaded, timeout=10_000):
+        w.show()
+    qtbot.waitUntil(lambda: w.shown_step == 11 and not _replay_threads(), timeout=10_000)
+    shown: list[int] = []
+    show = w._show_metrics
+    monkeypatch.setattr(w, "_show_metrics", lambda step, *a, **k: (shown.append(step),
+                                                                   show(step, *a, **k)))
+    compared: list[int] = []
+    monkeypatch.setattr(w.replay, "show_comparison", lambda rows: compared.append(len(rows)))
+    inside, go = threading.Event(), threading.Event()
+    read = SessionReader.step_messages
+
+    def held(self, step, *args, **kwargs):
+        if step == 3:
+            inside.set()
+            assert go.wait(30)
+        return read(self, step, *args, **kwargs)
+    monkeypatch.setattr(SessionReader, "step_messages", held)
+    w.show_step(3)
+    assert inside.wait(30)         # step 3's look-up holds the lock
+    w.compare_steps(3, 4)          # waits on the lock, then a newer pair is asked for
+    w.show_step(5)
+    w.compare_steps(1, 2)
+    go.set()
+    qtbot.waitUntil(lambda: w.shown_step == 5 and not _replay_threads(), timeout=10_000)
+    QCoreApplication.processEvents()   # anything still posted by the finished threads
+    assert shown == [5] and w.shown_step == 5
+    assert len(compared) == 1
+    w.close()
