@@ -17,9 +17,21 @@ from tensorscope.ui.model.session_model import LocalKey, ModuleState, SessionMod
 from tensorscope.ui.search import natural_key
 from tensorscope.ui.theme import Theme, make_theme
 
-COLUMNS = ("Module", "Class", "Output shape", "Dtype", "Device", "Params", "Grad norm",
+#: the headers are short (a header wider than its cells took the room a column needed:
+#: 'Output shape' held 105 px over ``4×64×64`` while GPT-2's classes read 'GPT…');
+#: each says what it means in its tooltip
+COLUMNS = ("Module", "Class", "Shape", "Dtype", "Device", "Params", "Grad norm",
            "Findings")
-#: px: keep every column in view (an Output shape up to ``128×2048×128256`` or
+HEADER_TIPS = ("The module's name (its path in the row's tooltip)",
+               "The module's class",
+               "The shape of the module's first tensor output, at its latest call",
+               "The dtype of that output",
+               "The device of that output",
+               "Parameters the module holds, its children's included",
+               "L2 norm of the gradient that flowed into the module's output, at its latest "
+               "call under autograd",
+               "Findings about the module")
+#: px: keep every column in view (a shape up to ``128×2048×128256`` or
 #: ``16×3×16×224×224`` whole)
 COLUMN_CAPS = (150, 110, 140, 62, 50, 60, 72, 40)
 #: the columns whose text is measured again when it grows past their width (a shape or
@@ -27,13 +39,13 @@ COLUMN_CAPS = (150, 110, 140, 62, 50, 60, 72, 40)
 GROWING = (1, 2, 5)
 #: px: the least a column is squeezed to when the dock is narrow (its text elides;
 #: a module's full path is in its tooltip)
-COLUMN_MINS = (70, 50, 56, 40, 46, 60, 72, 40)
+COLUMN_MINS = (70, 50, 56, 40, 46, 52, 72, 40)
 #: the columns that give way, in turn, for the columns up to Grad norm to fit the dock:
-#: Dtype and Device first, down to ``bf16`` and ``cuda:0`` (what they hold is short);
-#: then the Module column, never below its deepest open row's name (each row's tooltip
-#: has its path); then Class and Output shape, which say what a row is. Findings, last
+#: Dtype and Device first, down to ``bf16`` and ``cuda:0`` (what they hold is short),
+#: and Params, down to ``100.5k``; then the Module column, never below its deepest open row's name (each row's tooltip
+#: has its path); then Class and Shape, which say what a row is. Findings, last
 #: and mostly empty, may scroll
-SHRINK_ORDER = (3, 4, 0, 1, 2)
+SHRINK_ORDER = (3, 4, 5, 0, 1, 2)
 #: px a child row is indented (Qt's 20 leaves no room for names six levels down,
 #: ``resnet.encoder.stages.0.layers.0.shortcut``)
 INDENT = 12
@@ -97,6 +109,9 @@ class ModuleTreePanel(QWidget):
         self.items: dict[LocalKey, list[QStandardItem]] = {}  # of the rank shown
         self.source = QStandardItemModel(0, len(COLUMNS), self)
         self.source.setHorizontalHeaderLabels(list(COLUMNS))
+        for col, tip in enumerate(HEADER_TIPS):
+            self.source.setHeaderData(col, Qt.Orientation.Horizontal, tip,
+                                      Qt.ItemDataRole.ToolTipRole)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.source)
         self.proxy.setRecursiveFilteringEnabled(True)
@@ -123,7 +138,7 @@ class ModuleTreePanel(QWidget):
         # names and classes keep their start (``convolu…``, ``Embed…``: a row's tooltip
         # has the whole path); a shape both its ends (``2×…×64``)
         self._shapes = _MiddleElided(self.view)
-        self.view.setItemDelegateForColumn(COLUMNS.index("Output shape"), self._shapes)
+        self.view.setItemDelegateForColumn(COLUMNS.index("Shape"), self._shapes)
         self._name_min = COLUMN_MINS[0]   # px the deepest open row's name needs
         # an opened row shows deeper names: the Module column grows to show them too,
         # measured once per burst (expandToDepth/expandAll signal every row they open:

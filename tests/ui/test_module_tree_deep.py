@@ -2,6 +2,8 @@
 siblings come in PyTorch's order."""
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
+
 from tensorscope.common.events import Hello, ModuleTree
 from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.module_tree import ModuleTreePanel
@@ -113,7 +115,8 @@ def test_a_narrow_dock_squeezes_dtype_and_device_before_class_and_shape():
     natural = [118, 110, 90, 50, 46, 60, 72, 40]
     widths = fit_widths(natural, 490)
     assert widths[3] == COLUMN_MINS[3] and widths[1:3] == [110, 90]
-    assert sum(widths[:7]) == 490 and widths[0] == 72
+    assert widths[5] == COLUMN_MINS[5]   # Params, down to ``100.5k``, before names
+    assert sum(widths[:7]) == 490 and widths[0] == 80
 
 
 def _shape_call(path: str, shape: list[int], step: int = 0):
@@ -151,3 +154,42 @@ def test_class_and_shape_cells_have_their_whole_text_as_tooltip(qtbot):
     row = panel.items[(0, "classifier")]
     assert row[1].toolTip() == "Conv2d"   # the class the tree names
     assert row[2].toolTip() == "8×3×16×224×224"
+
+
+def test_a_gpt2_tree_in_the_default_dock_shows_its_classes_and_shapes_whole(qtbot):
+    """The 'Output shape' header held its column at 105 px over ``4×64×64`` cells while
+    the Class column was squeezed to 50: every GPT-2 class read 'GPT…'."""
+    from tensorscope.common.events import CallDigest
+    from tensorscope.common.tensors import tensor_meta
+    from tensorscope.ui.module_tree import COLUMNS, HEADER_TIPS
+    types = {"": "GPT2LMHeadModel", "transformer": "GPT2Model", "transformer.h": "ModuleList",
+             "transformer.h.0": "GPT2Block", "transformer.h.0.attn": "GPT2Attention",
+             "transformer.h.0.mlp": "GPT2MLP", "transformer.h.0.ln_1": "LayerNorm",
+             "lm_head": "Linear"}
+
+    def children(p: str) -> list[str]:
+        return [q for q in types if q and (q.rsplit(".", 1)[0] == p if "." in q else p == "")]
+    mods = [{"path": p, "type": t, "params": 50_000, "children": children(p)}
+            for p, t in types.items()]
+    panel = ModuleTreePanel()
+    qtbot.addWidget(panel)
+    panel.resize(472, 500)   # the Modules dock of a 1600 px window
+    panel.show()
+    qtbot.waitExposed(panel)
+    model = SessionModel()
+    model.ingest_many([Hello(), ModuleTree(roots=[{"root": 0, "name": "GPT2LMHeadModel",
+                                                   "type": "GPT2LMHeadModel", "modules": mods}])])
+    panel.refresh(model)
+    model.ingest_many([CallDigest(step=0, index=i, root=0, path=p, type=t, grad_norm=0.0123,
+                                  outputs=[tensor_meta("out", shape=[4, 64, 64],
+                                                       dtype="float32", device="cpu")])
+                       for i, (p, t) in enumerate(types.items())])
+    panel.refresh(model)
+    panel.view.expandAll()
+    metrics, view = panel.view.fontMetrics(), panel.view
+    qtbot.waitUntil(lambda: not panel._remeasure.isActive() and not panel._regrow.isActive(),
+                    timeout=5000)
+    assert view.columnWidth(1) >= metrics.horizontalAdvance("GPT2Attention") + 6
+    assert view.columnWidth(2) >= metrics.horizontalAdvance("4×64×64") + 6
+    header = panel.source.headerData(2, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+    assert COLUMNS[2] == "Shape" and "first tensor output" in header == HEADER_TIPS[2]
