@@ -78,13 +78,19 @@ class StatusPanel:
         job = f" · rank {model.rank} of {model.world_size}" if model.world_size > 1 else ""
         self.labels["script"].setText(f"script: {script}{job}")
         self.labels["step"].setText(f"step {max(model.step, 0)}")
-        if self.recorded:   # a replay: the pace of the training, not of the file's reading
+        # a replay, or a script that ended: the pace of the training (its steps' own
+        # durations), not of the file's reading or a live average decaying towards 0
+        # after the last step (an ended GPT-2 run read '0.1 steps/s')
+        if self.recorded or model.ended is not None:
             rate = model.current.recorded_steps_per_s()
             self.labels["rate"].setText("— steps/s" if rate is None else f"{rate:.1f} steps/s")
-            self.labels["rate"].setToolTip("as the recorded training ran (its steps' durations)")
+            self.labels["rate"].setToolTip(
+                "as the recorded training ran (its steps' durations)" if self.recorded else
+                "as the training ran (its last steps' durations): it has ended")
             self.labels["events"].setText("")
         else:
             self.labels["rate"].setText(f"{steps_s:.1f} steps/s")
+            self.labels["rate"].setToolTip("")
             self.labels["events"].setText(f"{events_s:,.0f} events/s")
         self._overhead(model)
         bad = len(model.errors)

@@ -73,3 +73,16 @@ def test_a_script_that_raised_reads_failed_with_its_exception(qtbot):
     model.ingest(Bye(exit_code=0, steps=1))   # a clean end reads ended
     panel.refresh(model)
     assert "ENDED" in panel.text("state") and "FAILED" not in panel.text("state")
+
+
+def test_an_ended_script_shows_the_pace_it_trained_at(qtbot):
+    """After the last step the live average decayed towards 0 (an ended GPT-2 run read
+    '0.1 steps/s', events/s too): an ended run reads its steps' own pace."""
+    model = SessionModel()
+    model.ingest_many([Hello(script="train.py")]
+                      + [StepSummary(step=i, duration=0.5) for i in range(4)])
+    panel = _panel(qtbot)
+    model.ingest(Bye(exit_code=0, steps=4))
+    panel.refresh(model)
+    assert panel.text("rate") == "2.0 steps/s" and panel.text("events") == ""
+    assert "it has ended" in panel.labels["rate"].toolTip()
