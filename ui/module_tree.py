@@ -212,7 +212,7 @@ class ModuleTreePanel(QWidget):
                 item.setEditable(False)
                 item.setData(f"{key[0]}:{key[1]}", KEY_ROLE)
             row[0].setData(natural_text(key[1]), SORT_ROLE)   # h.2 before h.10
-            row[0].setToolTip(key[1] or "(root)")
+            row[0].setToolTip(key[1] or f"{name} (root)")
             parent.appendRow(row)
             self.items[key] = row
             self._fill(row, state)
@@ -331,7 +331,9 @@ class ModuleTreePanel(QWidget):
             row[3].setToolTip(s.dtype)
         row[0].setForeground(QBrush(self.theme.non_finite) if not s.finite else QBrush())
         row[6].setForeground(QBrush(self.theme.non_finite) if not s.grad_finite else QBrush())
-        tip = (s.path or "(root)") + ("\noutput holds NaN/Inf" if not s.finite else "")
+        # a root's row: its name (elided in the column: 'CrossE…', 'GPT2LM…'), not '(root)'
+        tip = ((s.path or f"{row[0].text()} (root)")
+               + ("\noutput holds NaN/Inf" if not s.finite else ""))
         if row[0].toolTip() != tip:
             row[0].setToolTip(tip)
         row[7].setForeground(QBrush(self.theme.precision_change) if s.findings else QBrush())
