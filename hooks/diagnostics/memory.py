@@ -356,10 +356,13 @@ class GraphObserver(Diagnostic):
                           f"backward() was called {self._cut} times, but none of the last "
                           f"{n} graphs of {name}'s forwards was reached: the loss is not "
                           f"connected to the model's output (rebuilt from a Python number "
-                          f"with torch.tensor(loss.item(), requires_grad=True), or computed "
-                          f"from .detach(), .data or .numpy() values), so no parameter gets a "
-                          f"gradient and nothing is learned. Fix: compute the loss from the "
-                          f"output tensor itself and call backward() on it.", step=step)
+                          f"with torch.tensor(loss.item(), requires_grad=True), computed "
+                          f"from .detach(), .data or .numpy() values, or through an op with "
+                          f"no gradient: argmax, a comparison, round(), .long()), so no "
+                          f"gradient reaches the model through its output and nothing is "
+                          f"learned from the data. Fix: compute the loss from the output "
+                          f"tensor itself with differentiable ops and call backward() on it.",
+                          step=step)
                 continue
             modes = self._unused_modes.pop(rid, None)
             if modes and self._modes is not None:
