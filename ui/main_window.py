@@ -398,9 +398,13 @@ class MainWindow(QMainWindow):
         if entries:   # every input, output, gradient, parameter and .grad kept at this pause
             self.inspector.show_choices(entries, stats)
             return
-        meta = stats_tensor_meta(state, path or self.model.root_names.get(root, "<root>"),
-                                 stats is not None)
-        if meta is not None:
+        name = path or self.model.root_names.get(root, "<root>")
+        meta = stats_tensor_meta(state, name, stats is not None)
+        if meta is None:   # said, not skipped: the module shown before stayed up under it
+            show(None, {"path": name, "kind": "module", "dtype": state.type if state else ""},
+                 None, unavailable=no_output_text(state, name,
+                                                    getattr(self, "reader", None) is not None))
+        else:
             pinned = (root, path) in self.view_state.pins
             live = self.connection is not None
             why = self._availability(root, path, stats is not None)
@@ -772,6 +776,20 @@ def stats_tensor_meta(state: Any, name: str, with_stats: bool) -> dict | None:
         return None
     return tensor_meta(f"{name}/out", shape=list(state.shape), dtype=state.dtype,
                        device=state.device)
+
+
+def no_output_text(state: Any, name: str, recorded: bool) -> str:
+    """Why module ``name`` has no output to show: it was never called (an attention
+    layer's dropout read only for its rate), runs unseen inside a compiled graph, or
+    returned no tensor."""
+    if state is not None and state.last_step >= 0:
+        return (f"{name} returned no tensor: its last call (step {state.last_step}) "
+                "had no tensor output to show")
+    if state is not None and state.inside_compiled is not None:
+        return f"{name} runs inside a compiled graph: its calls are not observed"
+    seen = "in the recorded steps" if recorded else "so far"
+    return (f"{name} was not called {seen}: no forward ran it, so it has no inputs "
+            "or outputs to show")
 
 
 def paused_choices(model: SessionModel, root: int, path: str) -> list[dict]:

@@ -97,8 +97,8 @@ class InspectorState:
         """Why no values are shown, or "" when they can be fetched."""
         if not self.meta:
             return "Select a module's input, output or gradient to inspect it"
-        if not self.is_tensor:
-            return f"Not a tensor: {self.meta.get('dtype') or self.meta.get('kind', 'object')}"
+        if not self.is_tensor:   # a module with no output says why (``unavailable``)
+            return self.unavailable or f"Not a tensor: {self.meta.get('dtype') or self.meta.get('kind', 'object')}"
         if self.is_empty:
             return f"Empty tensor: shape {list(self.shape)} holds no values"
         return "" if self.ref is not None else (self.unavailable or HINT_NOT_PAUSED)
