@@ -339,3 +339,27 @@ def test_finite_statistics_wrap_instead_of_widening_the_inspector(inspector, qtb
     for name in ("min", "max", "mean", "std"):
         value = header.stat_values[name]
         assert value.width() >= value.sizeHint().width(), name
+
+
+def test_a_downsampled_slice_names_its_stride_as_an_ordinal(inspector):
+    from tensorscope.ui.inspector.widget import ordinal
+    assert [ordinal(n) for n in (2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
+        "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
+    logits = np.zeros((2, 32, 50257), dtype=np.float32)   # GPT-2's logits: too many to send
+    show(inspector, logits)
+    text = inspector.status.text()
+    assert "every 3rd element" in text and "3th" not in text
+
+
+def test_a_scalar_is_described_as_one_value_not_an_empty_slice(inspector):
+    show(inspector, np.array(2.5, dtype=np.float32), ref="0:loss#1/out")
+    assert inspector.status.text() == "a scalar (0-d tensor): its one value"
+
+
+def test_the_axes_of_a_one_element_heatmap_read_plain_indices(inspector):
+    show(inspector, np.ones((1, 1), dtype=np.float32))
+    assert inspector.stack.currentWidget() is inspector.heatmap
+    for name, label in (("left", "dim 0"), ("bottom", "dim 1")):
+        axis = inspector.heatmap.plot.getAxis(name)
+        assert axis.labelString().find("x0.001") < 0
+        assert label in axis.labelString()

@@ -51,6 +51,8 @@ class IndexAxis(pg.AxisItem):
     def __init__(self, orientation: str, **kwargs: object) -> None:
         super().__init__(orientation, **kwargs)
         self.bounds: tuple[float, float] | None = None
+        # indices have no unit to scale: a 1×1 slice's axes read 'dim 0 (x0.001)'
+        self.enableAutoSIPrefix(False)
 
     def tickValues(self, minVal: float, maxVal: float, size: float) -> list:  # noqa: N802,N803
         """pyqtgraph's ticks, keeping whole indices within ``bounds``."""

@@ -34,6 +34,12 @@ from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLO
 DEBOUNCE_MS = 80
 
 
+def ordinal(n: int) -> str:
+    """``2nd``, ``3rd``, ``11th``, ``21st``: a downsampled slice read 'every 3th element'."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def nonfinite_legend(counts: dict[str, int]) -> str:
     """Rich text naming how many NaN/±Inf the slice holds, in their marker colours."""
     names = (("nan", "NaN", NAN_COLOR), ("posinf", "+Inf", POSINF_COLOR),
@@ -262,11 +268,14 @@ class TensorInspector(QWidget):
         r = self.state.received
         if r is None:
             return ""
-        shape = "×".join(str(n) for n in r.oriented.shape) or "scalar"
+        if not r.full_shape:
+            return "a scalar (0-d tensor): its one value"
+        shape = "×".join(str(n) for n in r.oriented.shape) or "one value"
         text = f"slice [{r.text}] → {shape} of {list(r.full_shape)}"
         steps = {e.step for e in r.key if isinstance(e, slice) and (e.step or 1) > 1}
         if steps:
-            text += f" · every {'/'.join(map(str, sorted(steps)))}th element (type a slice to zoom)"
+            every = "/".join(ordinal(n) for n in sorted(steps))
+            text += f" · every {every} element (type a slice to zoom)"
         return text + (" (truncated)" if r.truncated else "")
 
     def _render(self) -> None:
