@@ -186,7 +186,7 @@ class CaptureCallbacks:
             return
         t0 = _ns()
         try:
-            self._optimizer_pre(optimizer)
+            self._optimizer_pre(optimizer, _has_closure(optimizer, args, kwargs))
         except Exception as exc:
             self.internal_error("optimizer pre-hook", exc, phase="step")
         finally:
@@ -215,7 +215,7 @@ class CaptureCallbacks:
                 del stack[i:]
                 return
 
-    def _optimizer_pre(self, optimizer: Any) -> None:
+    def _optimizer_pre(self, optimizer: Any, closure: bool = False) -> None:
         if self.capture.raised_open:
             self.exception_caught()
         if all(o is not optimizer for o in self.optimizers):
@@ -227,7 +227,7 @@ class CaptureCallbacks:
         if self.observers.opt_pre:
             self.observers.call(self.observers.opt_pre, "on_optimizer_step_pre", optimizer)
         try:
-            self.params.before_optimizer_step(optimizer, self.capture.step)
+            self.params.before_optimizer_step(optimizer, self.capture.step, closure)
         except Exception as exc:
             self.internal_error("parameter tracking", exc,
                                 "that step has no parameter norms or update ratios",
@@ -278,6 +278,17 @@ class CaptureCallbacks:
                 return True
         self._ended_with_calls = bool(cap.step.calls)
         return False
+
+
+def _has_closure(optimizer: Any, args: Any, kwargs: Any) -> bool:
+    """Whether ``optimizer.step`` was given a closure (positional or ``closure=``);
+    torch passes the step's ``args`` with the optimizer first."""
+    if kwargs and callable(kwargs.get("closure")):
+        return True
+    args = tuple(args or ())
+    if args and args[0] is optimizer:
+        args = args[1:]
+    return bool(args) and callable(args[0])
 
 
 def _tensors(pairs: Sequence[tuple[str, Any]]) -> dict[str, torch.Tensor]:

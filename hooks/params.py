@@ -137,13 +137,18 @@ class ParamTracker:
             step.param_work = ParamWork()
         return step.param_work
 
-    def before_optimizer_step(self, optimizer: Any, step: "StepBuffer") -> None:
-        """Copy the optimizer's parameters (statistics steps only)."""
+    def before_optimizer_step(self, optimizer: Any, step: "StepBuffer",
+                              closure: bool = False) -> None:
+        """Copy the optimizer's parameters (statistics steps only): those with a
+        gradient, or with ``closure`` (``optimizer.step(closure)``: Lightning's
+        automatic optimization, LBFGS), every one that takes gradients, since the
+        closure computes them inside the step."""
         if not step.param_step:
             return
         work = self._work(step)
         params = [p for g in optimizer.param_groups for p in g["params"]
-                  if p.grad is not None and id(p) not in work.snapshots]
+                  if (p.grad is not None or closure and p.requires_grad)
+                  and id(p) not in work.snapshots]
         if not params:
             return
         views = [_update_view(p) for p in params]

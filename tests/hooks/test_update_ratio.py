@@ -86,3 +86,29 @@ def test_sparse_embedding_gradients_get_norms_not_an_internal_error(capsys) -> N
     assert "internal error" not in capsys.readouterr().err
     grad = emb.weight.grad.coalesce()
     assert torch.allclose(_norms([grad])[0], grad.to_dense().norm())
+
+
+@pytest.mark.parametrize("how", ["positional", "keyword"])
+def test_a_closure_step_whose_gradients_come_inside_it_has_update_ratios(how):
+    """``optimizer.step(closure)`` with the gradients set to None before it (the
+    first step; LBFGS; Lightning's automatic optimization): the parameters had no
+    gradient when the step began, so none was copied and no update ratio was taken."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 4)
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        return loss
+
+    w, log = watch(model, opt, stats_every=1)
+    with w:
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        opt.step(closure) if how == "positional" else opt.step(closure=closure)
+    rows = {r["name"]: r for r in log.summaries()[0].params}
+    for name, p in model.named_parameters():
+        exact = ((p.detach() - before[name]).norm() / p.detach().norm()).item()
+        assert rows[name]["update_ratio"] == pytest.approx(exact, rel=1e-4)

@@ -118,6 +118,18 @@ def test_fit_maps_loops_to_steps_and_takes_the_backpropagated_loss(tmp_path):
                                                      if s.kind == "inference"]
 
 
+def test_update_ratios_are_taken_though_the_optimizer_steps_a_closure(tmp_path):
+    """Lightning's automatic optimization runs the training step inside
+    ``optimizer.step(closure)``: at the first update (the one the default
+    ``stats_every`` samples in a short run) no parameter had a gradient yet when the
+    step began, and the report had no update ratio at all."""
+    torch.manual_seed(0)
+    cb = Recording(connect=False, report=str(tmp_path / "report.json"))
+    _trainer(tmp_path, cb, limit_val_batches=0).fit(TinyRegressor(), _loader())
+    params = json.loads((tmp_path / "report.json").read_text())["parameters"]
+    assert params and all(p["update_ratio"] > 0 for p in params), params
+
+
 def test_gradient_accumulation_batches_are_one_step(tmp_path):
     torch.manual_seed(0)
     model = TinyRegressor()
