@@ -363,3 +363,26 @@ def test_the_axes_of_a_one_element_heatmap_read_plain_indices(inspector):
         axis = inspector.heatmap.plot.getAxis(name)
         assert axis.labelString().find("x0.001") < 0
         assert label in axis.labelString()
+
+
+def test_the_image_grid_says_how_tiles_are_scaled_and_reads_a_pixel_on_hover(inspector):
+    from tensorscope.ui.inspector.grid import SCALE_NOTE
+    from tensorscope.ui.model.received import format_value
+    data = np.random.default_rng(0).normal(size=(3, 2, 5, 6)).astype(np.float32)
+    show(inspector, data)
+    grid = inspector.grid
+    assert grid.readout.isVisibleTo(inspector) and grid.readout.text() == SCALE_NOTE
+    # tile (sample 2, channel 1), pixel (3, 4): tiles are 5×6 with a 1-pixel gap
+    text = grid.describe(1 * 7 + 4.5, 2 * 6 + 3.5)
+    assert text.startswith(f"[2, 1, 3, 4] = {format_value(data[2, 1, 3, 4])}")
+    tile = data[2, 1]
+    assert f"tile {format_value(tile.min())} … {format_value(tile.max())}" in text
+    assert grid.describe(6.5, 0.5) == ""        # the gap between two tiles
+    assert grid.describe(-1.0, 0.5) == ""
+    frames = np.arange(10 * 4 * 4, dtype=np.float32).reshape(10, 4, 4)   # T×H×W: 4 a row
+    show(inspector, frames, ref="0:video#1/out")
+    assert inspector.state.set_view("grid")
+    inspector.request_now()
+    assert inspector.stack.currentWidget() is grid and grid.tile_count == 10
+    assert grid.describe(1 * 5 + 2.5, 1 * 5 + 0.5).startswith(
+        f"[5, 0, 2] = {format_value(frames[5, 0, 2])}")

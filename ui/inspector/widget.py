@@ -325,4 +325,6 @@ class TensorInspector(QWidget):
         else:
             tiles = len(r.dims) - 2
             self.grid.show_values(values, [r.axis_indices(a) for a in range(tiles)],
-                                  names[:tiles], self.state.colormap)
+                                  names[:tiles], self.state.colormap,
+                                  [r.axis_indices(a) for a in (tiles, tiles + 1)],
+                                  raw=r.oriented)
