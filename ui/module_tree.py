@@ -6,8 +6,8 @@ import re
 from PySide6.QtCore import (QEvent, QItemSelectionModel, QModelIndex, QObject,
                             QSortFilterProxyModel, Qt, QTimer, Signal)
 from PySide6.QtGui import QBrush, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import (QHeaderView, QLineEdit, QStyledItemDelegate, QStyleOptionViewItem,
-                               QTreeView, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QHeaderView, QLineEdit, QStyle, QStyledItemDelegate,
+                               QStyleOptionViewItem, QTreeView, QVBoxLayout, QWidget)
 
 from tensorscope.ui.elided import CentredNote
 from tensorscope.ui.model.cards import shape_text, short_dtype
@@ -247,10 +247,15 @@ class ModuleTreePanel(QWidget):
         nothing told nothing."""
         metrics = self.view.fontMetrics()
         step = self.view.indentation()
+        # a text's margins inside its cell (Qt elides within them), and a root row's
+        # branch arrow: each row was measured one indentation short, so GPT-2's
+        # ``h.3.attn`` and ``h.3.ln_1`` read 'a…' and 'ln…'
+        margin = 2 * (self.view.style().pixelMetric(
+            QStyle.PixelMetric.PM_FocusFrameHMargin, None, self.view) + 1) + 2
         need = 0
-        pending = [(QModelIndex(), -1)]
+        pending = [(QModelIndex(), 1 if self.view.rootIsDecorated() else 0)]
         while pending:   # the rows in view: children of open rows only
-            parent, depth = pending.pop()
+            parent, indents = pending.pop()
             if parent.isValid() and not self.view.isExpanded(parent):
                 continue
             for row in range(self.proxy.rowCount(parent)):
@@ -258,9 +263,9 @@ class ModuleTreePanel(QWidget):
                 name = str(index.data() or "")
                 if len(name) > NAME_CHARS:
                     name = name[:NAME_CHARS - 1] + "…"
-                need = max(need, (depth + 1) * step + metrics.horizontalAdvance(name) + 16)
+                need = max(need, indents * step + metrics.horizontalAdvance(name) + margin)
                 if self.proxy.hasChildren(index):
-                    pending.append((index, depth + 1))
+                    pending.append((index, indents + 1))
         return need
 
     def _fit_columns(self) -> None:
