@@ -276,7 +276,7 @@ class GraphModel:
             if not i % CHECK_EVERY:
                 check()
             sources = [owner[src]] if owner[src] is not None else self._exits(src)
-            targets = [owner[dst]] if owner[dst] is not None else self._entries(dst)
+            targets = [owner[dst]] if owner[dst] is not None else self._entries(dst, src)
             for a in sources:
                 for b in targets:
                     if a == b or a is None or b is None:
@@ -319,16 +319,22 @@ class GraphModel:
                     out.append(o)
         return out
 
-    def _entries(self, container: str) -> list[str]:
+    def _entries(self, container: str, src: str | None = None) -> list[str]:
         """Where a tensor fed to an expanded (hidden) container call goes in.
 
-        The visible nodes of its members that nothing inside it feeds.
+        The visible nodes of its members that nothing inside it feeds; none when
+        ``src`` feeds members itself: those edges draw where it goes (GPT-2's
+        position ids, handed to each block for its attention, were drawn into the
+        block's first layer, ``ln_1``, as well).
         """
         attrs = self.full.nodes[container]
         key = (int(attrs.get("root", 0) or 0), str(attrs.get("path", "")))
         if not key[1]:
             return []   # a root's inputs are drawn as inputs already
         members = set(self._groups.get(key, ()))
+        if src is not None and any(v != container and v in members
+                                   for v in self.full.successors(src)):
+            return []
         out: list[str] = []
         for m in self._groups.get(key, ()):
             if (m == container or m in self._containers or self._owner.get(m) is None

@@ -43,3 +43,29 @@ def test_collapsed_block_is_the_only_source_of_its_consumer() -> None:
     block = group_id((0, "block"))
     assert vis.has_edge(block, "c5") and vis.has_edge("c1", block)
     assert not vis.has_edge("c1", "c5")  # the skip stays inside the collapsed block
+
+
+def _gpt2_block() -> GraphStructure:
+    """wte -> h.0(ln_1 -> attn) -> head, with position ids handed to h.0 and to its attn."""
+    nodes = [{"id": "in0", "kind": "input", "label": "in[0]", "root": 0, "path": "",
+              "call": None, "parent": None, "shape": [2, 3], "dtype": "int64",
+              "device": "cpu"},
+             {"id": "pos", "kind": "input", "label": "in[0]", "root": 0, "path": "wpe",
+              "call": None, "parent": None, "shape": [1, 3], "dtype": "int64",
+              "device": "cpu"},
+             _call(0, "", None), _call(1, "wte", 0), _call(2, "h.0", 0),
+             _call(3, "h.0.ln_1", 2), _call(4, "h.0.attn", 2), _call(5, "head", 0)]
+    edges = [["in0", "c0", [2, 3]], ["in0", "c1", [2, 3]], ["c1", "c2", [2, 4]],
+             ["pos", "c2", [1, 3]], ["c1", "c3", [2, 4]], ["c3", "c4", [2, 4]],
+             ["pos", "c4", [1, 3]], ["c2", "c5", [2, 4]]]
+    return GraphStructure(kind="module", hash="gpt2", nodes=nodes, edges=edges)
+
+
+def test_a_tensor_fed_to_a_block_and_to_its_layer_goes_only_to_the_layer() -> None:
+    g = GraphModel("module")
+    g.set_structure(_gpt2_block(), budget=None)
+    vis = g.visible_graph()
+    assert "c2" not in vis   # h.0 expanded
+    assert vis.has_edge("pos", "c4")
+    assert not vis.has_edge("pos", "c3")   # ln_1 never read the position ids
+    assert vis.has_edge("c1", "c3")        # the stream still enters at ln_1
