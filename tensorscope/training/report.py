@@ -533,7 +533,8 @@ def _remove(path: str) -> None:
 
 #: what each entry of a merged report's ``ranks`` list holds
 RANK_FIELDS = ("rank", "exit_code", "steps", "inference_steps", "dropped_events", "devices",
-               "roots", "parameters", "findings", "losses", "eval_losses", "exception")
+               "roots", "parameters", "findings", "losses", "eval_losses", "exception",
+               "scalars", "overhead")
 
 
 def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, Any]:

@@ -75,6 +75,7 @@ def test_watch_events_recording_and_report_carry_the_rank(tmp_path, rank1):
                                           "close": lambda s: None})())
         assert w.rank == w.gate.rank == 1
         _train(w, model)
+        w.log({"lr": 0.5})
         w.emit_finding("test_kind", "warning", "forward", 0, "1", "seen")
     assert all(m.rank == 1 for m in seen if hasattr(m, "rank"))
     assert {type(m) for m in seen} >= {CallSignatures, StepCalls, StepSummary, Finding}
@@ -96,6 +97,9 @@ def test_watch_events_recording_and_report_carry_the_rank(tmp_path, rank1):
     assert (job["world_size"], job["missing_ranks"]) == (2, [0])
     assert [r["rank"] for r in job["ranks"]] == [1] and {f["rank"] for f in job["findings"]} == {1}
     assert "test_kind" in {f["kind"] for f in job["findings"]}
+    # each rank's documented report fields are in its entry (the logged scalars were lost)
+    assert [v for _, v in job["ranks"][0]["scalars"]["lr"]] == [0.5]
+    assert "overhead" in job["ranks"][0]
 
 
 def test_gate_and_events_follow_a_rank_known_late(monkeypatch):
