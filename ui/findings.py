@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
 from tensorscope.ui.elided import WrappedLabel
 from tensorscope.ui.model.changes import ChangeCursor
-from tensorscope.ui.model.session_model import SessionModel
+from tensorscope.ui.model.session_model import SessionModel, module_name
 from tensorscope.ui.theme import Theme, make_theme
 
 COLUMNS = ("Severity", "Kind", "Module", "Step", "Count", "Message")
@@ -67,6 +67,7 @@ class FindingsPanel(QTreeWidget):
         self.currentItemChanged.connect(lambda item, _previous: self._describe(item))
         self._seen = ChangeCursor()
         self._ranked = False
+        self._root_names: dict[int, str] = {}
         self.empty_text = "No findings yet: the checks' warnings appear here as training runs"
 
     def refresh(self, model: SessionModel) -> None:
@@ -83,6 +84,7 @@ class FindingsPanel(QTreeWidget):
         colours = {"error": self.theme.non_finite, "warning": self.theme.precision_change,
                    "info": self.theme.subtle}
         self._ranked = len(model.ranks) > 1
+        self._root_names = dict(model.root_names)
         for f in model.findings.values():
             self._add(f.severity, f.kind, f.root, f.module, f.step, f.count, f.message, colours,
                       f.rank)
@@ -107,7 +109,7 @@ class FindingsPanel(QTreeWidget):
 
     def _add(self, severity, kind, root, module, step, count, message, colours,
              rank: int = 0) -> None:
-        where = module or "(root)"
+        where = module_name(self._root_names, int(root), str(module or ""))
         if self._ranked:
             where = f"rank {rank} · {where}"
         item = FindingItem([severity, kind, where, str(step), str(count), message])

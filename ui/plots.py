@@ -674,7 +674,8 @@ class PlotsPanel(QWidget):
         for key in keys:
             if (kind, key) not in self._curves:
                 continue
-            label = legend_label(key[2], self._paths) if key[2] else "(root)"
+            label = (legend_label(key[2], self._paths) if key[2]
+                     else self._root_names.get(key[1], "(root)"))   # whose root: model or loss
             if key[2].split(".", 1)[0].isdigit():   # a Sequential root's "0": its name first
                 label = f"{self._root_names.get(key[1], 'root')}.{label}"
             if key[0]:

@@ -28,7 +28,7 @@ from tensorscope.viewer.reader import SessionReader, job_recording, recording_fi
 from tensorscope.ui.graph_panel import relative_change
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.main_window import MainWindow, scrolled
-from tensorscope.ui.model.session_model import METRICS, module_metrics
+from tensorscope.ui.model.session_model import METRICS, module_metrics, module_name
 
 log = logging.getLogger("tensorscope.ui")
 
@@ -441,12 +441,7 @@ class ReplayWindow(MainWindow):
     def display_name(self, root: int, path: str) -> str:
         """A module's name in the compare table: its path, with the root's name in
         front when the path alone is a bare index (``Sequential.7``, not ``7``)."""
-        name = self.model.root_names.get(root, "")
-        if not path:
-            return name or "(root)"
-        if path.split(".", 1)[0].isdigit() and name:
-            return f"{name}.{path}"
-        return path
+        return module_name(self.model.root_names, root, path)
 
     def _shown_reader(self) -> SessionReader:
         """The recording of the rank shown (worker thread reads it under the lock)."""

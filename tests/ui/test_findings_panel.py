@@ -61,3 +61,31 @@ def test_the_whole_message_of_a_finding_shows_under_the_list(qtbot):
     with qtbot.waitSignal(w.refreshed, timeout=5000):
         pass
     assert not detail.isVisible()
+
+
+def test_a_finding_about_a_root_names_the_root(qtbot):
+    """'(root)' did not say whether the model (root 0) or its loss (root 1) was meant."""
+    loss = Finding(kind="loss_kind", severity="warning", step=1, root=1, module="",
+                   message="about the loss")
+    model = Finding(kind="model_kind", severity="warning", step=2, root=0, module="",
+                    message="about the model")
+    w = laid_out_window(qtbot, mlp_session(3) + [loss, model])
+    panel = w.findings
+    qtbot.waitUntil(lambda: panel.topLevelItemCount() == 3, timeout=5000)
+    where = {panel.topLevelItem(i).text(1): panel.topLevelItem(i).text(2)
+             for i in range(panel.topLevelItemCount())}
+    assert where["loss_kind"] == "CrossEntropyLoss" and where["model_kind"] == "Classifier"
+
+
+def test_a_sequential_roots_layer_is_named_with_its_root_as_the_plots_name_it(qtbot):
+    """A finding about a Sequential's layer read '4' (and its legend 'Sequential.4')."""
+    from tensorscope.common.events import ModuleTree
+    msgs = mlp_session(3)
+    for msg in msgs:
+        if isinstance(msg, ModuleTree):
+            msg.roots[0]["name"] = "Sequential"
+    w = laid_out_window(qtbot, msgs + [_finding("warning", 1, "4")])
+    panel = w.findings
+    qtbot.waitUntil(lambda: panel.topLevelItemCount() == 2, timeout=5000)
+    where = [panel.topLevelItem(i).text(2) for i in range(panel.topLevelItemCount())]
+    assert "Sequential.4" in where

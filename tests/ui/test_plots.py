@@ -464,3 +464,22 @@ def test_plots_of_a_forward_only_run_say_it_trained_nothing(qtbot):
     panel = _refreshed(qtbot, model)
     assert panel.notes["loss"].text() == ""
     assert "forward passes only" not in panel.notes["grad"].text()
+
+
+def test_a_roots_curve_is_named_after_the_root(qtbot):
+    """A root's own curve read '(root)': the model's or the loss's?"""
+    from tensorscope.common.events import Hello, ModuleTree
+    panel, clock = _panel(qtbot)
+    model = SessionModel()
+    model.ingest_many([Hello(), ModuleTree(roots=[
+        {"root": 0, "name": "Sequential", "type": "Sequential",
+         "modules": [{"path": "", "type": "Sequential", "children": []}]}])])
+    for step in range(3):
+        model.ingest_many([CallDigest(step=step, index=0, root=0, path="", type="Sequential",
+                                      stats={"norm": 2.0, "zero_fraction": 0.0}, grad_norm=0.5),
+                           StepSummary(step=step, loss=1.0)])
+    panel.set_focus((0, ""))   # the root selected: its curve is drawn
+    for _ in range(4):
+        panel.refresh(model)
+        clock.now += PLOT_INTERVAL_S
+    assert _legend(panel, "grad") == ["Sequential"]
