@@ -95,3 +95,90 @@ def test_image_shapes() -> None:
     assert image_like((8, 3, 32, 32)) and image_like((8, 28, 28)) and image_like((8, 784))
     assert image_like((8, 3 * 32 * 32)) and image_like((2, 3, 4, 16, 16))
     assert not image_like((8, 6)) and not image_like((8, 100)) and not image_like((8, 3, 4, 4))
+
+
+def _regress(model: nn.Module, batch: Callable[[], torch.Tensor], steps: int = 4,
+             train: bool = True) -> dict:
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    w = tensorscope.watch(model, opt, connect=False)
+    sink = FindingSink()
+    w.session.add_sink(sink)
+    model.train(train)
+    with w:
+        for _ in range(steps):
+            x = batch()
+            opt.zero_grad()
+            out = model(x)
+            out = out[0][:, -1] if isinstance(out, tuple) else out
+            out.pow(2).mean().backward()
+            opt.step()
+    return {k: f for k, f in sink.findings.items() if k[0] == "unnormalized_input"}
+
+
+def _house_features() -> torch.Tensor:
+    """Square feet, year built and lot size (in the thousands) and a room count."""
+    n = 64
+    return torch.stack([torch.rand(n) * 3000 + 500, torch.randint(1900, 2020, (n,)).float(),
+                        torch.rand(n) * 20000 + 1000, torch.randint(1, 8, (n,)).float()], 1)
+
+
+def test_raw_tabular_features_into_linear_are_named() -> None:
+    torch.manual_seed(0)
+    found = _regress(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)), _house_features)
+    (f,) = found.values()
+    assert f.module == "" and f.severity == "warning" and f.phase == "input"
+    assert "unscaled features" in f.message and "3 of its 4 features" in f.message
+    assert "(feature 2)" in f.message and '"0" (Linear)' in f.message and "Fix:" in f.message
+
+
+def test_raw_series_into_lstm_is_named() -> None:
+    """Airline-passenger counts (100..600) in windows [N, T, 1] straight into an LSTM."""
+    torch.manual_seed(0)
+    series = 300 + 150 * torch.sin(torch.arange(200.0) / 8) + torch.rand(200) * 50
+    windows = torch.stack([series[i:i + 12] for i in range(0, 160, 5)]).unsqueeze(-1)
+    found = _regress(nn.LSTM(1, 8, batch_first=True), lambda: windows)
+    (f,) = found.values()
+    assert "its one feature has a typical magnitude" in f.message and '(LSTM)' in f.message
+
+
+def test_raw_channels_into_conv1d_are_named() -> None:
+    torch.manual_seed(0)
+    signal = torch.randn(8, 12, 64) * 3000   # microvolts
+    found = _regress(nn.Sequential(nn.Conv1d(12, 4, 3), nn.Flatten(), nn.Linear(4 * 62, 1)),
+                     lambda: signal)
+    (f,) = found.values()
+    assert "unscaled channels" in f.message and "12 of its 12 channels" in f.message
+
+
+@pytest.mark.parametrize("case", ["standardised", "heavy_tailed", "moderate", "batchnorm_first",
+                                  "scaled_in_forward", "eval_mode", "ids_as_floats_small",
+                                  "counts_in_hundreds"])
+def test_features_silent(case: str) -> None:
+    torch.manual_seed(0)
+    raw = _house_features()
+    batch = {"standardised": lambda: (raw - raw.mean(0)) / raw.std(0),
+             "heavy_tailed": lambda: torch.distributions.StudentT(2.0).sample((64, 4)).clamp(-40, 40),
+             "moderate": lambda: 50 + 20 * torch.randn(64, 4),   # values of about 50: not flagged
+             "ids_as_floats_small": lambda: torch.randint(0, 10, (64, 4)).float(),
+             # into a Linear layer, counts and incomes of a few hundred are left alone
+             "counts_in_hundreds": lambda: torch.randint(10, 300, (64, 4)).float(),
+             }.get(case, lambda: raw)
+    first: list[nn.Module] = [nn.BatchNorm1d(4)] if case == "batchnorm_first" else []
+    model: nn.Module = nn.Sequential(*first, nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    if case == "scaled_in_forward":
+        class Scales(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.body(torch.log1p(x))
+        model = Scales()
+    assert not _regress(model, batch, train=case != "eval_mode")
+
+
+def test_scaled_series_into_lstm_is_silent() -> None:
+    torch.manual_seed(0)
+    series = torch.sin(torch.arange(200.0) / 8) + torch.rand(200) * 0.1
+    windows = torch.stack([series[i:i + 12] for i in range(0, 160, 5)]).unsqueeze(-1)
+    assert not _regress(nn.LSTM(1, 8, batch_first=True), lambda: windows)
