@@ -49,11 +49,12 @@ class TensorScopeCallback(Callback):
         self.watch: Any = None
         self._accumulating = False   # the open step waits for more micro-batches
         self._owned = True           # False under tensorscope run: the run's watch
+        self._sent: dict[str, Any] = {}   # name -> the logged value last sent (_fresh)
 
     def __getstate__(self) -> dict[str, Any]:
         # ddp_spawn pickles the trainer's callbacks to start its processes: the
         # watch (hooks, sockets) stays behind; each process attaches its own.
-        return {**self.__dict__, "watch": None}
+        return {**self.__dict__, "watch": None, "_sent": {}}
 
     # ------------------------------------------------------------ attach
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
@@ -122,16 +123,45 @@ class TensorScopeCallback(Callback):
         if getattr(trainer, "global_step", 0) % every == 0:   # when Lightning logs
             self._log(trainer)
 
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """The epoch's aggregates (``self.log(..., on_epoch=True)``: ``train_loss_epoch``)."""
+        if self.watch is not None:
+            self._log(trainer)
+
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         """What ``self.log`` recorded in validation (``val_loss``) joins the Logged plot."""
         if self.watch is not None and not getattr(trainer, "sanity_checking", False):
             self._log(trainer)
 
+    def on_test_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        """What ``self.log`` recorded in testing (``test_loss``)."""
+        if self.watch is not None:
+            self._log(trainer)
+
     def _log(self, trainer: Any) -> None:
-        metrics = dict(getattr(trainer, "logged_metrics", None) or {})
+        """Send the values logged since the last call: ``trainer.logged_metrics``
+        keeps the latest value of every name ever logged (the last validation's
+        ``val_loss`` through all the training batches after it)."""
+        metrics = {k: v for k, v in dict(getattr(trainer, "logged_metrics", None) or {}).items()
+                   if self._fresh(k, v)}
         if metrics:
+            self._sent.update(metrics)
             self.watch.log(metrics, source="lightning",
                            framework_step=getattr(trainer, "global_step", None))
+
+    def _fresh(self, name: str, value: Any) -> bool:
+        """Whether ``value`` was logged after the one last sent as ``name``: Lightning
+        hands out a new detached view of the same cached tensor each time it is
+        read, so a value is stale when it shares the storage of the one sent (kept
+        alive here, so no new tensor can take its place) and equals it."""
+        sent = self._sent.get(name)
+        if sent is None or sent is value:
+            return sent is None
+        try:
+            same = value.untyped_storage().data_ptr() == sent.untyped_storage().data_ptr()
+            return not (same and bool(value == sent))
+        except Exception:   # not a tensor (or one without storage): always sent
+            return True
 
     # -------------------------------------------------- evaluation loops
     def _loop_batch_start(self, trainer: Any, loop: str) -> None:

@@ -55,8 +55,8 @@ def _loader(n: int = 16, batch: int = 4) -> torch.utils.data.DataLoader:
                                        batch_size=batch)
 
 
-def _trainer(tmp_path, callback, **kw) -> L.Trainer:
-    return L.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
+def _trainer(tmp_path, callback, max_epochs: int = 1, **kw) -> L.Trainer:
+    return L.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False,
                      enable_checkpointing=False, enable_progress_bar=False,
                      enable_model_summary=False, default_root_dir=str(tmp_path),
                      callbacks=[callback], **kw)
@@ -116,6 +116,45 @@ def test_fit_maps_loops_to_steps_and_takes_the_backpropagated_loss(tmp_path):
     # validation computes F.mse_loss with gradients off, outside the model: its loss
     assert [s for s, _ in report["eval_losses"]] == [s.step for s in cb.sink.summaries
                                                      if s.kind == "inference"]
+
+
+class Logging(TinyRegressor):
+    """Logs a training loss each step and over the epoch, and a validation loss."""
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        return loss
+
+    def test_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("test_loss", nn.functional.mse_loss(self(x), y))
+
+
+def test_logged_values_are_sent_once_each_when_lightning_logs_them(tmp_path):
+    """``trainer.logged_metrics`` keeps the last value of every name: each training
+    log re-sent the last validation's val_loss (and the last epoch's aggregate) as
+    new points at later steps, the last epoch's aggregate never came (nothing logs
+    after it), and test metrics were never sent."""
+    torch.manual_seed(0)
+    cb = Recording(connect=False)
+    trainer = _trainer(tmp_path, cb, max_epochs=2, log_every_n_steps=1, val_check_interval=0.5,
+                       num_sanity_val_steps=0)
+    model = Logging()
+    trainer.fit(model, _loader(), _loader(8))
+    cb_test = Recording(connect=False)
+    _trainer(tmp_path, cb_test).test(model, _loader(8), verbose=False)
+    sent: dict[str, list[tuple[int, float]]] = {}
+    for m in cb.sink.scalars + cb_test.sink.scalars:
+        for k, v in m.values.items():
+            sent.setdefault(k, []).append((m.step, v))
+    assert len(sent["train_loss_step"]) == 8   # 4 batches a epoch, every one logged
+    assert [v for _, v in sent["train_loss_step"]] == pytest.approx(model.backpropagated)
+    assert len(sent["val_loss"]) == 4          # twice an epoch
+    assert len(sent["train_loss_epoch"]) == 2  # once an epoch, the last one too
+    assert [v for _, v in sent["train_loss_epoch"]] == pytest.approx(
+        [sum(model.backpropagated[:4]) / 4, sum(model.backpropagated[4:]) / 4])
+    assert len(sent["test_loss"]) == 1
 
 
 def test_update_ratios_are_taken_though_the_optimizer_steps_a_closure(tmp_path):
