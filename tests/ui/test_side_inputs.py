@@ -97,3 +97,29 @@ def test_a_run_of_identical_blocks_folds_into_one_card_and_back() -> None:
     assert folded.visible_for_module(0, "h.7.fc") == runs[0]
     assert folded.module_of(runs[0]) == (0, "h.0")
     assert group_id((0, "h.5")) in g.visible_graph()   # the original keeps its cards
+
+
+def test_a_mask_fed_to_layers_with_others_between_them_is_a_badge() -> None:
+    """BERT's attention mask goes to each layer's attention, with the layer's
+    intermediate and output between two of them: it stayed a node whose edges pulled
+    each layer further right, a staircase off the view."""
+    nodes = [_node("in0", "input", label='in["input_ids"]', shape=(2, 8), dtype="int64"),
+             _node("mask", "input", label='in["attention_mask"]', shape=(2, 1, 8, 8)),
+             _node("e", path="embed", label="Embedding")]
+    edges = [["in0", "e", [2, 8]]]
+    prev = "e"
+    for i in range(4):
+        parts = [f"a{i}", f"m{i}", f"o{i}"]
+        for nid, part in zip(parts, ("attention", "intermediate", "output")):
+            nodes.append(_node(nid, path=f"layer.{i}.{part}"))
+        edges += [[prev, f"a{i}", [2, 8, 16]], [f"a{i}", f"m{i}", [2, 8, 16]],
+                  [f"m{i}", f"o{i}", [2, 8, 16]], [f"a{i}", f"o{i}", [2, 8, 16]],
+                  ["mask", f"a{i}", [2, 1, 8, 8]]]
+        prev = f"o{i}"
+    g = GraphModel("module")
+    g.set_structure(GraphStructure(kind="module", hash="bert", nodes=nodes, edges=edges),
+                    budget=None)
+    vis = g.visible_graph()
+    assert "mask" not in vis
+    assert vis.graph["side_inputs"]["mask"]["consumers"] == [f"a{i}" for i in range(4)]
+    assert vis.nodes["a2"]["side_inputs"][0]["label"] == "attention_mask"

@@ -453,8 +453,31 @@ def _is_side_source(vis: nx.DiGraph, nid: str) -> bool:
     if len(succ) < SIDE_FANOUT:
         return False
     members = set(succ)
-    chained = sum(1 for v in succ for w in vis.successors(v) if w in members)
+    chained = sum(1 for v in succ if _reaches_another(vis, v, members))
     return chained >= 2
+
+
+#: nodes a search from one consumer visits at most, looking for another (a BERT
+#: layer's attention reaches the next layer's in 3 steps)
+SIDE_REACH = 64
+
+
+def _reaches_another(vis: nx.DiGraph, start: str, members: set[str]) -> bool:
+    """Whether another of ``members`` lies downstream of ``start`` (within
+    ``SIDE_REACH`` nodes): the consumers run one after another, not side by side.
+    Not only a direct edge: BERT's attention mask, fed to each layer's attention
+    (attention → intermediate → output → the next attention), stayed a node whose
+    edges pulled every layer a step further right, a staircase off the view."""
+    seen, todo = {start}, list(vis.successors(start))
+    while todo and len(seen) < SIDE_REACH:
+        v = todo.pop()
+        if v in seen:
+            continue
+        if v in members:
+            return True
+        seen.add(v)
+        todo.extend(vis.successors(v))
+    return False
 
 
 def side_input_label(attrs: dict[str, Any]) -> str:
