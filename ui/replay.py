@@ -416,6 +416,7 @@ class ReplayWindow(MainWindow):
         self.graph.shown_step = step
         self.graph.set_snapshot(metrics)
         self.shown_step, self._step_stats = step, stats or {}
+        self.status.shown_step = step
         self._non_finite_out = non_finite or set()
         sel = self.view_state.selection
         if sel is not None:   # the inspector follows the timeline

@@ -42,6 +42,8 @@ class StatusPanel:
         self.connection = "not connected"
         #: a recording's window: the rate is the recorded training's, events/s is empty
         self.recorded = False
+        #: a recording's window: the step its timeline shows (None: the latest)
+        self.shown_step: int | None = None
         self.set_state("idle")
 
     def text(self, name: str) -> str:
@@ -77,7 +79,13 @@ class StatusPanel:
         self.labels["connection"].setText(self.connection)
         job = f" · rank {model.rank} of {model.world_size}" if model.world_size > 1 else ""
         self.labels["script"].setText(f"script: {script}{job}")
-        self.labels["step"].setText(f"step {max(model.step, 0)}")
+        last = max(model.step, 0)
+        shown = self.shown_step
+        # a replay names the step its slider shows: 'step 5' beside 'showing recorded
+        # step 1' read as the step on screen
+        self.labels["step"].setText(f"step {shown} (recorded up to {last})"
+                                    if self.recorded and shown is not None and shown != last
+                                    else f"step {last}")
         # a replay, or a script that ended: the pace of the training (its steps' own
         # durations), not of the file's reading or a live average decaying towards 0
         # after the last step (an ended GPT-2 run read '0.1 steps/s')

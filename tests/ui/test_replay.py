@@ -439,3 +439,15 @@ def test_only_the_latest_step_and_comparison_asked_for_are_shown(qtbot, recordin
     assert shown == [5] and w.shown_step == 5
     assert len(compared) == 1
     w.close()
+
+
+def test_the_status_bar_names_the_step_the_timeline_shows(qtbot, replay):
+    """'step 11' beside 'showing recorded step 3' read as the step on screen."""
+    replay.replay.slider.setValue(3)
+    qtbot.waitUntil(lambda: replay.shown_step == 3, timeout=5000)
+    replay.refresh()
+    assert replay.status.text("step") == "step 3 (recorded up to 11)"
+    replay.replay.slider.setValue(11)
+    qtbot.waitUntil(lambda: replay.shown_step == 11, timeout=5000)
+    replay.refresh()
+    assert replay.status.text("step") == "step 11"
