@@ -10,7 +10,7 @@ from PySide6.QtWidgets import (QHeaderView, QLineEdit, QStyle, QStyledItemDelega
                                QStyleOptionViewItem, QTreeView, QVBoxLayout, QWidget)
 
 from tensorscope.ui.elided import CentredNote
-from tensorscope.ui.model.cards import shape_text, short_dtype
+from tensorscope.ui.model.cards import shape_candidates, shape_text, short_dtype
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.model.changes import ChangeCursor
 from tensorscope.ui.model.session_model import LocalKey, ModuleState, SessionModel
@@ -376,11 +376,22 @@ class ModuleTreePanel(QWidget):
 
 
 class _MiddleElided(QStyledItemDelegate):
-    """Cells elided in the middle."""
+    """Shape cells shortened by whole dims (``2×…×500``; ``shape_candidates``), and
+    elided in the middle only when not even the last dim fits."""
 
     def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802
         super().initStyleOption(option, index)
         option.textElideMode = Qt.TextElideMode.ElideMiddle
+        style = option.widget.style() if option.widget is not None else None
+        margin = (style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin, None,
+                                    option.widget) + 1 if style is not None else 3)
+        room = option.rect.width() - 2 * margin
+        if room <= 0 or option.fontMetrics.horizontalAdvance(option.text) <= room:
+            return
+        for text in shape_candidates(option.text):
+            if option.fontMetrics.horizontalAdvance(text) <= room:
+                option.text = text
+                return
 
 
 def _parse_key(data: object) -> LocalKey | None:

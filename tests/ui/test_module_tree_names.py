@@ -47,3 +47,35 @@ def test_a_short_name_four_levels_down_is_not_elided(qtbot):
         return all(view.visualRect(i).width() - 2 * margin
                    >= view.fontMetrics().horizontalAdvance(name) for i, name in cells)
     qtbot.waitUntil(whole, timeout=5000)
+
+
+def test_a_narrow_shape_column_drops_whole_dims_not_digits(qtbot):
+    """lm_head's ``2×32×500`` read ``2×…00`` in a small window: no dim in it."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QStyleOptionViewItem
+    from tensorscope.ui.model.cards import shape_candidates
+    from tensorscope.ui.module_tree import COLUMNS
+    assert shape_candidates("16×3×16×224×224") == [
+        "16×3×16×224×224", "16×…×16×224×224", "16×…×224×224", "16×…×224", "…×224"]
+    assert shape_candidates("scalar") == ["scalar"]
+    from tensorscope.common.events import CallDigest
+    from tensorscope.common.tensors import tensor_meta
+    logits = CallDigest(step=0, index=0, root=0, path="lm_head", type="Linear",
+                        outputs=[tensor_meta("out", shape=[2, 32, 50257], dtype="float32",
+                                             device="cpu")])
+    w = laid_out_window(qtbot, gpt2_like_session() + [logits], (1024, 640))
+    tree, view = w.tree, w.tree.view
+    col = COLUMNS.index("Shape")
+    qtbot.waitUntil(lambda: tree.items[(0, "lm_head")][col].text() != "", timeout=5000)
+    index = tree.proxy.mapFromSource(tree.items[(0, "lm_head")][col].index())
+    assert index.data() == "2×32×50257"
+    delegate = view.itemDelegateForColumn(col)
+    metrics = view.fontMetrics()
+    shown = {}
+    for text in ("2×32×50257", "2×…×50257", "…×50257"):
+        option = QStyleOptionViewItem()
+        option.widget = view
+        option.rect = QRect(0, 0, metrics.horizontalAdvance(text) + 8, 20)
+        delegate.initStyleOption(option, index)
+        shown[text] = option.text
+    assert shown == {t: t for t in shown}

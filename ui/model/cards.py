@@ -81,6 +81,20 @@ def shape_text(shape) -> str:
     return "×".join(str(s) for s in shape) if len(shape) else "scalar"
 
 
+def shape_candidates(text: str) -> list[str]:
+    """``text`` (``16×3×16×224×224``) and shorter forms that keep whole dims, widest
+    first: the first dim and ever fewer trailing ones (``16×…×224×224``, ``16×…×224``),
+    then the last alone (``…×224``). A shape cut inside a number (``2×…00`` for
+    ``2×32×500``) named no dim."""
+    dims = text.split("×")
+    out = [text]
+    for keep in range(len(dims) - 2, 0, -1):
+        out.append("×".join([dims[0], "…", *dims[-keep:]]))
+    if len(dims) > 1:
+        out.append(f"…×{dims[-1]}")
+    return out
+
+
 def side_text(badges: list[dict]) -> str:
     """The stub row of a card fed side inputs: ``⇢ attention_mask 2×32, side input 1×32``."""
     parts = [f"{b.get('label', 'side input')} {shape_text(b.get('shape'))}".strip()
