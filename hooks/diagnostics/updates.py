@@ -14,8 +14,10 @@ frozen on purpose).
   parameters moved by less than ``TINY_RATIO`` (1e-7) of their norm, while
   their gradients were non-zero (healthy training is usually between 1e-4
   and 1e-2). A check where a group's learning rate grew since the last one
-  (a warmup) restarts the count. The message names the optimizer groups and
-  their learning rates. Causes: a learning rate far too low (1e-9 typed for
+  (a warmup) restarts the count. The message names the models whose weights
+  moved (the roots holding most of the elements judged; a parameter no called
+  module holds, by its optimizer) and the optimizer groups with their learning
+  rates. Causes: a learning rate far too low (1e-9 typed for
   1e-3), ``lr=0`` in every group, a scheduler decayed to zero, a GradScaler
   skipping every step.
 * ``huge_updates``: on ``HUGE_CHECKS`` (2) consecutive checks most counted
@@ -42,6 +44,7 @@ frozen on purpose).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
@@ -102,6 +105,9 @@ class UpdateRatioObserver(Diagnostic):
         pids = self._param_ids() if (zero_lr and training) or settle else {}
         total = tiny = huge = once = 0
         ratios: list[tuple[float, int]] = []
+        # root -> elements of its parameters that moved too little / too much
+        tiny_at: Counter[int | str] = Counter()
+        huge_at: Counter[int | str] = Counter()
         for r in rows:
             g, p, ratio = r.get("grad_norm"), r.get("norm"), r["update_ratio"]
             # an infinite gradient counts as non-zero (a GradScaler skipping the step)
@@ -114,23 +120,30 @@ class UpdateRatioObserver(Diagnostic):
             n = _numel(r.get("shape"))
             total += n
             ratios.append((ratio, n))
+            # a parameter no called module holds is named by the optimizer holding it
+            root = r.get("root")
+            if root is None:
+                root = str(r.get("name", "")).partition(".")[0] or "an optimizer"
             if ratio < TINY_RATIO:
                 tiny += n
+                tiny_at[root] += n
             scale = settle.get(pid, 1.0) if settle and pid is not None else 1.0
-            if ratio * scale > HUGE_RATIO:
-                huge += n
-            if ratio > HUGE_ONCE or HUGE_REWRITE < ratio < ZERO_START:
-                once += n
+            big = ratio * scale > HUGE_RATIO
+            rewritten = ratio > HUGE_ONCE or HUGE_REWRITE < ratio < ZERO_START
+            huge += n if big else 0
+            once += n if rewritten else 0
+            if big or rewritten:
+                huge_at[root] += n
         if not total:
             return
         self._tiny = self._tiny + [record.step] if tiny > MOST * total and not warming else []
         self._huge = self._huge + [record.step] if huge > MOST * total else []
         median = _weighted_median(ratios)
         if len(self._tiny) >= TINY_CHECKS:
-            self._report_tiny(record, median, groups)
+            self._report_tiny(record, median, groups, tiny_at)
             self._tiny = []
         if len(self._huge) >= HUGE_CHECKS or once > MOST * total:
-            self._report_huge(record, median, groups)
+            self._report_huge(record, median, groups, huge_at)
             self._huge = []
 
     # -------------------------------------------------------------- groups
@@ -195,11 +208,23 @@ class UpdateRatioObserver(Diagnostic):
         return ", ".join(parts) + (" ..." if len(groups) > 6 else "")
 
     # ------------------------------------------------------------- reports
+    def _models(self, at: Counter[int | str]) -> tuple[int, str]:
+        """The root holding most of the parameters judged, and the models named: a
+        script's roots are whatever it calls (a loss, a ReLU called on its own), so
+        the name is that of the roots whose weights moved, not of the first root."""
+        ranked = [key for key, n in at.most_common() if n]
+        names = [module_label(self.ctx, key, "") if isinstance(key, int)
+                 else f"the parameters {key} holds" for key in ranked[:3]]
+        more = " ..." if len(ranked) > 3 else ""
+        rid = next((key for key in ranked if isinstance(key, int)), 0)
+        return rid, (" and ".join(names) if len(names) <= 2 else ", ".join(names)) + more
+
     def _report_tiny(self, record: StepRecord, median: float,
-                     groups: list[tuple[int, int, float, set[int]]]) -> None:
+                     groups: list[tuple[int, int, float, set[int]]], at: Counter[int | str]) -> None:
         steps = self._tiny
-        self.emit("tiny_updates", "warning", "optimizer", 0, "",
-                  f"The optimizer barely changes the weights of {module_label(self.ctx, 0, '')}: "
+        rid, models = self._models(at)
+        self.emit("tiny_updates", "warning", "optimizer", rid, "",
+                  f"The optimizer barely changes the weights of {models}: "
                   f"at steps {', '.join(map(str, steps))} most trainable parameters moved by "
                   f"less than {TINY_RATIO:g} of their norm (median update/weight ratio "
                   f"{median:.1e}; healthy training is usually 1e-4 to 1e-2), while their "
@@ -210,11 +235,12 @@ class UpdateRatioObserver(Diagnostic):
                   f"uses (optimizer.param_groups[i]['lr']) and the scheduler.", step=record.step)
 
     def _report_huge(self, record: StepRecord, median: float,
-                     groups: list[tuple[int, int, float, set[int]]]) -> None:
+                     groups: list[tuple[int, int, float, set[int]]], at: Counter[int | str]) -> None:
         steps = self._huge or [record.step]
-        self.emit("huge_updates", "warning", "optimizer", 0, "",
-                  f"Each optimizer step rewrites the weights of "
-                  f"{module_label(self.ctx, 0, '')}: at steps {', '.join(map(str, steps))} most "
+        rid, models = self._models(at)
+        self.emit("huge_updates", "warning", "optimizer", rid, "",
+                  f"Each optimizer step rewrites the weights of {models}: at steps "
+                  f"{', '.join(map(str, steps))} most "
                   f"trainable parameters moved by more than {HUGE_RATIO:g} of their norm "
                   f"(median update/weight ratio {median:.2g}; healthy training is usually 1e-4 "
                   f"to 1e-2). Groups: {self._describe_groups(groups)}. The loss will "

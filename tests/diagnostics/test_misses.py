@@ -733,3 +733,28 @@ def test_fixed_length_sequence_first_batches_of_varying_size(evidence: str) -> N
         opt.step()
     w.close()
     assert not [k for k in sink.findings if k[0] == "rnn_batch_first"]
+
+
+def test_huge_updates_names_the_model_whose_weights_moved() -> None:
+    """Two models, the first called each step training at a sane rate and the second
+    at a rate far too high (Adam at lr=1 rewrites its weights at its first step): the
+    finding names the second (it named the first root, whatever moved), and sits on
+    its root."""
+    torch.manual_seed(0)
+    critic = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 1))
+    actor = nn.Sequential(nn.Linear(6, 32), nn.Tanh(), nn.Linear(32, 6))
+    opt_c = torch.optim.SGD(critic.parameters(), lr=1e-3)
+    opt_a = torch.optim.Adam(actor.parameters(), lr=1.0)
+    w, sink = _watch([critic, actor], [opt_c, opt_a])
+    for _ in range(12):
+        opt_c.zero_grad()
+        opt_a.zero_grad()
+        x = torch.randn(16, 6)
+        critic(x).pow(2).mean().backward()
+        actor(x).pow(2).mean().backward()
+        opt_a.step()
+        opt_c.step()
+    w.close()
+    finding = sink.findings[("huge_updates", "")]
+    assert "weights of Sequential#2:" in finding.message
+    assert finding.root == 1   # the actor, the second model called
