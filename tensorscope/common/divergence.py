@@ -17,7 +17,10 @@ A parameter is compared once it is known to be replicated: its row says so
 every rank held the same value of it at an earlier comparison (replicas
 synchronised by hand), or every rank has the same non-zero gradient norm (an
 all-reduced gradient: replicas whose weights differ although they take the
-same updates started from different values). Ranks that hold different
+same updates started from different values), unless every rank's loss of that
+step is the same too: the same weights on the same batch have the same
+gradient without any all-reduce (a sweep of one seed over one dataset, each
+rank with its own learning rate, differs after its first update). Ranks that hold different
 models under the same names (pipeline stages, an ensemble with one seed per
 rank) have their own gradients, and are never compared.
 
@@ -83,14 +86,15 @@ class DivergenceCheck:
     def __init__(self, world_size: int = 1, rtol: float = RTOL) -> None:
         self.world_size = world_size
         self.rtol = rtol
-        self._steps: dict[tuple[str, int], dict[int, tuple[int, _Norms]]] = {}
+        self._steps: dict[tuple[str, int], dict[int, tuple[int, _Norms, float | None]]] = {}
         self._done: set[tuple[str, int]] = set()
         self._agreed: set[tuple[Any, str]] = set()   # (root, name) every rank held equal
 
     def add(self, rank: int, step: int, params: Iterable[dict[str, Any]],
-            world_size: int | None = None, update: int | None = None) -> list[Finding]:
+            world_size: int | None = None, update: int | None = None,
+            loss: float | None = None) -> list[Finding]:
         """One rank's parameter rows of ``step`` (after its ``update``-th training step,
-        if known); the findings once every rank's are in."""
+        if known; ``loss``: the step's, if known); the findings once every rank's are in."""
         if world_size:
             self.world_size = max(self.world_size, int(world_size))
         norms = _norms(params)
@@ -98,7 +102,7 @@ class DivergenceCheck:
         if self.world_size <= 1 or not norms or key in self._done:
             return []
         at = self._steps.setdefault(key, {})
-        at[rank] = (step, norms)
+        at[rank] = (step, norms, loss if isinstance(loss, (int, float)) else None)
         if len(at) < self.world_size:
             for old in list(self._steps)[:-KEEP_STEPS]:   # oldest first (insertion order)
                 del self._steps[old]
@@ -107,9 +111,12 @@ class DivergenceCheck:
         self._done.add(key)
         return self._compare(at)
 
-    def _compare(self, got: dict[int, tuple[int, _Norms]]) -> list[Finding]:
+    def _compare(self, got: dict[int, tuple[int, _Norms, float | None]]) -> list[Finding]:
         ranks = sorted(got)
         at = {r: got[r][1] for r in ranks}
+        # the same loss everywhere: the same weights on the same batch, whose gradients
+        # are equal with no all-reduce (no evidence of replicas)
+        alike = _same_value([got[r][2] for r in ranks], self.rtol)
         names = set.intersection(*(set(at[r]) for r in ranks))
         findings = []
         for key in sorted(names, key=lambda k: (str(k[0]), k[1])):
@@ -123,7 +130,7 @@ class DivergenceCheck:
                 why = "DDP keeps parameters replicated"
             elif key in self._agreed:
                 why = "every rank held the same value before, as replicas do"
-            elif _same_gradient([at[r][key][4] for r in ranks], self.rtol):
+            elif not alike and _same_gradient([at[r][key][4] for r in ranks], self.rtol):
                 why = ("every rank has the same (all-reduced) gradient for it, as replicas "
                        "do, applied to different weights")
             else:
@@ -143,6 +150,14 @@ class DivergenceCheck:
                              f"changed outside DDP's buckets (after step(), or not registered), "
                              f"or gradients accumulated under no_sync() and never synced")))
         return findings
+
+
+def _same_value(values: list[float | None], rtol: float) -> bool:
+    """Whether every rank has the same finite number."""
+    first = values[0]
+    return (first is not None and math.isfinite(first)
+            and all(v is not None and math.isclose(v, first, rel_tol=rtol, abs_tol=1e-12)
+                    for v in values))
 
 
 def _odd_ones(values: dict[int, float], rtol: float) -> list[int]:
@@ -171,7 +186,8 @@ def report_findings(ranks: list[dict[str, Any]], world_size: int) -> list[dict[s
             rows = _check_rows(entry.get("norms"))
             update = entry.get("update")
             for f in check.add(int(report.get("rank", 0)), int(entry.get("step", 0)), rows,
-                               update=update if isinstance(update, int) else None):
+                               update=update if isinstance(update, int) else None,
+                               loss=entry.get("loss")):
                 key = f.key
                 if key in out:
                     out[key]["count"] += 1

@@ -198,7 +198,7 @@ class ReportBuilder:
             if norms and (msg.kind == "train" or not msg.updates):
                 self.param_checks.append({"step": msg.step, "norms": norms,
                                           "update": msg.updates if msg.kind == "train"
-                                          else None})
+                                          else None, "loss": msg.loss})
             if msg.kind == "train" and msg.updates and len(self.data_checks) < DATA_CHECKS:
                 self.data_checks.append([msg.updates, msg.data_sum, msg.loss, msg.step,
                                          bool(msg.unsharded_loader)])

@@ -183,6 +183,17 @@ def test_hand_written_data_parallelism_is_compared_by_its_shared_gradients(tmp_p
     assert "all-reduced" in found[0]["message"]
 
 
+def test_a_learning_rate_sweep_from_one_seed_is_no_divergence(tmp_path):
+    """Each rank trains its own model from one seed on the same batches, with its own
+    learning rate: at the first update every rank had the same gradient (the same
+    weights on the same batch), read as an all-reduced one, so the models' different
+    weights after it were an error-level rank_divergence."""
+    out, plain_out, report = _plain_and_traced(tmp_path, "sweep_train.py")
+    assert _losses(out) == _losses(plain_out) and len(_losses(out)) == 10
+    assert [(r["rank"], r["steps"]) for r in report["ranks"]] == [(0, 4), (1, 6)]
+    assert not [f for f in report["findings"] if f["kind"] == "rank_divergence"]
+
+
 def test_a_nan_through_a_hand_written_all_reduce_points_to_the_other_ranks(tmp_path):
     proc = _start([sys.executable, "-m", "tensorscope", "run", "--nproc-per-node", "2",
                    "--headless", "--report", "r.json", str(HERE / "manual_dp_train.py"),
