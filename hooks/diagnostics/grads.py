@@ -323,7 +323,10 @@ class GradAccumulationObserver(ZeroGradListener):
         rid = hit[0]
         step = self.ctx.step_index
         if how == "zero_grad()" and self._graphs.reached(rid) is False:
-            self._not_reached(optimizer, trainable, rid, step - count + 1, step)
+            if _twin(optimizer, self.ctx.optimizers) is None:
+                # an optimizer over another's parameters (optD = Adam(G.parameters())) steps
+                # on what the other one trains: the model left out is param_not_in_optimizer
+                self._not_reached(optimizer, trainable, rid, step - count + 1, step)
             return
         effect = ("every gradient is zero, so each update changes the weights only "
                   "through momentum or weight decay" if "False" in how else
@@ -775,13 +778,35 @@ class ParamCoverageObserver(ZeroGradListener):
                               f"gradients (faster, less memory). Fix otherwise: pass all "
                               f"parameters to the optimizer.", step=step)
                     continue
+                twins = self._twins_note(where)
                 self.emit("param_not_in_optimizer", "warning", "optimizer", rid, mod,
                           f"The parameters of {where} ({_names(listed)}) receive gradients "
                           f"but belong to no parameter group of any optimizer, so they never "
-                          f"change. Common cause: the layer was created (or replaced) after "
-                          f"the optimizer. Fix: build the optimizer after the model is "
-                          f"complete, or optimizer.add_param_group({{'params': ...}}).",
+                          f"change. " + (twins or
+                          "Common cause: the layer was created (or replaced) after "
+                          "the optimizer. Fix: build the optimizer after the model is "
+                          "complete, or optimizer.add_param_group({'params': ...})."),
                           step=step)
+
+    def _twins_note(self, where: str) -> str:
+        """The cause and fix when two optimizers hold the same parameters (a copy-pasted
+        optimizer line that names the wrong model); "" when none do."""
+        opts = list(self.ctx.optimizers)
+        for j, opt in enumerate(opts):
+            other = _twin(opt, opts)
+            if other is None:
+                continue
+            i = next(k for k, o in enumerate(opts) if o is other)
+            first = next((p for g in opt.param_groups for p in g["params"]), None)
+            named = self.ctx.param_name(first) if first is not None else None
+            owner = f" (those of {module_label(self.ctx, named[0], '')})" if named else ""
+            a, b = sorted((i, j))
+            return (f"Optimizers {a} ({type(opts[a]).__name__}) and {b} "
+                    f"({type(opts[b]).__name__}) hold the same parameters{owner}: one of them "
+                    f"was meant for {where} and was built from the other model's parameters "
+                    f"(a copied line such as optD = Adam(G.parameters())). Fix: build that "
+                    f"optimizer from {where}.parameters().")
+        return ""
 
     def _orphans_in_optimizer(self) -> bool:
         """Whether an optimizer holds an ``nn.Parameter`` that no watched model has: the
@@ -827,3 +852,15 @@ def _frozen_prefix(rows: list[dict[str, Any]], outside: set[str]) -> bool:
 
 def _names(names: list[str]) -> str:
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _twin(optimizer: Any, optimizers: list[Any]) -> Any | None:
+    """Another optimizer that holds every parameter ``optimizer`` holds, built on its own
+    (a wrapper such as Lookahead shares its inner optimizer's ``param_groups``)."""
+    mine = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    for other in optimizers:
+        if other is optimizer or other.param_groups is optimizer.param_groups or not mine:
+            continue
+        if mine <= {id(p) for g in other.param_groups for p in g["params"]}:
+            return other
+    return None

@@ -25,10 +25,17 @@ frozen on purpose).
   one check by more than ``HUGE_ONCE`` (1.0, the weights rewritten
   entirely) or by more than ``HUGE_REWRITE`` (0.9: moved by about twice their norm)
   without being zero before the step (a ratio of 1 to rounding, ``ZERO_START``: LoRA's
-  zero-initialised ``B``, a zero-init head, which any first step rewrites). Two
-  checks, because Adam's first step moves every weight by about the learning rate
-  whatever the gradient: the weights are rewritten every step, usually before the
-  loss diverges. Causes: a learning rate far too high, a missing ``zero_grad``
+  zero-initialised ``B``, a zero-init head, which any first step rewrites). A one-check
+  rewrite is reported at the next check, unless the loss has fallen to
+  ``LOSS_PROGRESS`` (half) of its value by then, or when the run ends first. A run
+  of consecutive large checks over which the loss halved starts again from its
+  last check. Large updates that halve the loss are training, not wrecking the
+  weights: plain SGD on a small regression whose weights start far from the
+  solution moves them by about their norm for its first steps while the loss
+  drops a hundredfold. Two checks, because Adam's first step moves every weight
+  by about the learning rate whatever the gradient: the weights are rewritten
+  every step, usually before the loss diverges. Causes: a learning rate far too
+  high, a missing ``zero_grad``
   combined with a large rate, a warmup that is missing.
 
   Two optimizers take large steps at first by design, and the consecutive
@@ -62,6 +69,7 @@ HUGE_ONCE = 1.0
 HUGE_REWRITE = 0.9
 ZERO_START = 1 - 1e-3
 MOST = 0.5   # fraction of the counted elements
+LOSS_PROGRESS = 0.5   # large updates that bring the loss to half or less are productive
 
 
 def _count(step: Any) -> int:
@@ -91,6 +99,10 @@ class UpdateRatioObserver(Diagnostic):
         self._tiny: list[int] = []     # steps of the current run of tiny checks
         self._huge: list[int] = []
         self._lrs: dict[tuple[int, int], float] = {}
+        # a check that rewrote the weights once, waiting for the next check to confirm it:
+        # (step, median ratio, loss, elements that moved too much by root)
+        self._once: tuple[int, float, float | None, Counter[int | str]] | None = None
+        self._huge_loss: float | None = None   # the loss at the first check of self._huge
 
     def on_step_end(self, record: StepRecord) -> None:
         """Judge the ratios of a statistics step."""
@@ -137,14 +149,38 @@ class UpdateRatioObserver(Diagnostic):
         if not total:
             return
         self._tiny = self._tiny + [record.step] if tiny > MOST * total and not warming else []
-        self._huge = self._huge + [record.step] if huge > MOST * total else []
+        loss = _loss(record)
+        if huge > MOST * total:
+            if not self._huge:
+                self._huge_loss = loss
+            self._huge.append(record.step)
+        else:
+            self._huge = []
         median = _weighted_median(ratios)
         if len(self._tiny) >= TINY_CHECKS:
             self._report_tiny(record, median, groups, tiny_at)
             self._tiny = []
-        if len(self._huge) >= HUGE_CHECKS or once > MOST * total:
-            self._report_huge(record, median, groups, huge_at)
+        pending, self._once = self._once, None
+        if pending is not None and _progress(pending[2], loss):
+            pending = None   # the large steps brought the loss down: they were productive
+        if len(self._huge) >= HUGE_CHECKS and _progress(self._huge_loss, loss):
+            self._huge, self._huge_loss = [record.step], loss
+        if len(self._huge) >= HUGE_CHECKS or pending is not None:
+            steps = sorted({*self._huge, *([pending[0]] if pending else []), record.step})
+            self._report_huge(record.step, steps, median, groups,
+                              huge_at + pending[3] if pending else huge_at)
             self._huge = []
+        elif once > MOST * total:
+            # one step that rewrote the weights: a rate far too high, unless the loss has
+            # halved by the next check (a first step from weights far from the solution)
+            self._once = (record.step, median, loss, huge_at)
+
+    def on_detach(self) -> None:
+        """A rewrite the run ended before a second check could confirm."""
+        if self._once is not None:
+            step, median, _, at = self._once
+            self._once = None
+            self._report_huge(step, [step], median, self._groups(), at)
 
     # -------------------------------------------------------------- groups
     def _groups(self) -> list[tuple[int, int, float, set[int]]]:
@@ -234,9 +270,8 @@ class UpdateRatioObserver(Diagnostic):
                   f"skipping every step. Fix: check the learning rate the optimizer really "
                   f"uses (optimizer.param_groups[i]['lr']) and the scheduler.", step=record.step)
 
-    def _report_huge(self, record: StepRecord, median: float,
+    def _report_huge(self, step: int, steps: list[int], median: float,
                      groups: list[tuple[int, int, float, set[int]]], at: Counter[int | str]) -> None:
-        steps = self._huge or [record.step]
         rid, models = self._models(at)
         self.emit("huge_updates", "warning", "optimizer", rid, "",
                   f"Each optimizer step rewrites the weights of {models}: at steps "
@@ -246,7 +281,19 @@ class UpdateRatioObserver(Diagnostic):
                   f"to 1e-2). Groups: {self._describe_groups(groups)}. The loss will "
                   f"oscillate or diverge. Fix: lower the learning rate (by 10-100x), add a "
                   f"warmup, or clip gradients (torch.nn.utils.clip_grad_norm_).",
-                  step=record.step)
+                  step=step)
+
+
+def _loss(record: StepRecord) -> float | None:
+    """The step's loss as a finite number, or None."""
+    loss = getattr(record.summary, "loss", None)
+    return float(loss) if isinstance(loss, (int, float)) and math.isfinite(loss) else None
+
+
+def _progress(before: float | None, now: float | None) -> bool:
+    """Whether the loss fell to ``LOSS_PROGRESS`` of what it was or less: large updates that
+    train (a regression's first steps from weights far from the solution)."""
+    return before is not None and now is not None and before > 0 and now <= LOSS_PROGRESS * before
 
 
 def _weighted_median(ratios: list[tuple[float, int]]) -> float:

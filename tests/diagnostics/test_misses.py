@@ -433,6 +433,30 @@ def test_generator_loss_on_a_detached_fake_is_unused_parameter() -> None:
     assert "detach" in sink.findings[("unused_parameter", "")].message
 
 
+def test_discriminator_optimizer_built_from_the_generator() -> None:
+    """optD = SGD(G.parameters()) (a copied line): D gets gradients and is in no optimizer,
+    said with the cause; optD stepping on G's gradients (None after D's backward) is not
+    G being unused: optG trains it."""
+    torch.manual_seed(0)
+    g, d = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), nn.Linear(2, 1)
+    opt_g, opt_d = torch.optim.SGD(g.parameters(), lr=0.01), torch.optim.SGD(g.parameters(), lr=0.01)
+    w, sink = _watch([g, d], [opt_g, opt_d])
+    for _ in range(4):
+        fake = g(torch.randn(8, 4))
+        opt_d.zero_grad()
+        (d(torch.randn(8, 2)).mean() - d(fake.detach()).mean()).backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        d(fake).mean().backward()
+        opt_g.step()
+    w.close()
+    kinds = {k for k, _ in sink.findings}
+    assert kinds == {"param_not_in_optimizer"}, sink.findings
+    msg = sink.findings[("param_not_in_optimizer", "")].message
+    assert "Optimizers 0 (SGD) and 1 (SGD) hold the same parameters" in msg
+    assert "built from the other model's parameters" in msg and "Fix:" in msg
+
+
 def _clipped(where: str, max_norm: float = 1.0) -> FindingSink:
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
@@ -534,6 +558,28 @@ def test_adam_at_lr_one_rewrites_the_weights() -> None:
     sane rate is no such step."""
     assert _adam_run(1.0, zero_head=False) == {("huge_updates", "")}
     assert _adam_run(1e-3, zero_head=True) == set()
+
+
+def test_large_first_steps_that_train_a_regression_are_not_huge_updates() -> None:
+    """Online SGD (one sample a step) on a 5-weight linear regression whose weights start
+    far from the solution: the first steps move them by about their norm while the loss
+    falls a hundredfold. The same run at a rate that makes it diverge is still found."""
+    def run(lr: float) -> set[tuple[str, str]]:
+        torch.manual_seed(0)
+        w_true = torch.randn(5, 1)
+        model = nn.Linear(5, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        w, sink = _watch(model, opt)
+        for _ in range(30):
+            x = torch.randn(1, 5)
+            opt.zero_grad()
+            F.mse_loss(model(x), x @ w_true).backward()
+            opt.step()
+        w.close()
+        return {k for k in sink.findings if k[0] == "huge_updates"}
+
+    assert run(0.05) == set()
+    assert run(0.6) == {("huge_updates", "")}
 
 
 def _optimizer_run(name: str, lr: float, steps: int) -> set[tuple[str, str]]:
