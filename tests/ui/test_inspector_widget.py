@@ -386,3 +386,35 @@ def test_the_image_grid_says_how_tiles_are_scaled_and_reads_a_pixel_on_hover(ins
     assert inspector.stack.currentWidget() is grid and grid.tile_count == 10
     assert grid.describe(1 * 5 + 2.5, 1 * 5 + 0.5).startswith(
         f"[5, 0, 2] = {format_value(frames[5, 0, 2])}")
+
+
+def test_an_exploded_tensors_histogram_reads_its_exponent_on_the_ticks(inspector, qtbot):
+    """-6.5e+35 read '-6e+08' under '(x1e+27)': pyqtgraph ran out of SI prefixes."""
+    exploded = -np.linspace(5e34, 6.5e35, 16, dtype=np.float32).reshape(16, 1)
+    show(inspector, exploded)
+    axis = inspector.header.hist.getPlotItem().getAxis("bottom")
+    qtbot.waitUntil(lambda: axis.range[0] < -1e35, timeout=2000)
+    axis.updateAutoSIPrefix()
+    assert "x1e" not in axis.labelString()
+    ticks = [t for _spacing, values in axis.tickValues(*axis.range, 300) for t in values]
+    assert any("e+35" in s for s in axis.tickStrings(ticks, axis.autoSIPrefixScale, 1e35))
+    show(inspector, np.linspace(-7e-6, 9e-6, 64, dtype=np.float32).reshape(8, 8))
+    qtbot.waitUntil(lambda: axis.range[1] < 1e-4, timeout=2000)
+    axis.updateAutoSIPrefix()
+    assert "(x1e-06)" in axis.labelString()   # small gradients keep their scale
+
+
+def test_the_colour_bar_has_room_for_its_labels_at_any_magnitude(inspector):
+    """pyqtgraph's 45 px colour-bar axis dropped labels wider than it: a 1e+07 slice's
+    bar read '0' alone, an exploded 1e+35 one nothing."""
+    from PySide6.QtGui import QFontMetricsF
+    for scale in (1e7, 1e35, 1.0):
+        data = np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32) * scale
+        show(inspector, data)
+        axis = inspector.heatmap.bar.axis
+        lo, hi = axis.range
+        levels = axis.tickValues(lo, hi, 200)
+        font = axis.style.get("tickFont") or axis.font()
+        widest = max(QFontMetricsF(font).horizontalAdvance(t) for spacing, values in levels[:1]
+                     for t in axis.tickStrings(values, 1.0, spacing))
+        assert axis.width() >= widest + 10

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBo
 from tensorscope.ui.elided import ElidedLabel, WrappedLabel
 from tensorscope.common.tensors import parse_tensor_ref
 from tensorscope.common.statistics import BY_KEY, STAT_KEYS
+from tensorscope.ui.inspector.plots import ValueAxis
 from tensorscope.ui.inspector.theme import (accent_color, error_color, mute, plot_colors,
                                             style_plot)
 
@@ -235,7 +236,8 @@ class InspectorHeader(QWidget):
         return stats
 
     def _build_histogram(self) -> None:
-        self.hist = pg.PlotWidget(self, background=plot_colors(self)[0])
+        self.hist = pg.PlotWidget(self, background=plot_colors(self)[0],
+                                  axisItems={"bottom": ValueAxis("bottom")})
         self.hist.setFixedHeight(84)
         self.hist.setMenuEnabled(False)
         self.hist.setMouseEnabled(False, False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from tensorscope.ui.elided import CentredNote
@@ -14,6 +15,7 @@ from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLO
 
 MAX_LOCKED_ASPECT = 12.0   # beyond this rows:cols ratio a 1:1 aspect would leave a sliver
 MIN_PLOT_HEIGHT = 160
+BAR_AXIS_WIDTH = 45   # px: pyqtgraph's own for a colour bar's axis
 QWIDGETSIZE_MAX = (1 << 24) - 1
 
 
@@ -71,6 +73,23 @@ class IndexAxis(pg.AxisItem):
         return [str(int(round(v))) for v in values]
 
 
+class ValueAxis(pg.AxisItem):
+    """A value axis whose SI scale stays within pyqtgraph's prefixes (1e-24 to 1e24).
+
+    Beyond them pyqtgraph scales by 1e27 at most and still writes exponents on the
+    ticks: an exploded gradient's histogram read '-6e+08' under '(x1e+27)' for
+    -6.5e+35. Past the prefixes the ticks carry the whole exponent instead.
+    """
+
+    def updateAutoSIPrefix(self) -> None:  # noqa: N802 (pyqtgraph API)
+        """pyqtgraph's prefix, or none where it has run out of prefixes."""
+        super().updateAutoSIPrefix()
+        if self.labelUnitPrefix.startswith("e"):   # siScale's 'e27', 'e-27': no prefix
+            self.autoSIPrefixScale = 1.0
+            self.labelUnitPrefix = ""
+            self._updateLabel()
+
+
 class AspectFit:
     """Keeps an image plot hugging its image: height capped to the aspect, top-aligned.
 
@@ -120,7 +139,8 @@ class _PlotHost(QWidget):
         bg, _ = plot_colors(self)
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setBackground(bg)
-        axes = {"left": IndexAxis("left"), "bottom": IndexAxis("bottom")} if index_axes else None
+        axes = ({"left": IndexAxis("left"), "bottom": IndexAxis("bottom")} if index_axes
+                else {"left": ValueAxis("left")})
         self.plot = self.graphics.addPlot(axisItems=axes)
         style_plot(self.plot, self)
         self.readout = QLabel(" ", self)
@@ -175,6 +195,7 @@ class HeatmapView(_PlotHost):
         self.image.setImage(np.ascontiguousarray(finite, dtype=np.float32), autoLevels=False)
         self.bar.setColorMap(pg.colormap.get(COLORMAPS.get(colormap, "viridis")))
         self.bar.setLevels((lo, hi))
+        self._fit_bar_axis(lo, hi)
         overlay = nonfinite_overlay(values)
         self.overlay.setVisible(overlay is not None)
         if overlay is not None:
@@ -189,6 +210,20 @@ class HeatmapView(_PlotHost):
         self.plot.setLabel("left", labels[0])
         self.plot.setLabel("bottom", labels[1])
         self.fitter.fit(rect)
+
+    def _fit_bar_axis(self, lo: float, hi: float) -> None:
+        """Widen the colour bar's axis to its widest tick label: pyqtgraph fixes it at
+        45 px and drops the labels that do not fit, so a bar over 1e+07 (or an
+        exploded 1e+35) read '0' alone, or nothing."""
+        axis = self.bar.axis
+        levels = axis.tickValues(lo, hi, max(axis.geometry().height(), 100.0))
+        texts = [t for spacing, values in levels[:2]
+                 for t in axis.tickStrings(values, 1.0, spacing)]
+        font = axis.style.get("tickFont") or axis.font()
+        widest = max((QFontMetricsF(font).horizontalAdvance(t) for t in texts), default=0.0)
+        want = max(BAR_AXIS_WIDTH, int(widest) + 16)   # + the tick and its gap
+        if int(axis.width()) != want:
+            axis.setWidth(want)
 
     def describe(self, x: float, y: float) -> str:
         """The element under the cursor: its tensor indices and value."""
