@@ -4,8 +4,10 @@ from __future__ import annotations
 import html
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
+from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from tensorscope.ui.elided import ElidedLabel
@@ -19,14 +21,36 @@ PILL_PATH_CHARS = 40
 _PATH = re.compile(r"`([^`]+)`")
 
 
+class _Resized(QObject):
+    """Calls ``fit`` when the watched status bar is resized."""
+
+    def __init__(self, fit: Callable[[], None]) -> None:
+        super().__init__()
+        self._fit = fit
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        if event.type() == QEvent.Type.Resize:
+            self._fit()
+        return False
+
+
 class StatusPanel:
     """Labels in a QStatusBar, refreshed from the model on the repaint timer."""
 
     FIELDS = ("state", "connection", "script", "step", "rate", "overhead", "events", "dropped",
               "devices")
 
+    #: the fields that give way, in turn, when the bar is too narrow for all of them
+    #: whole (each was cut to a few letters: 's…3', 'dro…d 0', '0.4…s/s' at 1024 px);
+    #: what is hidden is in the bar's tooltip. The state pill and the step never go
+    GIVE_WAY = ("events", "overhead", "connection", "devices", "dropped", "script", "rate")
+    #: px the bar takes besides its fields (size grip, margins)
+    BAR_MARGIN = 32
+
     def __init__(self, bar: QStatusBar, theme: Theme) -> None:
         self.theme = theme
+        self.bar = bar
+        self._resized = _Resized(self.fit)
         self.labels: dict[str, QLabel] = {}
         for name in self.FIELDS:
             # the state pill stays whole; the rest elide in a narrow window (the
@@ -40,6 +64,7 @@ class StatusPanel:
             else:
                 bar.addPermanentWidget(label)
         self.connection = "not connected"
+        bar.installEventFilter(self._resized)
         #: a recording's window: the rate is the recorded training's, events/s is empty
         self.recorded = False
         #: a recording's window: the step its timeline shows (None: the latest)
@@ -122,6 +147,30 @@ class StatusPanel:
             self.set_state("paused at", paused_where(model.paused, model.root_names))
         elif hello is not None:
             self.set_state("running")
+        self.fit()
+
+    def fit(self) -> None:
+        """Show every field whole, or hide the ``GIVE_WAY`` ones in turn until the
+        rest fit (a dropped count in red stays); the hidden ones go in the tooltip."""
+        labels, bar = self.labels, self.bar
+        spacing = max(bar.layout().spacing(), 0) if bar.layout() is not None else 6
+        room = bar.width() - labels["state"].sizeHint().width() - self.BAR_MARGIN
+        shown = [n for n in self.FIELDS[1:] if labels[n].text()]
+
+        def need() -> int:
+            return sum(labels[n].sizeHint().width() + spacing for n in shown)
+        hidden = []
+        for name in self.GIVE_WAY:
+            if need() <= room:
+                break
+            if name in shown and not (name == "dropped" and labels[name].styleSheet()):
+                shown.remove(name)
+                hidden.append(labels[name].text())
+        for name in self.FIELDS[1:]:
+            labels[name].setVisible(name in shown)
+        tip = "\n".join(hidden)
+        if bar.toolTip() != tip:
+            bar.setToolTip(tip)
 
     def _overhead(self, model: SessionModel) -> None:
         """"TensorScope 3.1% of step time", and the rates a budget chose."""
