@@ -785,8 +785,11 @@ def _edge_run(rows: torch.Tensor) -> dict[str, torch.Tensor]:
     real = ~is_pad[:, 1:] & ~is_pad[:, :-1]
     repeats = (rows[:, 1:] == rows[:, :-1]) & real
     only_run = repeats.sum() * RUN_SHARE <= real.sum()
+    # a run of one at most (one row's first or last token that no other row has there:
+    # random tokens in a batch of two) is no padding
     return {"value": value, "suffix": (trail == is_pad.int()).all() & only_run,
-            "vary": lengths.amax() > lengths.amin(), "pad": is_pad.sum(),
+            "vary": (lengths.amax() > lengths.amin()) & (lengths.amax() > 1),
+            "pad": is_pad.sum(),
             "n": (rows >= 0).sum()}
 
 
