@@ -322,10 +322,11 @@ class GraphModel:
     def _entries(self, container: str, src: str | None = None) -> list[str]:
         """Where a tensor fed to an expanded (hidden) container call goes in.
 
-        The visible nodes of its members that nothing inside it feeds; none when
-        ``src`` feeds members itself: those edges draw where it goes (GPT-2's
-        position ids, handed to each block for its attention, were drawn into the
-        block's first layer, ``ln_1``, as well).
+        The visible nodes of its members that nothing the hooks saw feeds (inside it
+        or out); none when ``src`` feeds members itself: those edges draw where it
+        goes. A member fed from outside has its own edges: GPT-2's position ids,
+        handed to each block for its attention, were drawn into the block's first
+        layer (``ln_1``) and, the attention expanded, into its ``c_attn``.
         """
         attrs = self.full.nodes[container]
         key = (int(attrs.get("root", 0) or 0), str(attrs.get("path", "")))
@@ -340,7 +341,7 @@ class GraphModel:
             if (m == container or m in self._containers or self._owner.get(m) is None
                     or self.full.nodes[m].get("kind") == "input"):
                 continue
-            if any(p in members for p in self.full.predecessors(m)):
+            if any(True for _ in self.full.predecessors(m)):
                 continue
             if self._owner[m] not in out:
                 out.append(self._owner[m])

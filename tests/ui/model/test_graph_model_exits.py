@@ -69,3 +69,27 @@ def test_a_tensor_fed_to_a_block_and_to_its_layer_goes_only_to_the_layer() -> No
     assert vis.has_edge("pos", "c4")
     assert not vis.has_edge("pos", "c3")   # ln_1 never read the position ids
     assert vis.has_edge("c1", "c3")        # the stream still enters at ln_1
+
+
+def test_a_tensor_no_layer_of_an_expanded_block_takes_is_drawn_into_none_of_them() -> None:
+    """BERT's attention_mask, handed to BertModel and turned into the extended mask by
+    plain ops, was drawn into the word and token-type embeddings (the model's first
+    layers); GPT-2's position ids into an expanded attention's c_attn."""
+    nodes = [{"id": "ids", "kind": "input", "label": 'in["input_ids"]', "root": 0, "path": "",
+              "call": None, "parent": None, "shape": [2, 3], "dtype": "int64",
+              "device": "cpu"},
+             {"id": "mask", "kind": "input", "label": 'in["attention_mask"]', "root": 0,
+              "path": "", "call": None, "parent": None, "shape": [2, 3], "dtype": "int64",
+              "device": "cpu"},
+             _call(0, "", None), _call(1, "bert", 0), _call(2, "bert.word", 1),
+             _call(3, "bert.type", 1), _call(4, "bert.norm", 1), _call(5, "head", 0)]
+    edges = [["ids", "c0", [2, 3]], ["mask", "c0", [2, 3]], ["ids", "c1", [2, 3]],
+             ["mask", "c1", [2, 3]], ["ids", "c2", [2, 3]], ["ids", "c3", [2, 3]],
+             ["c2", "c4", [2, 4]], ["c3", "c4", [2, 4]], ["c1", "c5", [2, 4]]]
+    g = GraphModel("module")
+    g.set_structure(GraphStructure(kind="module", hash="bert-mask", nodes=nodes, edges=edges),
+                    budget=None)
+    vis = g.visible_graph()
+    assert "c1" not in vis                       # bert expanded
+    assert not vis.has_edge("mask", "c2") and not vis.has_edge("mask", "c3")
+    assert vis.has_edge("ids", "c2") and vis.has_edge("ids", "c3")
