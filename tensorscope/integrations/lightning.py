@@ -120,7 +120,8 @@ class TensorScopeCallback(Callback):
         if not self._accumulating:
             self.watch.end_step("train", "train")
         every = max(1, int(getattr(trainer, "log_every_n_steps", 50) or 50))
-        if getattr(trainer, "global_step", 0) % every == 0:   # when Lightning logs
+        # when Lightning logs: after an optimizer step, every log_every_n_steps of them
+        if not self._accumulating and getattr(trainer, "global_step", 0) % every == 0:
             self._log(trainer)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:

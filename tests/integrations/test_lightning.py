@@ -157,6 +157,22 @@ def test_logged_values_are_sent_once_each_when_lightning_logs_them(tmp_path):
     assert len(sent["test_loss"]) == 1
 
 
+def test_values_logged_in_accumulating_batches_are_sent_at_the_optimizer_steps(tmp_path):
+    """Lightning logs training values after each optimizer step only: the batches that
+    only accumulate gradients sent theirs as well (4 points for 2 logged steps)."""
+    torch.manual_seed(0)
+    cb = Recording(connect=False)
+    model = Logging()
+    _trainer(tmp_path, cb, log_every_n_steps=1, accumulate_grad_batches=2,
+             limit_val_batches=0).fit(model, _loader())
+    sent = [(m.step, m.values["train_loss_step"]) for m in cb.sink.scalars
+            if "train_loss_step" in m.values]
+    train = [s.step for s in cb.sink.summaries if s.kind == "train"]
+    # the value Lightning logs at each optimizer step: its last micro-batch's
+    assert sent == [(train[0], pytest.approx(model.backpropagated[1] * 2)),
+                    (train[1], pytest.approx(model.backpropagated[3] * 2))], sent
+
+
 def test_update_ratios_are_taken_though_the_optimizer_steps_a_closure(tmp_path):
     """Lightning's automatic optimization runs the training step inside
     ``optimizer.step(closure)``: at the first update (the one the default
