@@ -141,7 +141,8 @@ class TargetObserver(Diagnostic):
         self._over_batch: list[tuple[Any, list[int], int]] = []
         self._seq_first: dict[int, bool] = {}   # id(root module) -> has a seq-first layer
         # (defer handle, node that made the logits, step) per BCE-with-logits loss
-        self._binary_handles: list[tuple[int, Any, int]] = []
+        # (defer handle, the node that made the logits, step, arguments swapped)
+        self._binary_handles: list[tuple[int, Any, int, bool]] = []
         # (log-softmax node and the reshapes under it, logits shape, step): a cross-entropy
         # over dimension 1 of [N, T, C] logits whose classes are last
         # (and for probability targets, the defer handle of their sums over dims 1 and -1)
@@ -354,8 +355,13 @@ class TargetObserver(Diagnostic):
             lo, hi = target.amin(), target.amax()
         handle = self.ctx.defer({"lo": lo, "hi": hi})
         if logits:
-            self._binary_handles.append((handle, _skip_views(_first_input(node)),
-                                         self.ctx.step_index))
+            made = _skip_views(_first_input(node))
+            # criterion(labels, logits): the input has no graph, the target has one
+            nxt: Any = getattr(node, "next_functions", ())
+            swapped = made is None and len(nxt) > 1 and nxt[1][0] is not None
+            if swapped:
+                made = _skip_views(nxt[1][0])
+            self._binary_handles.append((handle, made, self.ctx.step_index, swapped))
         if target.shape[0] >= 8 and target.numel() == target.shape[0] and target.dim() <= 2 \
                 and len(self._handles) < 4:
             self._handles.append((handle, 2, False, target.numel()))   # one label per sample
@@ -474,7 +480,7 @@ class TargetObserver(Diagnostic):
     def _report_binary(self, record: StepRecord) -> None:
         """A BCE-with-logits target outside [0, 1] (masks of 0/255, labels of -1/1)."""
         handles, self._binary_handles = self._binary_handles, []
-        for handle, made, step in handles:
+        for handle, made, step, swapped in handles:
             vals = record.deferred.get(handle)
             if not vals:
                 continue
@@ -482,6 +488,9 @@ class TargetObserver(Diagnostic):
             if 0.0 <= lo and hi <= 1.0 or lo != lo or hi != hi:
                 continue
             rid, path = _made_by(record.calls, {id(made)})
+            if swapped:
+                self._report_swapped(rid, path, lo, hi, step)
+                continue
             self.emit("target_out_of_range", "warning", "loss", rid, path,
                       f"The targets of the binary cross-entropy at step {step} (on the "
                       f"logits of {module_label(self.ctx, rid, path)}) range from {lo:g} to "
@@ -490,6 +499,19 @@ class TargetObserver(Diagnostic):
                       f"as the logits grow). Usually masks loaded as 0/255 or labels coded "
                       f"-1/+1. Fix: scale the targets (mask / 255, (y + 1) / 2) into [0, 1].",
                       step=step)
+
+    def _report_swapped(self, rid: int, path: str, lo: float, hi: float, step: int) -> None:
+        where = module_label(self.ctx, rid, path)
+        self.emit("target_out_of_range", "warning", "loss", rid, path,
+                  f"The arguments of the binary cross-entropy at step {step} are swapped: "
+                  f"its target is the output of {where} (it requires grad, values from "
+                  f"{lo:g} to {hi:g}, not probabilities in [0, 1]) and its input, the logits, "
+                  f"is a tensor without gradient (the labels): criterion(labels, logits) "
+                  f"instead of criterion(logits, labels). The loss then differentiates "
+                  f"through the target term only and has no minimum: it falls without bound "
+                  f"as the outputs grow, whatever the labels. Fix: "
+                  f"nn.BCEWithLogitsLoss()(logits, labels) (input first, target second).",
+                  step=step)
 
     def _nll(self, node: Any) -> None:
         logp = saved_value(node, "self", None)

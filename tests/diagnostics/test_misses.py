@@ -194,6 +194,16 @@ def test_binary_targets_outside_zero_one() -> None:
         pred.squeeze(1), (y > 0).float() * 0.9 + 0.05)).findings
 
 
+def test_binary_cross_entropy_arguments_swapped() -> None:
+    """criterion(labels, logits): the target is the model's output, said as swapped
+    arguments at the layer that made it, not as labels to rescale."""
+    sink = _regress(lambda pred, y: F.binary_cross_entropy_with_logits(
+        (y > 0).float(), pred.squeeze(1)))
+    f = sink.findings[("target_out_of_range", "2")]
+    assert "arguments of the binary cross-entropy at step 0 are swapped" in f.message  # type: ignore
+    assert "Fix: nn.BCEWithLogitsLoss()(logits, labels)" in f.message  # type: ignore
+
+
 def test_relu_output_as_logits() -> None:
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3), nn.ReLU())
