@@ -543,9 +543,11 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
     Top level: what the ranks share (script, argv, torch, mode), ``world_size``,
     ``ranks`` (each rank's roots, parameters, findings, losses...),
     ``missing_ranks`` (no file yet: still running, hung or killed), every
-    rank's findings together (each names its rank), ``exit_code`` (the
-    first non-zero) and ``failure`` (``first_failure``: the rank whose own
-    exception ended the job, not one that lost its peer after it, or None).
+    rank's findings together (each names its rank), ``failure``
+    (``first_failure``: the rank whose own exception ended the job, not one
+    that lost its peer after it, or None) and ``exit_code`` (the failing
+    rank's, else the first non-zero: not that of a peer the launcher
+    stopped with SIGTERM because of it, 143).
     Files of another ``job`` are left out.
     """
     ranks: list[dict[str, Any]] = []
@@ -563,13 +565,15 @@ def merge_rank_reports(path: str, world_size: int, job: str = "") -> dict[str, A
     merged: dict[str, Any] = {k: first.get(k) for k in ("tensorscope_report", "script", "argv",
                                                         "torch", "mode")}
     merged["tensorscope_report"] = REPORT_VERSION
+    failure = first_failure(ranks)
+    failed = [r for r in ranks if failure and r.get("rank") == failure["rank"]]
     merged.update({
         "world_size": world_size,
         "missing_ranks": [r for r in range(world_size) if r not in found],
-        "exit_code": next((r["exit_code"] for r in ranks if r.get("exit_code")), 0),
+        "exit_code": next((r["exit_code"] for r in failed + ranks if r.get("exit_code")), 0),
         "steps": max((r.get("steps", 0) for r in ranks), default=0),
         "ranks": [{k: r.get(k) for k in RANK_FIELDS} for r in ranks],
-        "failure": first_failure(ranks),
+        "failure": failure,
     })
     # the findings only the ranks together show, once every rank is in
     job_findings = [] if merged["missing_ranks"] else (

@@ -208,3 +208,21 @@ def test_a_rank_that_stops_stepping_is_stalled():
     m.ranks[0].last_step_at = m.ranks[1].last_step_at - 60.0
     states = m.rank_states(now=m.ranks[1].last_step_at)
     assert states == {0: "stalled", 1: "running"}
+
+
+def test_the_merged_exit_code_is_the_failing_ranks_not_a_stopped_peers(tmp_path):
+    """Rank 1 raises while rank 0 is in host work; torchrun stops rank 0 with SIGTERM
+    (its report says 143). The job's exit code is rank 1's 1, beside its failure,
+    not the first non-zero in rank order."""
+    from tensorscope.training.report import merge_rank_reports
+
+    path = str(tmp_path / "r.json")
+    exc = {"type": "RuntimeError", "message": "rank 1 breaks", "step": 3}
+    for rank, code, raised in ((0, 143, None), (1, 1, exc)):
+        (tmp_path / f"r.rank{rank}.json").write_text(json.dumps(
+            {"rank": rank, "exit_code": code, "exception": raised, "job": "j", "steps": 3}))
+    merged = merge_rank_reports(path, 2, "j")
+    assert merged["failure"]["rank"] == 1 and merged["exit_code"] == 1
+    (tmp_path / "r.rank1.json").write_text(json.dumps(
+        {"rank": 1, "exit_code": 0, "exception": None, "job": "j", "steps": 3}))
+    assert merge_rank_reports(path, 2, "j")["exit_code"] == 143   # no failure: first non-zero
