@@ -17,7 +17,13 @@ import networkx as nx
 
 SHORT_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
                 "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
-                "bool": "bool", "complex64": "c64", "complex128": "c128"}
+                "bool": "bool", "complex64": "c64", "complex128": "c128",
+                "complex32": "c32", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+                # FP8 training's dtypes: 'float8_e4m3fn' took a badge's whole row and
+                # elided to 'float8…' in the tree, where e4m3 and e5m2 are what differ
+                "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2",
+                "float8_e4m3fnuz": "f8e4m3uz", "float8_e5m2fnuz": "f8e5m2uz",
+                "float8_e8m0fnu": "f8e8m0", "float4_e2m1fn_x2": "f4e2m1x2"}
 SIDE_ROW = 17.0
 PILL_DOT = 16.0           # room for a parameter pill's colour dot, left of its name
 # The characters measured on the GUI thread: printable ASCII and the symbols cards use.
@@ -69,7 +75,8 @@ class TextWidths:
 
 def short_dtype(dtype: str) -> str:
     """``float32`` → ``f32`` for badges."""
-    return SHORT_DTYPES.get(dtype, dtype.replace("torch.", ""))
+    name = dtype.replace("torch.", "")   # 'torch.float16' read 'float16', not 'f16'
+    return SHORT_DTYPES.get(name, name)
 
 
 def shape_text(shape) -> str:

@@ -71,3 +71,12 @@ def test_a_parameter_pill_is_sized_for_its_name_in_the_font_it_is_drawn_in():
     assert w == 20 * 5.0 + PILL_DOT + 28
     op = CardText(id="o", kind="op", title="addmm", path="encoder.layers.0.attention.out")
     assert card_size(op, widths)[0] == 30 * 5.0 + 28   # the path row fits too
+
+
+def test_every_dtype_has_a_badge_short_enough_to_read():
+    """FP8's 'float8_e4m3fn' elided to 'float8…' in the tree's Dtype column, where the
+    exponent/mantissa split is what differs; 'torch.float16' read 'float16'."""
+    from tensorscope.ui.model.cards import short_dtype
+    assert short_dtype("float8_e4m3fn") == "f8e4m3" and short_dtype("float8_e5m2") == "f8e5m2"
+    assert short_dtype("torch.float16") == "f16" and short_dtype("torch.bfloat16") == "bf16"
+    assert short_dtype("quint8") == "quint8"
