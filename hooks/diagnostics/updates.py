@@ -17,8 +17,9 @@ frozen on purpose).
   (a warmup) restarts the count. The message names the models whose weights
   moved (the roots holding most of the elements judged; a parameter no called
   module holds, by its optimizer) and the optimizer groups with their learning
-  rates. Causes: a learning rate far too low (1e-9 typed for
-  1e-3), ``lr=0`` in every group, a scheduler decayed to zero, a GradScaler
+  rates, and a scheduler that decayed a group's rate to ``DECAYED`` (1e-6) of
+  its ``initial_lr`` or less (an epoch scheduler stepped every batch). Causes:
+  a learning rate far too low (1e-9 typed for 1e-3), ``lr=0`` in every group, a scheduler decayed to zero, a GradScaler
   skipping every step.
 * ``huge_updates``: on ``HUGE_CHECKS`` (2) consecutive checks most counted
   parameters moved by more than ``HUGE_RATIO`` (0.1) of their norm, or on
@@ -69,6 +70,7 @@ HUGE_ONCE = 1.0
 HUGE_REWRITE = 0.9
 ZERO_START = 1 - 1e-3
 MOST = 0.5   # fraction of the counted elements
+DECAYED = 1e-6   # a scheduled rate at this fraction of its start or less: decayed away
 LOSS_PROGRESS = 0.5   # large updates that bring the loss to half or less are productive
 
 
@@ -265,10 +267,30 @@ class UpdateRatioObserver(Diagnostic):
                   f"less than {TINY_RATIO:g} of their norm (median update/weight ratio "
                   f"{median:.1e}; healthy training is usually 1e-4 to 1e-2), while their "
                   f"gradients were non-zero. Groups: {self._describe_groups(groups)}. The model "
-                  f"is not learning. Usual causes: a learning rate far too low (1e-9 typed "
-                  f"for 1e-3), lr=0 in a group, a scheduler decayed to zero, a GradScaler "
-                  f"skipping every step. Fix: check the learning rate the optimizer really "
-                  f"uses (optimizer.param_groups[i]['lr']) and the scheduler.", step=record.step)
+                  f"is not learning. " + (self._decayed() or
+                  "Usual causes: a learning rate far too low (1e-9 typed "
+                  "for 1e-3), lr=0 in a group, a scheduler decayed to zero, a GradScaler "
+                  "skipping every step. Fix: check the learning rate the optimizer really "
+                  "uses (optimizer.param_groups[i]['lr']) and the scheduler."), step=record.step)
+
+    def _decayed(self) -> str:
+        """The cause and fix when a scheduler brought a group's learning rate down to
+        ``DECAYED`` of the rate it started from (``initial_lr``, which every scheduler
+        sets on its groups) or less; "" when none did."""
+        for k, opt in enumerate(getattr(self.ctx, "optimizers", []) or []):
+            for g, group in enumerate(getattr(opt, "param_groups", [])):
+                start, lr = group.get("initial_lr"), group.get("lr")
+                if not (isinstance(start, (int, float)) and isinstance(lr, (int, float))
+                        and start > 0 and lr <= DECAYED * start):
+                    continue
+                return (f"Its scheduler decayed optimizer{k} group{g}'s learning rate from "
+                        f"{start:g} to {lr:g}: a schedule that runs far faster than meant, "
+                        f"usually an epoch scheduler (StepLR, MultiStepLR, ExponentialLR) "
+                        f"stepped every batch, or step_size / T_max / milestones counted in "
+                        f"epochs while scheduler.step() runs per batch. Fix: call "
+                        f"scheduler.step() once per epoch (after the epoch's batches), or give "
+                        f"the schedule its lengths in batches.")
+        return ""
 
     def _report_huge(self, step: int, steps: list[int], median: float,
                      groups: list[tuple[int, int, float, set[int]]], at: Counter[int | str]) -> None:

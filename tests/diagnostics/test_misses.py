@@ -592,6 +592,31 @@ def test_large_first_steps_that_train_a_regression_are_not_huge_updates() -> Non
     assert run(0.6) == {("huge_updates", "")}
 
 
+def test_tiny_updates_names_a_scheduler_that_decayed_the_rate_away() -> None:
+    """StepLR(step_size=2, gamma=0.1) meant per epoch, stepped every batch: the rate is
+    1e-11 after 20 batches; the finding says the scheduler did it. A rate typed too
+    low without a scheduler keeps the usual causes."""
+    def run(scheduled: bool) -> str:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1 if scheduled else 1e-12)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.1)
+        w, sink = _watch(model, opt)
+        for _ in range(45):
+            opt.zero_grad()
+            F.cross_entropy(model(torch.randn(16, 10)), torch.randint(0, 3, (16,))).backward()
+            opt.step()
+            if scheduled:
+                sched.step()
+        w.close()
+        return sink.findings[("tiny_updates", "")].message  # type: ignore[attr-defined]
+
+    msg = run(scheduled=True)
+    assert "Its scheduler decayed optimizer0 group0's learning rate from 0.1 to" in msg
+    assert "stepped every batch" in msg and "Fix: call scheduler.step() once per epoch" in msg
+    assert "Usual causes: a learning rate far too low" in run(scheduled=False)
+
+
 def _optimizer_run(name: str, lr: float, steps: int) -> set[tuple[str, str]]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 6))
