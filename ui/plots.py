@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import time
 from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontMetricsF
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QFont, QFontMetricsF
 from PySide6.QtWidgets import QApplication, QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from tensorscope.common.statistics import PLOTTED
@@ -36,6 +37,11 @@ CURVE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948
                  "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
 STATS = {s.key: s.label for s in PLOTTED}
 MAX_CURVES = 6
+#: each plot's title, then shorter forms for a narrow plot (``FittedTitle``)
+TITLE_FORMS = {"Gradient norm per module": ("Gradient norm per module", "Gradient norm",
+                                            "Grad norm"),
+               "Activation statistic per module": ("Activation statistic per module",
+                                                   "Activation statistic", "Activations")}
 LEGEND_MIN_WIDTH = 60   # px
 PLOT_INTERVAL_S = 0.2
 NEW_CURVES_PER_REFRESH = 1
@@ -268,6 +274,44 @@ class StepRange:
         return True
 
 
+_TAGS = re.compile(r"<[^>]+>")
+
+
+class FittedTitle(QObject):
+    """A plot's title in the longest of its forms that fits the plot's width, chosen
+    again when the plot is resized: in a 1024 px window the statistic plot's title
+    was cut to 'Activation statistic · every 5 st', losing what it was there to say.
+    The forms go from the whole title to the shortest; the last is used if none fits.
+    Thread: GUI."""
+
+    def __init__(self, plot: pg.PlotWidget, colour: str) -> None:
+        super().__init__(plot)
+        self.plot, self.colour = plot, colour
+        self.forms: list[str] = []
+        # the title is centred over the view box (the plot less its y axis)
+        plot.getPlotItem().vb.sigResized.connect(lambda *_a: self._apply())
+
+    def set(self, *forms: str) -> None:
+        """Offer these forms (HTML allowed), widest first."""
+        if list(forms) != self.forms:
+            self.forms = list(forms)
+            self._apply()
+
+    def _apply(self) -> None:
+        if not self.forms:
+            return
+        font = QFont(self.plot.font())
+        font.setPointSizeF(9.0)
+        metrics = QFontMetricsF(font)
+        room = self.plot.getPlotItem().vb.width() - 8
+        pick = next((f for f in self.forms
+                     if metrics.horizontalAdvance(html.unescape(_TAGS.sub("", f))) <= room),
+                    self.forms[-1])
+        item = self.plot.getPlotItem()
+        if item.titleLabel.text != pick:
+            item.setTitle(pick, color=self.colour, size="9pt")
+
+
 class PlotsPanel(QWidget):
     """Three linked plots; emits ``point_selected(root, path, step)``."""
 
@@ -379,7 +423,8 @@ class PlotsPanel(QWidget):
     def _plot(self, title: str, fg: str, log: bool = False) -> pg.PlotWidget:
         w = pg.PlotWidget(self, background=self.theme.background,
                           axisItems={"bottom": StepAxis("bottom")})
-        w.setTitle(title, color=self.theme.text.name(), size="9pt")
+        w.fitted_title = FittedTitle(w, self.theme.text.name())   # type: ignore[attr-defined]
+        w.fitted_title.set(*TITLE_FORMS.get(title, (title,)))   # type: ignore[attr-defined]
         w.showGrid(x=True, y=True, alpha=0.15)
         for axis in ("left", "bottom"):
             w.getAxis(axis).setTextPen(fg)
@@ -659,11 +704,12 @@ class PlotsPanel(QWidget):
             note = f"step {steps[0]} only"
         elif len(gaps) == 1 and (gap := gaps.pop()) > 1:
             note = f"every {gap} steps"
-        title = (f"Activation statistic <span style='color:{self.theme.subtle.name()}'>"
-                 f"· {note}</span>" if note else "Activation statistic per module")
-        item = self.stat_plot.getPlotItem()
-        if item.titleLabel.text != title:
-            item.setTitle(title, color=self.theme.text.name(), size="9pt")
+        span = f"<span style='color:{self.theme.subtle.name()}'>"
+        forms = ((f"Activation statistic {span}· {note}</span>",
+                  f"Activations {span}· {note}</span>", f"{span}{note}</span>") if note
+                 else TITLE_FORMS["Activation statistic per module"])
+        if list(forms) != self.stat_plot.fitted_title.forms:
+            self.stat_plot.fitted_title.set(*forms)
             self.stat_plot.setToolTip(f"Activation statistics were taken {note}: "
                                       f"tensorscope run --stats-every N sets how often "
                                       f"(--mode full: every step)" if note else "")
@@ -747,8 +793,8 @@ class PlotsPanel(QWidget):
         want = span > LOG_SPAN_ON if not log else span > LOG_SPAN_OFF
         if want != log:
             plot.setLogMode(y=want)
-            plot.setTitle(title + (" (log)" if want else ""), color=self.theme.text.name(),
-                          size="9pt")
+            plot.fitted_title.set(*(f + (" (log)" if want else "")
+                                    for f in TITLE_FORMS.get(title, (title,))))
 
     def log_scale(self, kind: str) -> bool:
         """Whether plot ``kind``'s y axis is logarithmic."""

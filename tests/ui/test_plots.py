@@ -483,3 +483,28 @@ def test_a_roots_curve_is_named_after_the_root(qtbot):
         panel.refresh(model)
         clock.now += PLOT_INTERVAL_S
     assert _legend(panel, "grad") == ["Sequential"]
+
+
+def test_a_narrow_plot_shows_a_shorter_title_whole(qtbot):
+    """At 1024 px the statistic plot's title was cut: 'Activation statistic · every 5 st'."""
+    from PySide6.QtGui import QFont, QFontMetricsF
+    import re
+    model = SessionModel()
+    _sampled_steps(model, 35, every=5)
+    panel = _refreshed(qtbot, model)
+    panel.resize(1500, 260)
+    panel.show()
+    item = panel.stat_plot.getPlotItem()
+    qtbot.waitUntil(lambda: item.titleLabel.text.startswith("Activation statistic"),
+                    timeout=2000)
+    panel.resize(600, 260)   # three plots side by side: 200 px each
+    font = QFont(panel.stat_plot.font())
+    font.setPointSizeF(9.0)
+    metrics = QFontMetricsF(font)
+
+    def plain() -> str:
+        return re.sub(r"<[^>]+>", "", item.titleLabel.text)
+    # centred over the view box: wider than it, it ran off the plot's right edge
+    qtbot.waitUntil(lambda: metrics.horizontalAdvance(plain()) <= item.vb.width(),
+                    timeout=2000)
+    assert "every 5 steps" in plain()
