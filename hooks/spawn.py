@@ -55,7 +55,8 @@ class SpawnEntry:
         try:
             return self.fn(index, *args)
         except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
+            from tensorscope.hooks.watch import exit_status
+            code = exit_status(exc.code)   # sys.exit() is 0
             raise
         except BaseException as exc:
             code = 1

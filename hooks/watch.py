@@ -584,9 +584,22 @@ class Watch(FrameworkSteps):
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None:
+        """Close; an exception leaving the block is reported, and the report's exit
+        code is the one it ends the script with (as under ``tensorscope run``)."""
+        code = None
+        if isinstance(exc, SystemExit):   # sys.exit(n): an exit, not an error
+            code = exit_status(exc.code)
+        elif exc is not None:
+            code = 130 if isinstance(exc, KeyboardInterrupt) else 1
             try:   # the user's exception goes on unchanged, whatever happens here
                 self.exception_raised(exc)
             except Exception as err:
                 self.internal_error("exception report", err, "the exception is not recorded")
-        self.close()
+        self.close(exit_code=code)
+
+
+def exit_status(code: Any) -> int:
+    """The exit status ``sys.exit(code)`` gives: None is 0, an int itself, else 1."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1

@@ -226,3 +226,23 @@ def test_the_merged_exit_code_is_the_failing_ranks_not_a_stopped_peers(tmp_path)
     (tmp_path / "r.rank1.json").write_text(json.dumps(
         {"rank": 1, "exit_code": 0, "exception": None, "job": "j", "steps": 3}))
     assert merge_rank_reports(path, 2, "j")["exit_code"] == 143   # no failure: first non-zero
+
+
+@pytest.mark.parametrize("exc, code, raised", [(KeyError("missing key"), 1, "KeyError"),
+                                               (SystemExit(3), 3, None),
+                                               (SystemExit(), 0, None)])
+def test_a_with_block_that_raises_gives_the_report_its_exit_code(tmp_path, rank1, exc, code,
+                                                                 raised):
+    """An exception leaving ``with watch(...)`` ends the script: rank 1's report said
+    exit code 0 beside the exception (so the job's merged report named a failure and
+    exit code 0), and ``sys.exit(3)`` was an exception 'SystemExit' with exit code 0."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    with pytest.raises(type(exc)):
+        with Watch(model, report=str(tmp_path / "r.json"), connect=False) as w:
+            _train(w, model)
+            raise exc
+    report = json.loads((tmp_path / "r.rank1.json").read_text())
+    assert report["exit_code"] == code
+    assert (report["exception"] or {}).get("type") == raised
+    job = json.loads((tmp_path / "r.json").read_text())
+    assert job["exit_code"] == code
