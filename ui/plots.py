@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QFont, QFontMetricsF
 from PySide6.QtWidgets import QApplication, QComboBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
@@ -288,8 +288,13 @@ class FittedTitle(QObject):
         super().__init__(plot)
         self.plot, self.colour = plot, colour
         self.forms: list[str] = []
-        # the title is centred over the view box (the plot less its y axis)
-        plot.getPlotItem().vb.sigResized.connect(lambda *_a: self._apply())
+        plot.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        """Choose again when the plot is resized."""
+        if event.type() == QEvent.Type.Resize:
+            self._apply()
+        return False
 
     def set(self, *forms: str) -> None:
         """Offer these forms (HTML allowed), widest first."""
@@ -303,11 +308,13 @@ class FittedTitle(QObject):
         font = QFont(self.plot.font())
         font.setPointSizeF(9.0)
         metrics = QFontMetricsF(font)
-        room = self.plot.getPlotItem().vb.width() - 8
+        # the widget less its y axis: the view box itself widens to a title too wide
+        item = self.plot.getPlotItem()
+        left = item.getAxis("left")
+        room = self.plot.width() - (left.width() if left.isVisible() else 0) - 12
         pick = next((f for f in self.forms
                      if metrics.horizontalAdvance(html.unescape(_TAGS.sub("", f))) <= room),
                     self.forms[-1])
-        item = self.plot.getPlotItem()
         if item.titleLabel.text != pick:
             item.setTitle(pick, color=self.colour, size="9pt")
 

@@ -504,7 +504,9 @@ def test_a_narrow_plot_shows_a_shorter_title_whole(qtbot):
 
     def plain() -> str:
         return re.sub(r"<[^>]+>", "", item.titleLabel.text)
-    # centred over the view box: wider than it, it ran off the plot's right edge
-    qtbot.waitUntil(lambda: metrics.horizontalAdvance(plain()) <= item.vb.width(),
-                    timeout=2000)
+    # centred over the plot less its y axis: wider, it ran off the plot's right edge
+    # (and widened the view box past the plot: the scene was cut)
+    qtbot.waitUntil(lambda: panel.stat_plot.width() < 300, timeout=2000)
+    room = panel.stat_plot.width() - item.getAxis("left").width()
+    qtbot.waitUntil(lambda: metrics.horizontalAdvance(plain()) <= room, timeout=2000)
     assert "every 5 steps" in plain()
