@@ -63,6 +63,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
     from tensorscope.hooks.diagnostics.samplers import SamplerEpochObserver
     from tensorscope.hooks.diagnostics.schedulers import SchedulerOrderObserver
+    from tensorscope.hooks.diagnostics.signed_targets import SignedTargetObserver
     from tensorscope.hooks.diagnostics.symmetry import SymmetryObserver
     from tensorscope.hooks.diagnostics.target_grad import TargetGradObserver
     from tensorscope.hooks.diagnostics.targets import TargetObserver
@@ -86,7 +87,7 @@ def default_observers(mode: str) -> "list[Observer]":
     if mode != "shapes":
         observers += [GradScaleObserver(), DeadActivationObserver(), Fp16OverflowObserver(),
                       UpdateRatioObserver(), TargetObserver(), InputScaleObserver(),
-                      SymmetryObserver(), ZeroedGradObserver()]
+                      SymmetryObserver(), ZeroedGradObserver(), SignedTargetObserver()]
     if HostSyncObserver.available():
         observers.append(HostSyncObserver())
     return observers

@@ -839,3 +839,32 @@ def test_huge_updates_names_the_model_whose_weights_moved() -> None:
     finding = sink.findings[("huge_updates", "")]
     assert "weights of Sequential#2:" in finding.message
     assert finding.root == 1   # the actor, the second model called
+
+
+@pytest.mark.parametrize("loss", [nn.MarginRankingLoss(margin=0.5), nn.CosineEmbeddingLoss()])
+def test_zero_one_labels_into_a_loss_that_takes_signs(loss: nn.Module) -> None:
+    """0/1 pair labels into a +1/-1 loss: the pairs labelled 0 never train. Labels of
+    +1/-1 are silent."""
+    def run(signed: bool) -> FindingSink:
+        torch.manual_seed(0)
+        net = nn.Linear(8, 4)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        w, sink = _watch(net, opt)
+        for _ in range(6):
+            a, b = torch.randn(16, 8), torch.randn(16, 8)
+            y = (a.sum(1) > b.sum(1)).float()
+            y = y * 2 - 1 if signed else y
+            fa, fb = net(a), net(b)
+            if isinstance(loss, nn.MarginRankingLoss):
+                fa, fb = fa.sum(1), fb.sum(1)
+            opt.zero_grad()
+            loss(fa, fb, y).backward()
+            opt.step()
+        w.close()
+        return sink
+
+    found = [f for k, f in run(signed=False).findings.items() if k[0] == "target_out_of_range"]
+    (f,) = found
+    assert "are 0/1 labels" in f.message and "takes +1/-1" in f.message  # type: ignore
+    assert "Fix: pass y * 2 - 1" in f.message  # type: ignore
+    assert not run(signed=True).findings
