@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QPainter, QPaintEvent
-from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
+from PySide6.QtWidgets import (QFrame, QHeaderView, QScrollArea, QTreeWidget, QTreeWidgetItem,
+                               QWidget)
 
 from tensorscope.ui.elided import WrappedLabel
 from tensorscope.ui.model.changes import ChangeCursor
@@ -63,7 +64,14 @@ class FindingsPanel(QTreeWidget):
         self.detail = WrappedLabel("")
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.detail.setContentsMargins(4, 2, 4, 2)
-        self.detail.hide()
+        self.detail.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        # in a scroll area: in a short dock the message's end, its fix, was cut off
+        self.detail_area = QScrollArea()
+        self.detail_area.setWidget(self.detail)
+        self.detail_area.setWidgetResizable(True)
+        self.detail_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.detail_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.detail_area.hide()
         self.currentItemChanged.connect(lambda item, _previous: self._describe(item))
         self._seen = ChangeCursor()
         self._ranked = False
@@ -105,7 +113,7 @@ class FindingsPanel(QTreeWidget):
         text = "" if item is None else (f"{item.text(0)} · {item.text(1)} · {item.text(2)} · "
                                         f"step {item.text(3)}: {item.text(5)}")
         self.detail.setText(text)
-        self.detail.setVisible(bool(text))
+        self.detail_area.setVisible(bool(text))
 
     def _add(self, severity, kind, root, module, step, count, message, colours,
              rank: int = 0) -> None:

@@ -112,7 +112,7 @@ class MainWindow(QMainWindow):
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(2)
         box.addWidget(self.findings, 1)
-        box.addWidget(self.findings.detail)
+        box.addWidget(self.findings.detail_area)
         self.findings_dock = self._dock("Findings", findings,
                                         Qt.DockWidgetArea.BottomDockWidgetArea)
         self.splitDockWidget(self.plots_dock, self.findings_dock, Qt.Orientation.Horizontal)

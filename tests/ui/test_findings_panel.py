@@ -89,3 +89,17 @@ def test_a_sequential_roots_layer_is_named_with_its_root_as_the_plots_name_it(qt
     qtbot.waitUntil(lambda: panel.topLevelItemCount() == 2, timeout=5000)
     where = [panel.topLevelItem(i).text(2) for i in range(panel.topLevelItemCount())]
     assert "Sequential.4" in where
+
+
+def test_a_long_message_in_a_short_dock_can_be_read_to_its_end(qtbot):
+    """At 1024×640 the message under the list was cut after a few lines: its fix, at
+    the end, could not be read. It scrolls now."""
+    long = " ".join(["The loss of step 2 is inf, although every module output was finite."]
+                    * 6 + ["Fix: add an epsilon."])
+    w = laid_out_window(qtbot, mlp_session(3) + [
+        Finding(kind="non_finite", severity="error", step=2, root=0, module="",
+                message=long)], (1024, 640))
+    detail = w.findings.detail
+    qtbot.waitUntil(lambda: detail.isVisible() and long in detail.text(), timeout=5000)
+    qtbot.waitUntil(lambda: detail.height() >= detail.heightForWidth(detail.width()),
+                    timeout=5000)   # laid out whole: what the dock cannot show scrolls
