@@ -109,10 +109,26 @@ class TensorScopeCallback(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
-        """Send the Trainer's logged metrics to the plots and the report."""
-        if self.watch is not None and logs:
-            self.watch.log(logs, source="transformers",
-                           framework_step=getattr(state, "global_step", None))
+        """Send the Trainer's logged metrics to the plots and the report; under
+        ``tensorscope run`` also outside ``train()`` (``trainer.evaluate()`` before or
+        after it), to the run's watch."""
+        watch = self.watch if self.watch is not None else _run_watch()
+        if watch is None or not logs or _LAST_LOGS[0] is logs:
+            return   # (two callbacks of one Trainer get the same dict: sent once)
+        _LAST_LOGS[0] = logs
+        watch.log(logs, source="transformers", framework_step=getattr(state, "global_step", None))
+
+
+# the Trainer's last logs dict sent (held, so no later dict takes its id)
+_LAST_LOGS: list[Any] = [None]
+
+
+def _run_watch() -> Any:
+    """The open watch of ``tensorscope run``, if any."""
+    from tensorscope.hooks.watch import Watch
+
+    run = Watch.process_watch
+    return run if run is not None and not run.closed else None
 
 
 class RunCallback(TensorScopeCallback):

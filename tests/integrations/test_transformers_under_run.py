@@ -47,8 +47,11 @@ SCRIPT = textwrap.dedent("""
     if "--own-callback" in sys.argv:
         from tensorscope.integrations.transformers import TensorScopeCallback
         callbacks.append(TensorScopeCallback())
-    Trainer(model=model, args=args, train_dataset=Data(), callbacks=callbacks).train()
+    trainer = Trainer(model=model, args=args, train_dataset=Data(), eval_dataset=Data(),
+                      callbacks=callbacks)
+    trainer.train()
     print("LOGGED", json.dumps(logged))
+    print("EVAL", trainer.evaluate()["eval_loss"])   # after train(): the callback detached
 """)
 
 
@@ -69,3 +72,7 @@ def test_an_unmodified_trainer_steps_once_per_optimizer_step_with_its_logged_los
     data = json.loads(report.read_text())
     assert len(logged) == 4 and data["steps"] == 4   # 8 micro-batches, 4 optimizer steps
     assert [loss for _, loss in data["losses"]] == pytest.approx(logged, rel=1e-3)
+    # what the Trainer logs reaches the report once, in train() and after it
+    assert [v for _, v in data["scalars"]["loss"]] == pytest.approx(logged)
+    evaluated = float(next(x for x in proc.stdout.splitlines() if x.startswith("EVAL")).split()[1])
+    assert [v for _, v in data["scalars"]["eval_loss"]] == pytest.approx([evaluated])
