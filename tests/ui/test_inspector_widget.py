@@ -418,3 +418,14 @@ def test_the_colour_bar_has_room_for_its_labels_at_any_magnitude(inspector):
         widest = max(QFontMetricsF(font).horizontalAdvance(t) for spacing, values in levels[:1]
                      for t in axis.tickStrings(values, 1.0, spacing))
         assert axis.width() >= widest + 10
+
+
+def test_a_line_plots_x_axis_names_whole_indices_only(inspector):
+    """A 4-element slice's x axis read '0 0.5 1 1.5 2 2.5 3': elements 0.5 do not exist."""
+    show(inspector, np.array([0.2, 0.6, 1.5, 1.4], dtype=np.float32))
+    assert inspector.stack.currentWidget() is inspector.line
+    axis = inspector.line.plot.getAxis("bottom")
+    lo, hi = axis.range
+    ticks = [v for _spacing, values in axis.tickValues(lo, hi, 300) for v in values]
+    assert ticks and all(float(v).is_integer() and 0 <= v <= 3 for v in ticks)
+    assert axis.tickStrings(ticks, 1.0, 1.0) == [str(int(v)) for v in ticks]

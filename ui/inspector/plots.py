@@ -139,8 +139,9 @@ class _PlotHost(QWidget):
         bg, _ = plot_colors(self)
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setBackground(bg)
+        # a line's x is a tensor index too: '0 0.5 1 1.5' named elements that do not exist
         axes = ({"left": IndexAxis("left"), "bottom": IndexAxis("bottom")} if index_axes
-                else {"left": ValueAxis("left")})
+                else {"left": ValueAxis("left"), "bottom": IndexAxis("bottom")})
         self.plot = self.graphics.addPlot(axisItems=axes)
         style_plot(self.plot, self)
         self.readout = QLabel(" ", self)
@@ -269,6 +270,8 @@ class LineView(_PlotHost):
     def show_values(self, values: np.ndarray, x: np.ndarray, label: str) -> None:
         """Plot ``values`` against tensor indices ``x``; markers when there are few points."""
         self.x, self.y = x, values.astype(np.float64, copy=False).ravel()
+        self.plot.getAxis("bottom").bounds = ((float(x.min()), float(x.max())) if len(x)
+                                              else None)
         finite_y = np.where(np.isfinite(self.y), self.y, np.nan)
         self.curve.setData(x, finite_y, connect="finite")
         few = len(x) <= 64
