@@ -429,3 +429,17 @@ def test_a_line_plots_x_axis_names_whole_indices_only(inspector):
     ticks = [v for _spacing, values in axis.tickValues(lo, hi, 300) for v in values]
     assert ticks and all(float(v).is_integer() and 0 <= v <= 3 for v in ticks)
     assert axis.tickStrings(ticks, 1.0, 1.0) == [str(int(v)) for v in ticks]
+
+
+def test_a_softmaxs_histogram_reads_plain_fractions(inspector, qtbot):
+    """Values of 0.15 to 0.42 read '200 250 300' under '(x0.001)'."""
+    probs = np.linspace(0.15, 0.42, 64, dtype=np.float32).reshape(16, 4)
+    show(inspector, probs)
+    axis = inspector.header.hist.getPlotItem().getAxis("bottom")
+    qtbot.waitUntil(lambda: 0.4 < axis.range[1] < 0.5, timeout=2000)
+    axis.updateAutoSIPrefix()
+    assert "x0.001" not in axis.labelString() and axis.autoSIPrefixScale == 1.0
+    show(inspector, np.linspace(-3e20, 2e20, 64, dtype=np.float32).reshape(8, 8))
+    qtbot.waitUntil(lambda: axis.range[1] > 1e20, timeout=2000)
+    axis.updateAutoSIPrefix()
+    assert "x1e+18" not in axis.labelString()   # '2e+20' on the ticks, as on the colour bar

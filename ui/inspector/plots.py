@@ -15,6 +15,9 @@ from tensorscope.ui.inspector.theme import (NAN_COLOR, NEGINF_COLOR, POSINF_COLO
 
 MAX_LOCKED_ASPECT = 12.0   # beyond this rows:cols ratio a 1:1 aspect would leave a sliver
 MIN_PLOT_HEIGHT = 160
+#: magnitudes whose ticks read well without an SI scale (below: 1e-06 gradients;
+#: above, ticks carry their exponent as the colour bar's do: '2e+20', not '200 (x1e+18)')
+PLAIN_TICKS = (1e-3, float("inf"))
 BAR_AXIS_WIDTH = 45   # px: pyqtgraph's own for a colour bar's axis
 QWIDGETSIZE_MAX = (1 << 24) - 1
 
@@ -82,9 +85,12 @@ class ValueAxis(pg.AxisItem):
     """
 
     def updateAutoSIPrefix(self) -> None:  # noqa: N802 (pyqtgraph API)
-        """pyqtgraph's prefix, or none where it has run out of prefixes."""
+        """pyqtgraph's prefix, or none where it has run out of prefixes, or where plain
+        ticks read well: values of 0.15 to 0.42 (a softmax) read '200 250 300' under
+        '(x0.001)'."""
         super().updateAutoSIPrefix()
-        if self.labelUnitPrefix.startswith("e"):   # siScale's 'e27', 'e-27': no prefix
+        big = max(abs(self.range[0]), abs(self.range[1])) * self.scale
+        if self.labelUnitPrefix.startswith("e") or PLAIN_TICKS[0] <= big < PLAIN_TICKS[1]:
             self.autoSIPrefixScale = 1.0
             self.labelUnitPrefix = ""
             self._updateLabel()
