@@ -64,6 +64,7 @@ from tensorscope.hooks.registry import synced_wrapper
 # Root inputs whose name marks an additive mask or bias (``-inf`` on purpose).
 MASK_NAMES = ("mask", "bias")
 OVERFLOW_CHECKS = 8   # steps whose NaN/Inf gradient norms are checked against the gradients
+UNBOUNDED_LOSS = -1e6   # a loss this far below zero has no minimum (a term with the wrong sign)
 
 
 # layers whose backward only multiplies by their weights (no infinite derivative)
@@ -475,8 +476,9 @@ class NonFiniteObserver(Diagnostic):
                   f"The gradient arriving at the output of {name} ({call.type}) at step "
                   f"{record.step} is NaN/Inf while the forward was finite: the backward of the "
                   f"code after it (the loss computation) has an infinite derivative there, "
-                  f"e.g. sqrt(0), x**0.5, the norm of a zero vector, or log near 0. Fix: add an "
-                  f"epsilon (sqrt(x + 1e-12)), clamp, or use a stable op.", step=record.step)
+                  f"e.g. sqrt(0), x**0.5, the norm of a zero vector, log near 0, or exp() of a "
+                  f"value past 88 (float32 overflows). " + (_unbounded(record) or "Fix: add an "
+                  "epsilon (sqrt(x + 1e-12)), clamp, or use a stable op."), step=record.step)
         return True
 
     def _report_backward(self, record: StepRecord, culprit: CallRecord, fed: CallRecord,
@@ -685,3 +687,16 @@ def _encloses(outer: CallRecord, call: CallRecord) -> bool:
 
 def _is_half(d: AnyCall) -> bool:
     return any(m.get("dtype") == "float16" for m in d.outputs)
+
+
+def _unbounded(record: StepRecord) -> str:
+    """A sentence when the step's loss has run off far below zero (a term with the wrong
+    sign, which the optimizer drives without bound until something overflows); "" else."""
+    loss = getattr(record.summary, "loss", None)
+    if not isinstance(loss, (int, float)) or not loss < UNBOUNDED_LOSS:
+        return ""
+    return (f"The loss itself is {loss:.3g}: it falls without bound, so a term of it has "
+            f"the wrong sign (a KL divergence written without its minus, a reward added where "
+            f"it should be subtracted) and the optimizer drives some value up until it "
+            f"overflows. Fix: check the sign of each term of the loss (a VAE's KL is "
+            f"-0.5 * sum(1 + logvar - mu**2 - logvar.exp())).")

@@ -868,3 +868,37 @@ def test_zero_one_labels_into_a_loss_that_takes_signs(loss: nn.Module) -> None:
     assert "are 0/1 labels" in f.message and "takes +1/-1" in f.message  # type: ignore
     assert "Fix: pass y * 2 - 1" in f.message  # type: ignore
     assert not run(signed=True).findings
+
+
+def test_an_infinite_gradient_under_a_loss_running_off_to_minus_infinity() -> None:
+    """A VAE whose KL term lost its minus: the loss falls without bound until exp(logvar)
+    overflows in the backward; the non-finite gradient's message says the loss has no
+    minimum and to check the sign of its terms."""
+    torch.manual_seed(0)
+
+    class Vae(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc, self.mu, self.logvar = nn.Linear(64, 32), nn.Linear(32, 4), nn.Linear(32, 4)
+            self.dec1, self.dec2 = nn.Linear(4, 32), nn.Linear(32, 64)
+
+        def forward(self, x: torch.Tensor):
+            h = torch.relu(self.enc(x))
+            mu, logvar = self.mu(h), self.logvar(h)
+            z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
+            return torch.sigmoid(self.dec2(torch.relu(self.dec1(z)))), mu, logvar
+
+    model = Vae()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    w, sink = _watch(model, opt)
+    data = torch.rand(256, 64)
+    for i in range(48):
+        x = data[i % 8 * 32:(i % 8 + 1) * 32]
+        rec, mu, logvar = model(x)
+        kld = 0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())   # the mistake: no minus
+        opt.zero_grad()
+        (F.binary_cross_entropy(rec, x, reduction="sum") + kld).backward()
+        opt.step()
+    w.close()
+    msgs = [f.message for k, f in sink.findings.items() if k[0] == "non_finite"]  # type: ignore
+    assert any("falls without bound" in m and "check the sign of each term" in m for m in msgs), msgs
