@@ -159,6 +159,19 @@ def module_label(ctx: WatchContext, root: int, path: str) -> str:
     return names[root] if 0 <= root < len(names) else "the model"
 
 
+#: optimizers whose step is normalised by the gradients' own scale (Adam's m/sqrt(v),
+#: RMSprop's and Adagrad's g/sqrt(sum g**2), Lion's sign): their updates stay at the
+#: learning rate however large the gradients are; matched by class name, so fused,
+#: 8-bit and library variants (FusedAdam, AdamW8bit, DeepSpeedCPUAdam, LAMB) count
+_SCALE_FREE = ("adam", "lamb", "lion", "rmsprop", "adagrad", "adadelta", "adafactor")
+
+
+def scale_free_optimizer(optimizer: Any) -> bool:
+    """Whether ``optimizer``'s update size does not follow its gradients' scale."""
+    name = type(optimizer).__name__.lower()
+    return any(k in name for k in _SCALE_FREE)
+
+
 def params_frozen(module: nn.Module) -> bool | None:
     """True if ``module`` has parameters and none is trainable; None without parameters."""
     seen = False

@@ -24,7 +24,12 @@ norm (``WatchContext.param_grad_norms``) those are read instead of queued again.
 * ``exploding_gradient``: the combined norm of those end layers' gradients is
   at least ``EXPLODE_ABS`` (1e6), or at least ``EXPLODE_MIN`` (100) and
   ``EXPLODE_JUMP`` (1000) times the median of the previous (up to ten)
-  steps. The finding is on the root; the message names the layer with the
+  steps. Under optimizers whose steps are normalised by the gradients' own
+  scale (Adam, RMSprop, Adagrad, Lion: ``scale_free_optimizer``) a large but
+  steady norm moves the weights by the learning rate like any other (the
+  style loss weighted by 1e10 of neural style transfer): only a jump counts,
+  or a norm of ``EXPLODE_ABS_SCALE_FREE`` (1e15), near where squared gradients
+  overflow float32. The finding is on the root; the message names the layer with the
   larger gradient. Clipped gradients are measured after clipping, so clipping
   scripts never match; a loss that is large early and then falls does not
   either.
@@ -38,7 +43,7 @@ from typing import Any
 
 import torch
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.diagnostics.base import Diagnostic, module_label, scale_free_optimizer
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
 VANISH_RATIO = 1e-4
@@ -46,6 +51,10 @@ VANISH_STEPS = 3
 MIN_LAYERS = 3
 INPUT_END = 4
 EXPLODE_ABS = 1e6
+# the same under optimizers whose steps do not follow the gradients' scale (Adam, RMSprop):
+# where squared gradients near float32's range (1.8e19) and Adam's running average of
+# them overflows
+EXPLODE_ABS_SCALE_FREE = 1e15
 EXPLODE_MIN = 1e2
 EXPLODE_JUMP = 1e3
 HISTORY = 10
@@ -69,6 +78,9 @@ class GradScaleObserver(Diagnostic):
         self._order: dict[tuple[int, str], int] = {}
         self._learned: set[int] = set()
         self._owners: dict[str, tuple[weakref.ref, str, weakref.ref]] = {}  # name -> module, attr, root
+        # root -> whether the optimizers stepping its end layers are all scale-free,
+        # with the optimizers it was decided for
+        self._scale_free: dict[int, tuple[tuple[int, ...], bool]] = {}
 
     def on_forward_pre(self, call: CallRecord) -> None:
         """Learn the forward order of a root's modules (until its ends are known)."""
@@ -97,6 +109,7 @@ class GradScaleObserver(Diagnostic):
             more = [g for g in (getattr(self._param(roots[rid], n), "grad", None)
                                 for n in self._input_end.get(rid, ()))
                     if g is not None and not g.is_sparse and g.device == g1.device]
+            self._note_optimizers(rid, (p1, p2))
             if shared and self._named(p1, rid, first) and self._named(p2, rid, last):
                 self._queued[rid] = SHARED   # read from the step summary's parameter rows
                 continue
@@ -112,6 +125,19 @@ class GradScaleObserver(Diagnostic):
                 self._queued[rid] = self.ctx.defer(norms)
             finally:
                 torch.set_grad_enabled(grad_on)
+
+    def _note_optimizers(self, rid: int, params: tuple[Any, ...]) -> None:
+        """Whether every optimizer holding ``params`` is scale-free (decided again only
+        when the optimizers change)."""
+        optimizers = list(getattr(self.ctx, "optimizers", []) or [])
+        key = tuple(map(id, optimizers))
+        hit = self._scale_free.get(rid)
+        if hit is not None and hit[0] == key:
+            return
+        ids = {id(p) for p in params}
+        holders = [o for o in optimizers
+                   if any(id(q) in ids for g in o.param_groups for q in g["params"])]
+        self._scale_free[rid] = (key, bool(holders) and all(map(scale_free_optimizer, holders)))
 
     def _param(self, root: Any, name: str) -> Any:
         """``root.get_parameter(name)``, with the owning module looked up once
@@ -168,7 +194,8 @@ class GradScaleObserver(Diagnostic):
             if top is None or max(first, last) > top[2]:
                 top = (rid, name, max(first, last))
         if top is not None:
-            self._exploding(math.sqrt(total), top, record.step)
+            hit = self._scale_free.get(top[0])
+            self._exploding(math.sqrt(total), top, record.step, hit is not None and hit[1])
 
     def _learn_ends(self, roots: list[Any]) -> None:
         """The first and last weight matrices (forward order) of the roots seen so far."""
@@ -213,13 +240,14 @@ class GradScaleObserver(Diagnostic):
                   f"normalisation. Fix: ReLU/GELU, residual connections, BatchNorm/LayerNorm, "
                   f"He/Xavier initialisation.", step=since)
 
-    def _exploding(self, total: float, top: tuple[int, str, float], step: int) -> None:
+    def _exploding(self, total: float, top: tuple[int, str, float], step: int,
+                   scale_free: bool = False) -> None:
         history = self._history[-HISTORY:]
         self._history.append(total)
         median = statistics.median(history) if len(history) >= 3 else None
         jump = median is not None and median > 0 and total >= EXPLODE_MIN \
             and total >= EXPLODE_JUMP * median
-        if total < EXPLODE_ABS and not jump:
+        if total < (EXPLODE_ABS_SCALE_FREE if scale_free else EXPLODE_ABS) and not jump:
             return
         rid, name, value = top
         why = (f"jumped to {total:.2e} from a median of {median:.2e} over the previous "

@@ -902,3 +902,22 @@ def test_an_infinite_gradient_under_a_loss_running_off_to_minus_infinity() -> No
     w.close()
     msgs = [f.message for k, f in sink.findings.items() if k[0] == "non_finite"]  # type: ignore
     assert any("falls without bound" in m and "check the sign of each term" in m for m in msgs), msgs
+
+
+@pytest.mark.parametrize("name,found", [("SGD", True), ("Adam", False), ("RMSprop", False)])
+def test_a_steady_large_gradient_explodes_only_under_a_scale_following_optimizer(
+        name: str, found: bool) -> None:
+    """A loss weighted by 1e7 gives gradients of ~1e6 from the first step on. SGD's
+    step follows them (the weights are wrecked); Adam's and RMSprop's are normalised
+    by the gradients' own scale and stay at the learning rate: not an explosion."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
+                          nn.Linear(32, 1))
+    opt = getattr(torch.optim, name)(model.parameters(), lr=1e-9 if name == "SGD" else 1e-3)
+    w, sink = _watch(model, opt)
+    for _ in range(6):
+        opt.zero_grad()
+        (1e7 * F.mse_loss(model(torch.randn(16, 8)), torch.randn(16, 1))).backward()
+        opt.step()
+    w.close()
+    assert (("exploding_gradient", "") in sink.findings) is found
