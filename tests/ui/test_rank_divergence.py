@@ -76,3 +76,21 @@ def test_a_job_whose_rank_made_an_error_keeps_the_findings_tab_in_front(qtbot):
                     timeout=5000)
     qtbot.waitUntil(lambda: w._rank_count == 2, timeout=5000)
     assert not w.findings_dock.visibleRegion().isEmpty()
+
+
+def _sweep_summary(rank: int, norm: float, loss: float) -> StepSummary:
+    """A rank's step 0 of a torchrun learning-rate sweep (one seed, one dataset): the
+    same gradient on every rank, the weights already apart after the first update."""
+    return StepSummary(step=0, rank=rank, kind="train", updates=1, loss=loss, params=[
+        {"name": "fc.weight", "root": 0, "module": "fc", "norm": norm, "grad_norm": 0.25}])
+
+
+def test_a_sweep_whose_ranks_had_the_same_loss_is_not_called_diverged(qtbot):
+    """Equal gradients are all-reduced ones only where the losses differ: the same
+    weights on the same batch have the same gradient and the same loss with no
+    all-reduce. The job report knew; the GUI called rank 1 'a different model'."""
+    msgs = [Hello(rank=r, world_size=2, job="j") for r in (0, 1)]
+    assert _shown_kinds(qtbot, msgs + [_sweep_summary(0, 1.0, 2.3),
+                                       _sweep_summary(1, 1.5, 2.3)]) == []
+    assert _shown_kinds(qtbot, msgs + [_sweep_summary(0, 1.0, 2.3),
+                                       _sweep_summary(1, 1.5, 2.9)]) == ["rank_divergence"]

@@ -583,7 +583,8 @@ class SessionModel:
                 self._finding(finding)
         for finding in self.divergence.add(msg.rank, msg.step, msg.params,
                                            rank.hello.world_size if rank.hello else 1,
-                                           msg.updates if msg.kind == "train" else None):
+                                           msg.updates if msg.kind == "train" else None,
+                                           loss=msg.loss):
             seen = self.findings.get(finding.key)
             if seen is not None:  # the same divergence again: counted, first step kept
                 finding.count, finding.step = seen.count + 1, seen.step
