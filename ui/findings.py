@@ -8,7 +8,8 @@ from PySide6.QtWidgets import (QFrame, QHeaderView, QScrollArea, QTreeWidget, QT
 
 from tensorscope.ui.elided import WrappedLabel
 from tensorscope.ui.model.changes import ChangeCursor
-from tensorscope.ui.model.session_model import SessionModel, module_name
+from tensorscope.ui.model.names import module_name
+from tensorscope.ui.model.session_model import SessionModel
 from tensorscope.ui.theme import Theme, make_theme
 
 COLUMNS = ("Severity", "Kind", "Module", "Step", "Count", "Message")

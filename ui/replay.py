@@ -28,7 +28,8 @@ from tensorscope.viewer.reader import SessionReader, job_recording, recording_fi
 from tensorscope.ui.graph_panel import relative_change
 from tensorscope.ui.legend import format_number
 from tensorscope.ui.main_window import MainWindow, scrolled
-from tensorscope.ui.model.session_model import METRICS, module_metrics, module_name
+from tensorscope.ui.model.names import module_name
+from tensorscope.ui.model.session_model import METRICS, module_metrics
 
 log = logging.getLogger("tensorscope.ui")
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from tensorscope.common.tensors import parse_tensor_ref
+from tensorscope.ui.model.names import module_name
 
 
 @dataclass(frozen=True)
@@ -127,5 +128,7 @@ def paused_where(p: Any, root_names: dict[int, str] | None = None) -> str:
     a root module by its name in ``root_names`` (``GPT2LMHeadModel``)."""
     if p.where == "step" or p.path is None:
         return f"the start of step {p.step}"
-    name = p.path or (root_names or {}).get(getattr(p, "root", 0) or 0) or "<root>"
+    # as the findings and plots name it: a Sequential root's layer 'Sequential.1', not '1'
+    name = module_name(root_names or {}, int(getattr(p, "root", 0) or 0), p.path)
+    name = "<root>" if name == "(root)" else name
     return f"`{name}` ({WHERE_WORDS.get(p.where, p.where)}, step {p.step})"

@@ -70,3 +70,13 @@ def test_a_pause_in_a_root_module_names_it():
     p = PausedAt(step=4, where="forward_pre", root=0, path="", call=0)
     assert paused_where(p, {0: "GPT2LMHeadModel"}) == "`GPT2LMHeadModel` (before forward, step 4)"
     assert paused_where(p) == "`<root>` (before forward, step 4)"
+
+
+def test_a_pause_in_a_sequential_roots_layer_names_it_with_its_root():
+    """'PAUSED AT `1`' where the findings and plots said 'Sequential.1'."""
+    from tensorscope.common.events import PausedAt
+    from tensorscope.ui.model.availability import paused_where
+    p = PausedAt(step=2, where="backward", root=0, path="1", call=3)
+    assert paused_where(p, {0: "Sequential"}).startswith("`Sequential.1` (")
+    p = PausedAt(step=2, where="forward", root=0, path="encoder.0", call=3)
+    assert paused_where(p, {0: "Net"}).startswith("`encoder.0` (")
