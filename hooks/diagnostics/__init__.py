@@ -46,6 +46,7 @@ def default_observers(mode: str) -> "list[Observer]":
         Fp16OverflowObserver
     from tensorscope.hooks.diagnostics.backward_errors import BackwardErrorObserver
     from tensorscope.hooks.diagnostics.clipping import ClipObserver
+    from tensorscope.hooks.diagnostics.closure import ClosureAccumulationObserver
     from tensorscope.hooks.diagnostics.ddp import DdpBypassObserver
     from tensorscope.hooks.diagnostics.cuda import HostSyncObserver
     from tensorscope.hooks.diagnostics.device import DeviceObserver
@@ -81,6 +82,7 @@ def default_observers(mode: str) -> "list[Observer]":
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
         SamplerEpochObserver(), DdpBypassObserver(), UnscaledAccumulationObserver(),
         OptimizerLifeObserver(), RnnLayoutObserver(), RepeatedModuleObserver(),
+        ClosureAccumulationObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())

@@ -144,6 +144,8 @@ def test_buggy_scripts_have_only_the_expected_kinds(reports: dict) -> None:
     allowed_extra = {
         # the explosion ends in NaN, and its updates rewrite the weights on the way
         "exploding_gradient.py": {"non_finite", "huge_updates"},
+        # L-BFGS stepping along the summed gradients of its closure's calls
+        "bug_grad_accumulation_lbfgs_closure.py": {"huge_updates"},
     }
     for script in SCRIPTS:
         if not _buggy(script):
