@@ -160,10 +160,11 @@ def module_label(ctx: WatchContext, root: int, path: str) -> str:
 
 
 #: optimizers whose step is normalised by the gradients' own scale (Adam's m/sqrt(v),
-#: RMSprop's and Adagrad's g/sqrt(sum g**2), Lion's sign): their updates stay at the
-#: learning rate however large the gradients are; matched by class name, so fused,
-#: 8-bit and library variants (FusedAdam, AdamW8bit, DeepSpeedCPUAdam, LAMB) count
-_SCALE_FREE = ("adam", "lamb", "lion", "rmsprop", "adagrad", "adadelta", "adafactor")
+#: RMSprop's and Adagrad's g/sqrt(sum g**2), Lion's and Rprop's sign): their updates
+#: stay at the learning rate however large the gradients are; matched by class name,
+#: so fused, 8-bit and library variants (FusedAdam, AdamW8bit, DeepSpeedCPUAdam, LAMB)
+#: count
+_SCALE_FREE = ("adam", "lamb", "lion", "rmsprop", "rprop", "adagrad", "adadelta", "adafactor")
 
 
 def scale_free_optimizer(optimizer: Any) -> bool:

@@ -904,7 +904,8 @@ def test_an_infinite_gradient_under_a_loss_running_off_to_minus_infinity() -> No
     assert any("falls without bound" in m and "check the sign of each term" in m for m in msgs), msgs
 
 
-@pytest.mark.parametrize("name,found", [("SGD", True), ("Adam", False), ("RMSprop", False)])
+@pytest.mark.parametrize("name,found", [("SGD", True), ("Adam", False), ("RMSprop", False),
+                                        ("Rprop", False)])
 def test_a_steady_large_gradient_explodes_only_under_a_scale_following_optimizer(
         name: str, found: bool) -> None:
     """A loss weighted by 1e7 gives gradients of ~1e6 from the first step on. SGD's
