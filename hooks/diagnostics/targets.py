@@ -71,7 +71,8 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   vocabulary. For an embedding of the vocabulary without a ``padding_idx``, the
   padding is read from ``[N, T]`` targets (``_edge_padding``; flattened copies are
   put back in the shape the logits had): the value most rows end (right padding) or
-  begin (left padding) with, when it only appears in edge runs of differing lengths.
+  begin (left padding) with, when it only appears in edge runs of differing lengths
+  (before a last column of ignored targets: labels shifted inside the loss).
 * ``target_out_of_range`` also names regression targets that the prediction
   cannot reach: the input of an ``MSELoss``/``SmoothL1Loss``/``HuberLoss`` node
   comes straight (through views) from a sigmoid (outputs in (0, 1)) or a tanh
@@ -790,6 +791,12 @@ def _edge_padding(target: torch.Tensor, node: Any = None) -> dict[str, torch.Ten
         return None
     with torch.no_grad():
         right = _edge_run(rows)
+        # a last column of ignored targets (< 0) on every row: labels shifted for a causal
+        # LM inside the loss (transformers pads them with ignore_index), whose padding
+        # run ends one place before the row's end (chosen on the device: no host read)
+        inner = _edge_run(rows[:, :-1])
+        shifted = (rows[:, -1] < 0).all()
+        right = {k: torch.where(shifted, inner[k], right[k]) for k in right}
         left = _edge_run(rows.flip(1))
         take = right["suffix"] & right["vary"] | ~(left["suffix"] & left["vary"])
         return {k: torch.where(take, right[k], left[k]) for k in right}
