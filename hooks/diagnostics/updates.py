@@ -19,8 +19,8 @@ frozen on purpose).
   module holds, by its optimizer) and the optimizer groups with their learning
   rates, and a scheduler that decayed a group's rate to ``DECAYED`` (1e-6) of
   its ``initial_lr`` or less (an epoch scheduler stepped every batch). Causes:
-  a learning rate far too low (1e-9 typed for 1e-3), ``lr=0`` in every group, a scheduler decayed to zero, a GradScaler
-  skipping every step.
+  a learning rate far too low (1e-9 typed for 1e-3), ``lr=0`` in every group, a
+  scheduler decayed to zero, a GradScaler skipping every step.
 * ``huge_updates``: on ``HUGE_CHECKS`` (2) consecutive checks most counted
   parameters moved by more than ``HUGE_RATIO`` (0.1) of their norm, or on
   one check by more than ``HUGE_ONCE`` (1.0, the weights rewritten
@@ -117,7 +117,7 @@ class UpdateRatioObserver(Diagnostic):
         training = any(lr for (_, _, lr, _) in groups)
         settle = self._settling(groups)
         pids = self._param_ids() if (zero_lr and training) or settle else {}
-        total = tiny = huge = once = 0
+        total = huge = once = 0
         ratios: list[tuple[float, int]] = []
         # root -> elements of its parameters that moved too little / too much
         tiny_at: Counter[int | str] = Counter()
@@ -139,7 +139,6 @@ class UpdateRatioObserver(Diagnostic):
             if root is None:
                 root = str(r.get("name", "")).partition(".")[0] or "an optimizer"
             if ratio < TINY_RATIO:
-                tiny += n
                 tiny_at[root] += n
             scale = settle.get(pid, 1.0) if settle and pid is not None else 1.0
             big = ratio * scale > HUGE_RATIO
@@ -150,6 +149,7 @@ class UpdateRatioObserver(Diagnostic):
                 huge_at[root] += n
         if not total:
             return
+        tiny = sum(tiny_at.values())
         self._tiny = self._tiny + [record.step] if tiny > MOST * total and not warming else []
         loss = _loss(record)
         if huge > MOST * total:
