@@ -163,6 +163,7 @@ def test_a_watch_never_closed_still_writes_its_report(tmp_path, flag, code):
 
 
 SWEEP = """
+    import sys
     import torch
     import torch.multiprocessing as mp
     from torch import nn
@@ -174,7 +175,10 @@ SWEEP = """
         for _ in range(2):
             loss = model(torch.randn(8, 4)).pow(2).mean()
             opt.zero_grad(); loss.backward(); opt.step()
-        print("worker", index, round(loss.item(), 6), flush=True)
+        # one write per line: two processes printing piece by piece to one pipe can
+        # interleave inside a line ('workerworker 0 ...')
+        sys.stdout.write(f"worker {index} {round(loss.item(), 6)}\\n")
+        sys.stdout.flush()
 
     if __name__ == "__main__":
         mp.spawn(train, args=([0.1, 0.01],), nprocs=2)
