@@ -58,10 +58,16 @@ _set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enable
 # without statistics their output takes its input's finite probe instead of a
 # reduction of its own (the ReLU after each BatchNorm of a ResNet is a third of
 # its calls). Clamping ones may map an infinity to a finite value; the module
-# that produced the infinity is still the one named.
+# that produced the infinity is still the one named. The elementwise activations
+# here have no parameters and are bounded by their input's magnitude (a NaN
+# weight of a PReLU, or an output twice the input's, could not be seen through
+# the input's probe: those take a reduction of their own).
 FINITE_PASSING = (torch.nn.ReLU, torch.nn.LeakyReLU, torch.nn.Identity, torch.nn.Flatten,
                   torch.nn.Unflatten, torch.nn.modules.dropout._DropoutNd,
-                  torch.nn.MaxPool1d, torch.nn.MaxPool2d, torch.nn.MaxPool3d)
+                  torch.nn.MaxPool1d, torch.nn.MaxPool2d, torch.nn.MaxPool3d,
+                  torch.nn.Tanh, torch.nn.Sigmoid, torch.nn.GELU, torch.nn.SiLU, torch.nn.Mish,
+                  torch.nn.Hardtanh, torch.nn.Hardsigmoid, torch.nn.Softsign,
+                  torch.nn.LogSigmoid, torch.nn.ELU, torch.nn.CELU)
 
 
 # A step that never ends (``Watch.step()`` called once, or an evaluation loop

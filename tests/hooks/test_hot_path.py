@@ -114,6 +114,50 @@ def test_relu_passes_its_inputs_finite_flag_and_the_producer_is_still_named():
     assert any(k == "non_finite" and m == "0" for k, m in kinds), kinds
 
 
+@pytest.mark.parametrize("act", [nn.Tanh, nn.Sigmoid, nn.GELU, nn.SiLU, nn.Hardtanh, nn.ELU])
+def test_activations_pass_their_inputs_finite_flag_like_relu(act):
+    torch.manual_seed(0)
+    model = nn.Sequential(_NanAfter(at=2), act(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, log = watch([model], opt, stats_every=100)   # steps 1-3 have no statistics
+    with w:
+        train_steps(model, opt, [(torch.randn(4, 8), None)] * 4,
+                    lambda out, _y: out.sum())
+    clean, dirty = _by_path(log, 1), _by_path(log, 3)
+    assert clean["1"][0].finite and clean["1"][0].inputs_finite
+    assert not dirty["0"][0].finite and dirty["0"][0].inputs_finite   # the producer
+    assert not dirty["1"][0].inputs_finite and not dirty["1"][0].finite
+    kinds = {(f.kind, f.module) for f in log.of(Finding)}
+    assert any(k == "non_finite" and m == "0" for k, m in kinds), kinds
+
+
+class _NanPReLU(nn.PReLU):
+    """A PReLU whose weight turns NaN from call ``at`` on."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.calls = at, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls > self.at:
+            with torch.no_grad():
+                self.weight.fill_(float("nan"))
+        return super().forward(x)
+
+
+def test_a_parametrised_activation_takes_its_own_reduction():
+    """A PReLU whose weight turned NaN makes NaN of finite inputs: its output is
+    probed itself, not given its input's flag."""
+    model = nn.Sequential(_NanPReLU(at=2), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    w, log = watch([model], opt, stats_every=100)   # steps 1-3 have no statistics
+    with w:
+        train_steps(model, opt, [(-torch.ones(4, 8), None)] * 4, lambda out, _y: out.sum())
+    dirty = _by_path(log, 3)
+    assert dirty["0"][0].inputs_finite and not dirty["0"][0].finite
+
+
 def _stats_forward(model: nn.Module) -> dict[str, list]:
     """The digests of one inference forward with statistics, by path."""
     torch.manual_seed(0)
