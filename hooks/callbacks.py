@@ -66,6 +66,9 @@ class CaptureHost(Protocol):
         call of this: it caught them (a root call returned or began, an optimizer
         stepped)."""
 
+    def stepping(self) -> bool:
+        """Whether an optimizer's step is running (its closure calls backward)."""
+
 
 class CaptureCallbacks:
     """A watch's ``CaptureHost``, and its optimizer step hooks.
@@ -192,6 +195,10 @@ class CaptureCallbacks:
         finally:
             m = self.capture.meter   # an evaluation's step may have ended here
             m.train_ns += _ns() - (t0 if t0 > m.cut else m.cut)
+
+    def stepping(self) -> bool:
+        """Whether an optimizer's step is running (its closure calls backward)."""
+        return bool(self._stepping)
 
     def _nested_pre(self, optimizer: Any) -> bool:
         """Note ``optimizer``'s step starting; whether it runs inside another's. An

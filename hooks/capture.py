@@ -862,12 +862,34 @@ class Capture:
             first = tensors[0] if isinstance(tensors, (list, tuple)) and tensors else tensors
             loss = backward_loss(first)
             if loss is not None:
-                self.step.backward_loss = loss
+                self._note_backward_loss(self.step, loss)
             if self.observers.bwd:
                 self.observers.call(self.observers.bwd, "on_backward", first)
         except Exception as exc:
             self.host.internal_error("backward wrapper", exc, "that backward is not noted")
         self.meter.train_ns += _ns() - t0
+
+    def _note_backward_loss(self, step: StepBuffer, loss: _Tensor) -> None:
+        """The step's loss is that of the gradients its optimizer step uses: the sum
+        of the losses backpropagated since the gradients were last cleared
+        (gradient accumulation: ``(loss / k).backward()`` on k micro-batches is the
+        loss of the whole batch; a GAN's ``errD_real.backward(); errD_fake.backward()``
+        is ``errD``). A ``zero_grad()`` or an optimizer step in between, or a
+        backward inside an optimizer's step (a closure's evaluations), starts
+        afresh: the last loss is the step's. On the device: no host read."""
+        prev = step.backward_loss
+        if (prev is not None and not step.grads_cleared
+                and step.loss_updates == step.optimizer_steps and not self.host.stepping()
+                and prev.device == loss.device and prev.dtype == loss.dtype):
+            loss = prev + loss
+        step.backward_loss = loss
+        step.grads_cleared = False
+        step.loss_updates = step.optimizer_steps
+
+    def grads_cleared(self, obj: Any, set_to_none: bool) -> None:
+        """A ``zero_grad()`` ran (a ``zeroing`` listener): the losses backpropagated
+        before it no longer count toward the step's loss."""
+        self.step.grads_cleared = True
 
     def _odd_grad_norm(self, entry: GradEntry, grad: _Tensor, step: StepBuffer,
                        exc: Exception) -> int | None:

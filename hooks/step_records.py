@@ -114,7 +114,11 @@ class StepBuffer:
         self.noted_loss: _Tensor | None = None   # Watch.note_loss: what a framework backpropagated
         self.loop = ""                           # Watch.label_step: the framework loop running it
         self.loss_candidates: list[tuple[GradEntry, _Tensor]] = []
-        self.backward_loss: _Tensor | None = None   # what backward() was last called on
+        # what backward() was called on since the gradients were cleared, summed
+        # (``Capture._note_backward_loss``)
+        self.backward_loss: _Tensor | None = None
+        self.grads_cleared = False   # a zero_grad() ran since the last backward()
+        self.loss_updates = 0        # optimizer_steps when backward_loss was last noted
         self.output_loss: _Tensor | None = None     # a loss returned by an evaluation forward
         self.saw_backward = False
         self.any_grad = False

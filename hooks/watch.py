@@ -31,6 +31,7 @@ from tensorscope.hooks.budget import Budget, parse_max_overhead
 from tensorscope.hooks.callbacks import CaptureCallbacks
 from tensorscope.hooks.capture import Capture, StepBuffer
 from tensorscope.hooks.compiled import CompiledModules, compiled_inner
+from tensorscope.hooks.diagnostics.zeroing import ZeroGradListening
 from tensorscope.hooks.framework_steps import FrameworkSteps
 from tensorscope.hooks.gate import Gate
 from tensorscope.hooks.observer import CallRecord, Observer
@@ -284,6 +285,7 @@ class Watch(FrameworkSteps):
                 self._handles.append(mod.register_forward_hook(cap.forward, with_kwargs=True,
                                                                always_call=True))
         self._handles.append(BackwardWrapper(cap))   # the loss: what backward() is called on
+        self._handles.append(ZeroGradListening(cap.grads_cleared))   # ... since zero_grad()
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self.optimizer_pre))
             self._handles.append(opt.register_step_post_hook(self.optimizer_post))

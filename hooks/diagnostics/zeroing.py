@@ -82,3 +82,18 @@ def unlisten(fn: Listener) -> None:
         _listeners.remove(fn)
     if not _listeners:
         _unwrap()
+
+
+class ZeroGradListening:
+    """A listener as a handle: listens from construction until ``remove()`` (which
+    a watch calls with its other handles when it closes)."""
+
+    def __init__(self, fn: Listener) -> None:
+        self.fn: Listener | None = fn
+        listen(fn)
+
+    def remove(self) -> None:
+        """Stop listening (idempotent)."""
+        if self.fn is not None:
+            unlisten(self.fn)
+            self.fn = None
