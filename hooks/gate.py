@@ -25,6 +25,7 @@ from tensorscope.common.conditions import ConditionError, digest_values
 from tensorscope.common.events import (CallDigest, Continue, Finding, GetTensor, JobFinding,
                                 Pause, PausedAt, PinModules, Request, Response, Resumed,
                                 RunToStep, SetBreakpoints, StepBatch, StepModule, StepSummary)
+from tensorscope.common.names import module_name
 from tensorscope.common.protocol import PROTOCOL_VERSION, Frame, to_message
 from tensorscope.common.tensors import param_ref
 from tensorscope.hooks.gate_state import (Breakpoints, BreakpointError, Job, nbytes,
@@ -86,6 +87,7 @@ class Gate:
         #: the watched root modules by root id (the Watch shares its index's list): a
         #: pause serves every module's parameters, read on the training thread
         self.roots: Sequence[Any] = ()
+        self.root_names: Sequence[str] = ()   # the index's display names, by root id
 
     # ------------------------------------------------------------ state ---
     def _update_armed(self) -> None:
@@ -197,7 +199,7 @@ class Gate:
             where, ("output", "out"))
         nan, inf = count_non_finite(t for k, t in tensors.items() if k.startswith(prefix))
         counts = ", ".join(f"{n} {label}" for n, label in ((nan, "NaN"), (inf, "Inf")) if n)
-        name = path or "<root>"
+        name = self._name(root, path)
         detail = f"non-finite {what} in `{name}` ({type}), step {step}, {where}: {counts or 'NaN/Inf'}"
         if self.finding_sink is not None:
             try:
@@ -220,8 +222,15 @@ class Gate:
         refs = {tensor_ref(self.rank, root, path, call, k): v for k, v in tensors.items()}
         self._pause(PausedAt(step=step, rank=self.rank, where="exception", reason="exception",
                              root=root, path=path, call=call,
-                             detail=f"{_exc_name(exc)} in {path or '<root>'} ({type}): {exc}",
+                             detail=f"{_exc_name(exc)} in {self._name(root, path)} ({type}): "
+                                    f"{exc}",
                              tensors=describe_tensors(refs)), refs)
+
+    def _name(self, root: int, path: str) -> str:
+        """The module as the GUI's lists name it (``Sequential.1``, not ``1``; a root by
+        its name), ``<root>`` for a root without one."""
+        name = module_name(self.root_names, root, path)
+        return "<root>" if name == "(root)" else name
 
     def on_finding(self, finding: Finding) -> None:
         """A finding was first emitted: with a finding breakpoint, pause at the next point."""

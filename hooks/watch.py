@@ -149,6 +149,7 @@ class Watch(FrameworkSteps):
         self.session = Session(on_sink_failed=self._sink_failed)
         self.gate = Gate(self.session, self.rank)
         self.gate.roots = self.index.roots   # the same list: roots added later are served
+        self.gate.root_names = self.index.root_names   # (the same list, likewise)
         self.gate.finding_sink = self.emit_provisional_finding
         self._hello_msg: Hello | None = None
         self.emitter = StepEmitter(self)

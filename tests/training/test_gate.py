@@ -305,6 +305,22 @@ def test_malformed_requests_get_error_responses(gate):
     assert not r.ok and "path" in r.error
 
 
+def test_the_pause_detail_names_a_sequential_layer_as_the_lists_do(gate):
+    """A Sequential root's layer is ``Sequential.1`` in the banner too (it read
+    `` `1` ``, while the findings and the status bar said ``Sequential.1``); a root is
+    named by its name."""
+    gate.root_names = ["Sequential"]
+    gate.handle_request(SetBreakpoints(breakpoints=[{"kind": "non_finite"}]))
+    bad = torch.full((2, 3), float("nan"))
+    t = run(lambda: fwd(gate, 1, "1", tensors={"out": bad}, non_finite=True))
+    p = gate.sink.wait_paused(1)
+    assert p.detail == "non-finite output in `Sequential.1` (Linear), step 1, forward: 6 NaN"
+    assert p.path == "1"   # the key stays the module's path
+    gate.handle_request(Continue())
+    t.join(5)
+    assert gate._name(0, "") == "Sequential" and gate._name(1, "") == "<root>"
+
+
 def test_non_finite_stop_fires_once_per_module_and_step_and_explains_itself(gate):
     """F5 runs on: the NaN carried on by later modules, and the same module in later
     steps, do not stop again until the breakpoint is armed again."""
