@@ -58,6 +58,7 @@ from torch import nn
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, fn_name, is_loss_module, \
     is_ancestor_path, is_loss_type, iter_tensors, module_label, root_call, saved_value
+from tensorscope.hooks.diagnostics import policy_gradient
 from tensorscope.hooks.diagnostics.losses import top_nodes
 from tensorscope.hooks.observer import CallRecord, StepRecord
 
@@ -80,6 +81,8 @@ class TargetGradObserver(Diagnostic):
         self._pending: list[tuple[str, Any, Any, int]] = []
         self._seen: set[tuple[int, str]] = set()
         self._called_at = -1   # the last step in which a loss was seen at its call
+        self._pg_checks = 0    # backwards with a candidate looked at for an attached advantage
+        self._backwards = 0    # backward() calls seen
 
     def watches(self, module_type: type, hook: str) -> bool:
         """The inputs of loss modules only."""
@@ -110,9 +113,16 @@ class TargetGradObserver(Diagnostic):
 
     def on_backward(self, loss: torch.Tensor) -> None:
         """Loss nodes in the graph whose target is in the graph too (a step that saw
-        no loss at its call)."""
-        if not isinstance(loss, torch.Tensor) or loss.grad_fn is None \
-                or self._called_at == self.ctx.step_index:
+        no loss at its call); a policy-gradient weight left attached to the critic
+        (``policy_gradient``, the first few backwards that hold a candidate)."""
+        if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+            return
+        self._backwards += 1
+        if self._pg_checks < policy_gradient.CHECKS and (
+                self._backwards <= policy_gradient.FIRST
+                or self._backwards % policy_gradient.EVERY == 0):
+            self._attached_advantage(loss.grad_fn)
+        if self._called_at == self.ctx.step_index:
             return
         for node in top_nodes(loss.grad_fn):
             label = _TARGET_NODES.get(fn_name(node))
@@ -121,6 +131,19 @@ class TargetGradObserver(Diagnostic):
             nxt: Any = node.next_functions
             if len(nxt) >= 2 and nxt[0][0] is not None and nxt[1][0] is not None:
                 self._remember(label, nxt[0][0], nxt[1][0])
+
+    def _attached_advantage(self, loss_fn: Any) -> None:
+        calls = self.ctx.step_calls()
+        made = _made_by(calls)
+        found, candidate = policy_gradient.attached_advantages(loss_fn, made)
+        if candidate:
+            self._pg_checks += 1
+        for call in found:
+            key = (call.root, call.path)
+            if key in self._seen or not _trainable(call.module):
+                continue
+            self._seen.add(key)
+            self._report_advantage(call, self.ctx.step_index)
 
     def on_step_end(self, record: StepRecord) -> None:
         """Name the module whose output each differentiable target comes from."""
@@ -166,6 +189,19 @@ class TargetGradObserver(Diagnostic):
                   f"differentiates through it into {where}: {effect}. Fix: compute the "
                   f"target under torch.no_grad() (or pass target.detach()), or freeze "
                   f"{where} with requires_grad_(False).", step=step)
+
+
+    def _report_advantage(self, call: CallRecord, step: int) -> None:
+        where = module_label(self.ctx, call.root, call.path)
+        self.emit("target_requires_grad", "warning", "loss", call.root, call.path,
+                  f"The advantage weighting the log-probabilities of the policy loss at step "
+                  f"{step} is computed from the output of {where} with gradients on (R - "
+                  f"value, not detached): backward() differentiates the policy term through "
+                  f"it into {where}, whose update then also follows the policy loss (it moves "
+                  f"the value estimates to make -log_prob * advantage smaller) on top of its "
+                  f"own value loss. Fix: weight the log-probabilities by advantage.detach() "
+                  f"(or value.item(), or compute the advantage under torch.no_grad()), and "
+                  f"keep the attached advantage for the value loss only.", step=step)
 
 
 def _made_by(calls: list[CallRecord]) -> dict[int, tuple[Any, CallRecord, CallRecord]]:
