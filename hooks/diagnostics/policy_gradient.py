@@ -102,7 +102,8 @@ def _loss_region(root: Any, made: Made, skip: Any = None) -> list[Any]:
     """The loss's graph outside module calls, breadth first (module outputs are
     included and not walked under); ``skip``: a node left out with what is under it
     unless reached another way."""
-    out, queue, seen = [], [root], {id(root)}
+    out: list[Any] = []
+    queue, seen = [root], {id(root)}
     while queue and len(out) < GRAPH:
         node = queue.pop(0)
         if node is skip:
