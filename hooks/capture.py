@@ -83,6 +83,22 @@ def _job_of_several() -> bool:
     return in_process_group() and current_rank().world_size > 1
 
 
+def _joining(waiter: int, ident: int) -> bool:
+    """Whether thread ``waiter`` is blocked in ``Thread.join()`` of thread ``ident``
+    (the innermost frames of ``waiter`` are ``threading``'s join, whose ``self`` is
+    the thread joined). Reads one frame snapshot; never raises."""
+    try:
+        frame = sys._current_frames().get(waiter)
+        while frame is not None and frame.f_code.co_filename == threading.__file__:
+            if frame.f_code.co_name in ("join", "_wait_for_tstate_lock"):
+                joined = frame.f_locals.get("self")
+                return isinstance(joined, threading.Thread) and joined.ident == ident
+            frame = frame.f_back
+    except Exception:   # a frame that cannot be read: not known to be joining
+        return False
+    return False
+
+
 def _param_state(module: torch.nn.Module) -> tuple[weakref.ref, int] | None:
     """A weak reference to the first parameter of ``module`` and its version (None
     while a ``functional_call`` stands another tensor in for it)."""
@@ -217,11 +233,16 @@ class Capture:
         steps, once the training thread has ended (a script that trained in a
         worker thread, joined it, and trains on). Otherwise it is
         skipped (its own root and stack would be needed; the step's records stay
-        right), said once per thread on stderr. Returns True to skip."""
+        right), said once per thread on stderr. In global mode (``tensorscope run``)
+        a thread claims a training thread that has not trained only while that one
+        waits in ``join()`` for it (a script that trains in a worker thread): a
+        thread that prefetches with a module while the main thread waits on a queue
+        does not. Returns True to skip."""
         if in_backward():
             return False
         if not self.step.calls and not self.stack and (
-                (not self.thread_active and not self.global_mode)
+                (not self.thread_active and (not self.global_mode
+                                             or _joining(self.thread, _get_ident())))
                 or not any(t.ident == self.thread for t in threading.enumerate())):
             self.claim_thread()
             return False
