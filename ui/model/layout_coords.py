@@ -15,6 +15,14 @@ from collections.abc import Callable, Sequence
 from tensorscope.ui.model.layout_layers import LayeredGraph
 
 DUMMY_WEIGHT = 8.0
+# a chain link (the node its neighbour's one real neighbour back) pulls far harder than
+# a long edge: a residual stack keeps its main line straight and its skips run beside
+# it (the skips' dummies, pulling harder, pushed each block half a column over, and a
+# 12-layer transformer drifted a screen width sideways)
+CHAIN_WEIGHT = 1000.0
+# a long edge's end beside other edges of its fork or join (a skip leaving the node that
+# also feeds a block's first layers): the skip steps aside rather than pushing them
+DUMMY_END_WEIGHT = 0.01
 LONELY_WEIGHT = 0.05          # a node with no neighbour on the side aligned to stays put
 PASSES = ("down", "up", "down", "up")
 CHECK_ROWS = 256              # rows placed between two calls of ``check``
@@ -87,15 +95,39 @@ def _target(v: int, x: list[float], g: LayeredGraph, side: str) -> tuple[float, 
             return x[v], LONELY_WEIGHT
         return _median_x(nb, x), 0.75 + 0.25 * len(nb)
     if side == "down":
-        a, nb, back = g.up1[v], g.up[v], g.down1
+        a, nb, back, back_nb = g.up1[v], g.up[v], g.down1, g.down
     else:
-        a, nb, back = g.down1[v], g.down[v], g.up1
+        a, nb, back, back_nb = g.down1[v], g.down[v], g.up1, g.up
+    n_real = g.n_real
+    if v < n_real and nb:
+        real = [w for w in nb if w < n_real]
+        if len(real) == 1 and len(real) < len(nb) or len(real) == 1 and back[real[0]] < 0:
+            # one real neighbour beside long edges (a residual's join), or whose other
+            # neighbours are long edges (the fork of a skip): a link of the chain when
+            # it is that neighbour's one real neighbour back
+            r = real[0]
+            if [w for w in back_nb[r] if w < n_real] == [v]:
+                return x[r], CHAIN_WEIGHT
+        if real and len(real) < len(nb):
+            return _median_x(real, x), 0.75 + 0.25 * len(real)
     if a >= 0:
-        strong = v >= g.n_real or back[a] == v
-        return x[a], DUMMY_WEIGHT if strong else 1.0
+        if v >= n_real:
+            return x[a], _dummy_weight(v, g)
+        return x[a], CHAIN_WEIGHT if back[a] == v else 1.0
     if nb:
-        return _median_x(nb, x), (DUMMY_WEIGHT if v >= g.n_real else 0.75 + 0.25 * len(nb))
+        return _median_x(nb, x), (DUMMY_WEIGHT if v >= n_real else 0.75 + 0.25 * len(nb))
     return x[v], LONELY_WEIGHT
+
+
+def _dummy_weight(v: int, g: LayeredGraph) -> float:
+    """How hard dummy ``v`` holds its long edge straight: weakly at either end of the
+    edge where its real node has other edges on that side (a skip leaving the node
+    that feeds a block's first layers, or joining the block's last one), so that the
+    skip steps aside rather than pushing the block over; hard in between."""
+    u, d = g.up1[v], g.down1[v]
+    if (0 <= u < g.n_real and g.down1[u] != v) or (0 <= d < g.n_real and g.up1[d] != v):
+        return DUMMY_END_WEIGHT
+    return DUMMY_WEIGHT
 
 
 def _place_row(row: list[int], x: list[float], g: LayeredGraph, side: str,
@@ -109,9 +141,10 @@ def _place_row(row: list[int], x: list[float], g: LayeredGraph, side: str,
         tw = []
         for v in row:
             a = one[v]
-            if a >= 0:
-                strong = v >= n_real or back[a] == v
-                tw.append((x[a], DUMMY_WEIGHT if strong else 1.0))
+            if a >= 0 and v >= n_real:
+                tw.append((x[a], _dummy_weight(v, g)))
+            elif a >= 0 and back[a] == v:
+                tw.append((x[a], CHAIN_WEIGHT))
             else:
                 tw.append(_target(v, x, g, side))
     if len(row) == 1:

@@ -127,6 +127,37 @@ def test_chain_edges_are_straight():
     assert len({x for x, _ in lay.positions.values()}) == 1
 
 
+def _residual_stack(layers: int, fork: int) -> tuple[nx.DiGraph, list[str]]:
+    """A pre-norm transformer stack as the module graph draws it: each block's input
+    feeds ``fork`` first layers (GPT-2's ln_1: 1; BERT's query, key, value: 3) and a
+    skip to the block's join; returns the graph and the joins, top to bottom."""
+    g, prev, joins = nx.DiGraph(), "emb", []
+    for i in range(layers):
+        heads = [f"h{i}.{k}" for k in range(fork)]
+        for h in heads:
+            g.add_edge(prev, h)
+            g.add_edge(h, f"mix{i}")
+        for a, b in ((f"mix{i}", f"drop{i}"), (f"drop{i}", f"add{i}"), (prev, f"add{i}"),
+                     (f"add{i}", f"mlp{i}"), (f"mlp{i}", f"out{i}"), (f"out{i}", f"join{i}"),
+                     (f"add{i}", f"join{i}")):
+            g.add_edge(a, b)
+        prev = f"join{i}"
+        joins.append(prev)
+    return g, joins
+
+
+@pytest.mark.parametrize("fork", [1, 3])
+def test_a_residual_stack_stays_in_one_column(fork):
+    """The main line of a 12-block residual stack runs straight down and its skips
+    beside it: the skips' dummies pulled each block's join half a column over, and
+    BERT's 12 layers (fork 3) drifted about 150 px a layer to the right."""
+    g, joins = _residual_stack(12, fork)
+    lay = layered_layout(g, {v: (180.0, 40.0) for v in g.nodes})
+    xs = [lay.positions[j][0] for j in joins]
+    assert max(xs) - min(xs) < 20.0, [round(x) for x in xs]
+    assert lay.width < 4 * 180.0 + 3 * 40.0
+
+
 def test_output_is_deterministic():
     g = _dag(250, seed=3)
     a, b = layered_layout(g), layered_layout(g.copy())
