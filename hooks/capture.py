@@ -99,6 +99,23 @@ def _joining(waiter: int, ident: int) -> bool:
     return False
 
 
+_CALL_IMPL = torch.nn.Module._call_impl.__code__
+
+
+def _outermost_call() -> bool:
+    """Whether the module call whose hook runs now is inside no other module's forward
+    on this thread (one ``Module._call_impl`` frame on the stack: its own)."""
+    frame: Any = sys._getframe(1)
+    calls = 0
+    while frame is not None:
+        if frame.f_code is _CALL_IMPL:
+            calls += 1
+            if calls > 1:
+                return False
+        frame = frame.f_back
+    return True
+
+
 def _param_state(module: torch.nn.Module) -> tuple[weakref.ref, int] | None:
     """A weak reference to the first parameter of ``module`` and its version (None
     while a ``functional_call`` stands another tensor in for it)."""
@@ -235,14 +252,16 @@ class Capture:
         skipped (its own root and stack would be needed; the step's records stay
         right), said once per thread on stderr. In global mode (``tensorscope run``)
         a thread claims a training thread that has not trained only while that one
-        waits in ``join()`` for it (a script that trains in a worker thread): a
-        thread that prefetches with a module while the main thread waits on a queue
-        does not. Returns True to skip."""
+        waits in ``join()`` for it (a script that trains in a worker thread), and at
+        its outermost module call (a worker that started before the main thread
+        reached ``join()`` is claimed at its next root call, not halfway through a
+        forward): a thread that prefetches with a module while the main thread waits
+        on a queue does not. Returns True to skip."""
         if in_backward():
             return False
         if not self.step.calls and not self.stack and (
-                (not self.thread_active and (not self.global_mode
-                                             or _joining(self.thread, _get_ident())))
+                (not self.thread_active and (not self.global_mode or (
+                    _joining(self.thread, _get_ident()) and _outermost_call())))
                 or not any(t.ident == self.thread for t in threading.enumerate())):
             self.claim_thread()
             return False

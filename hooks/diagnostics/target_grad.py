@@ -190,7 +190,6 @@ class TargetGradObserver(Diagnostic):
                   f"target under torch.no_grad() (or pass target.detach()), or freeze "
                   f"{where} with requires_grad_(False).", step=step)
 
-
     def _report_advantage(self, call: CallRecord, step: int) -> None:
         where = module_label(self.ctx, call.root, call.path)
         self.emit("target_requires_grad", "warning", "loss", call.root, call.path,

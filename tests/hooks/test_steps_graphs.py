@@ -1,11 +1,14 @@
 """Step boundaries, global-hook roots, graphs sent only when they change, observers."""
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
 from hooks_zoo import Classifier, EventLog, train_steps, watch
 from tensorscope.common.events import GraphStructure, ModuleTree, StepBegin
+from tensorscope.hooks.capture import _joining
 from tensorscope.hooks.observer import Observer
 from tensorscope.hooks.watch import Watch
 
@@ -482,8 +485,15 @@ def test_training_on_after_a_training_thread_ended_is_captured():
     model = Classifier()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     w, log = _global_watch()
+    main = threading.get_ident()
+
+    def train_once_joined() -> None:
+        while not _joining(main, threading.get_ident()):   # the main thread is in join()
+            os.sched_yield()
+        train_steps(model, opt, _batches(2))
+
     with w:
-        worker = threading.Thread(target=train_steps, args=(model, opt, _batches(2)))
+        worker = threading.Thread(target=train_once_joined)
         worker.start()
         worker.join()
         train_steps(model, opt, _batches(3))
@@ -492,6 +502,41 @@ def test_training_on_after_a_training_thread_ended_is_captured():
     # had not trained, was waiting in join() for it): every iteration is seen; it was
     # [0, 8, 8, 8, 8], the worker's first forward skipped with a "not captured" note
     assert calls == [8] * 5, calls
+
+
+def test_a_worker_claims_the_training_thread_at_a_root_call_not_inside_a_forward():
+    """The worker's forward began before the main thread reached join(): its inner
+    calls, made once the main thread joins, are not taken as roots of a step (a
+    first step of 7 calls of 8, its root missing, under load); the next outermost
+    call claims."""
+    import threading
+
+    main = threading.get_ident()
+    started = threading.Event()
+
+    class WaitsForJoin(nn.Module):
+        """Its forward runs once its root's hooks saw the main thread not joining."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            started.set()
+            while not _joining(main, threading.get_ident()):
+                os.sched_yield()
+            return x
+
+    torch.manual_seed(0)
+    model = nn.Sequential(WaitsForJoin(), nn.Linear(784, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, log = _global_watch()
+    with w:
+        worker = threading.Thread(target=train_steps, args=(model, opt, _batches(3)))
+        worker.start()
+        started.wait()   # its first forward has begun: this thread joins only now
+        worker.join()
+    calls = [s.calls for s in log.summaries()]
+    # the first step: nothing of the first iteration, or what followed the claim at an
+    # outermost call (the loss module's call, a root), or all of it
+    assert calls[1:] == [4, 4] and calls[0] in (0, 1, 4), calls
+    assert all(d.path == "" for d in log.digests(0)) or calls[0] == 4
 
 
 def test_a_module_called_by_a_prefetching_thread_does_not_take_the_training_thread():
