@@ -51,6 +51,7 @@ target network, the teacher).
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -121,7 +122,13 @@ class TargetGradObserver(Diagnostic):
         if self._pg_checks < policy_gradient.CHECKS and (
                 self._backwards <= policy_gradient.FIRST
                 or self._backwards % policy_gradient.EVERY == 0):
-            self._attached_advantage(loss.grad_fn)
+            try:
+                self._attached_advantage(loss.grad_fn)
+            except Exception as exc:   # the smallest part that failed goes off, said once
+                self._pg_checks = policy_gradient.CHECKS
+                print(f"tensorscope: the policy-gradient advantage check failed "
+                      f"({type(exc).__name__}: {exc}); it is off for the rest of the run",
+                      file=sys.stderr)
         if self._called_at == self.ctx.step_index:
             return
         for node in top_nodes(loss.grad_fn):

@@ -208,3 +208,18 @@ def test_symmetric_losses_over_one_batched_forward_are_silent() -> None:
             + F.mse_loss(z[:8], z[8:])
 
     assert not _train(net, [], halves)
+
+
+def test_a_failing_advantage_check_goes_off_alone(monkeypatch, capsys) -> None:
+    """The policy-gradient walk raising switches off that walk only, said once: the
+    TD-target check of the same observer still names the target network."""
+    from tensorscope.hooks.diagnostics import policy_gradient
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(policy_gradient, "attached_advantages", broken)
+    sink = _dqn(F.mse_loss, detach=False)
+    assert ("target_requires_grad", "") in sink.findings
+    err = capsys.readouterr().err
+    assert err.count("the policy-gradient advantage check failed (RuntimeError: injected)") == 1
