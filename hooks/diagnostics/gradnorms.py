@@ -45,6 +45,7 @@ import torch
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label, scale_free_optimizer
 from tensorscope.hooks.observer import CallRecord, StepRecord
+from tensorscope.hooks.stats import norm
 
 VANISH_RATIO = 1e-4
 VANISH_STEPS = 3
@@ -63,19 +64,6 @@ SHARED = -1   # a queued "handle": the norms come with the core's parameter rows
 
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
-
-
-_DOT_TYPES = (torch.float32, torch.float64)
-
-
-def _norm(g: torch.Tensor) -> torch.Tensor:
-    """``vector_norm(g)``; for a contiguous float32/64 tensor on the CPU, the root of
-    its dot product with itself (less than half the time on a large weight's
-    gradient, and it overflows where ``vector_norm``'s accumulation does)."""
-    if g.is_cpu and g.dtype in _DOT_TYPES and g.is_contiguous():
-        flat = g.view(-1)
-        return torch.dot(flat, flat).sqrt_()
-    return torch.linalg.vector_norm(g)
 
 
 class GradScaleObserver(Diagnostic):
@@ -129,10 +117,10 @@ class GradScaleObserver(Diagnostic):
             grad_on = torch.is_grad_enabled()
             torch.set_grad_enabled(False)
             try:
-                norms = {"first": _norm(g1), "last": _norm(g2)}
+                norms = {"first": norm(g1), "last": norm(g2)}
                 if more:
                     norms["input_end"] = torch.stack(
-                        [_norm(g).to(norms["first"].dtype) for g in more]).amax()
+                        [norm(g).to(norms["first"].dtype) for g in more]).amax()
                 self._queued[rid] = self.ctx.defer(norms)
             finally:
                 torch.set_grad_enabled(grad_on)

@@ -28,7 +28,7 @@ module's output), a Q-network's ``[N, A]`` outputs, a learned loss attenuation
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from tensorscope.hooks.diagnostics.base import fn_name
 from tensorscope.hooks.observer import CallRecord
@@ -54,27 +54,38 @@ def _is_made(node: Any, made: Made) -> bool:
     return hit is not None and hit[0] is node
 
 
+def _walk(root: Any, made: Made, limit: int, skip: Any = None) -> Iterator[Any]:
+    """The graph under ``root`` breadth first, at most ``limit`` nodes: module outputs
+    are given and not walked under, leaves skipped; ``skip``: a node left out with
+    what is under it unless reached another way."""
+    queue, seen, n = [root], {id(root)}, 0
+    while queue and n < limit:
+        node = queue.pop(0)
+        if node is skip:
+            continue
+        n += 1
+        yield node
+        if _is_made(node, made):
+            continue
+        for child, _ in getattr(node, "next_functions", ()):
+            if child is not None and id(child) not in seen and fn_name(child) != "AccumulateGrad":
+                seen.add(id(child))
+                queue.append(child)
+
+
 def _side(node: Any, made: Made) -> tuple[bool, bool, Any]:
     """Whether a log lies under ``node`` (down to and including the first module
     outputs), whether a difference does (an advantage ``R - value``), and the
     nearest module output under it (None if none within ``SIDE``)."""
-    queue, seen, n, log, diff, first = [node], {id(node)}, 0, False, False, None
-    while queue and n < SIDE:
-        cur = queue.pop(0)
-        n += 1
+    log, diff, first = False, False, None
+    for cur in _walk(node, made, SIDE):
         name = fn_name(cur)
         if name in _LOGS:
             log = True
         elif name in _DIFFS and first is None:
             diff = True
-        if _is_made(cur, made):
-            if first is None:
-                first = cur
-            continue
-        for child, _ in getattr(cur, "next_functions", ()):
-            if child is not None and id(child) not in seen and fn_name(child) != "AccumulateGrad":
-                seen.add(id(child))
-                queue.append(child)
+        if first is None and _is_made(cur, made):
+            first = cur
     return log, diff, first
 
 
@@ -98,26 +109,6 @@ def _value_like(value: list[int] | None, logits: list[int] | None) -> bool:
             and logits[0] == value[0])
 
 
-def _loss_region(root: Any, made: Made, skip: Any = None) -> list[Any]:
-    """The loss's graph outside module calls, breadth first (module outputs are
-    included and not walked under); ``skip``: a node left out with what is under it
-    unless reached another way."""
-    out: list[Any] = []
-    queue, seen = [root], {id(root)}
-    while queue and len(out) < GRAPH:
-        node = queue.pop(0)
-        if node is skip:
-            continue
-        out.append(node)
-        if _is_made(node, made):
-            continue
-        for child, _ in getattr(node, "next_functions", ()):
-            if child is not None and id(child) not in seen and fn_name(child) != "AccumulateGrad":
-                seen.add(id(child))
-                queue.append(child)
-    return out
-
-
 def attached_advantages(loss_fn: Any, made: Made) -> tuple[list[CallRecord], bool]:
     """The critic's call: one whose value-like output weights a log-probability in
     the loss's graph while another term of the loss trains it too (see the module
@@ -127,7 +118,7 @@ def attached_advantages(loss_fn: Any, made: Made) -> tuple[list[CallRecord], boo
     that returned the values."""
     candidate = False
     examined = 0
-    for node in _loss_region(loss_fn, made):
+    for node in _walk(loss_fn, made, GRAPH):
         if fn_name(node) not in _PRODUCTS or _is_made(node, made):
             continue
         edges = [f for f, _ in node.next_functions]
@@ -142,7 +133,7 @@ def attached_advantages(loss_fn: Any, made: Made) -> tuple[list[CallRecord], boo
             logits = _shape(made[id(src_p)][1], src_p) if src_p is not None else None
             if not _value_like(_shape(inner, src_w), logits):
                 continue
-            if not any(n is src_w for n in _loss_region(loss_fn, made, skip=node)):
+            if not any(n is src_w for n in _walk(loss_fn, made, GRAPH, skip=node)):
                 continue   # only the policy term reaches it in this backward
             # the critic: the value head of a model whose other head is the actor, else
             # the model that returned the values (one: every time step's term is alike)

@@ -101,7 +101,7 @@ def _target(v: int, x: list[float], g: LayeredGraph, side: str) -> tuple[float, 
     n_real = g.n_real
     if v < n_real and nb:
         real = [w for w in nb if w < n_real]
-        if len(real) == 1 and len(real) < len(nb) or len(real) == 1 and back[real[0]] < 0:
+        if len(real) == 1 and (len(nb) > 1 or back[real[0]] < 0):
             # one real neighbour beside long edges (a residual's join), or whose other
             # neighbours are long edges (the fork of a skip): a link of the chain when
             # it is that neighbour's one real neighbour back
