@@ -63,7 +63,8 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.rnn_layout import RnnLayoutObserver
     from tensorscope.hooks.diagnostics.nonfinite import NonFiniteObserver
     from tensorscope.hooks.diagnostics.samplers import SamplerEpochObserver
-    from tensorscope.hooks.diagnostics.schedulers import SchedulerOrderObserver
+    from tensorscope.hooks.diagnostics.schedulers import LrCollapseObserver, \
+        SchedulerOrderObserver
     from tensorscope.hooks.diagnostics.signed_targets import SignedTargetObserver
     from tensorscope.hooks.diagnostics.symmetry import SymmetryObserver
     from tensorscope.hooks.diagnostics.target_grad import TargetGradObserver
@@ -80,8 +81,8 @@ def default_observers(mode: str) -> "list[Observer]":
         modes, LossInputObserver(targets=targets), targets, graphs, GradAccumulationObserver(graphs),
         ParamCoverageObserver(targets), NonFiniteObserver(),   # the loss is checked in every mode
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
-        SamplerEpochObserver(), DdpBypassObserver(), UnscaledAccumulationObserver(),
-        OptimizerLifeObserver(), RnnLayoutObserver(), RepeatedModuleObserver(),
+        LrCollapseObserver(), SamplerEpochObserver(), DdpBypassObserver(),
+        UnscaledAccumulationObserver(), OptimizerLifeObserver(), RnnLayoutObserver(), RepeatedModuleObserver(),
         ClosureAccumulationObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise

@@ -16,9 +16,23 @@ optimizer's first step forgets it (fast-forwarding a resumed schedule,
 that is the finding. With a ``GradScaler`` a skipped first step (an overflow) also
 leaves ``_opt_called`` unset, so there only a call before the first backward counts.
 Nothing here reads a tensor.
+
+``tiny_updates`` from the learning rate itself (``LrCollapseObserver``): every
+trained group of an optimizer has run at ``COLLAPSED`` (1e-4) of the highest rate
+it ran at, or less, for the last ``COLLAPSED_STEPS`` (8) optimizer steps and at
+least ``COLLAPSED_SHARE`` (a quarter) of its steps so far. That is an epoch
+scheduler stepped every batch (``StepLR(step_size=5)`` per batch is at 1e-5 after
+20 batches), or a schedule shorter than the run, caught from the first batches
+rather than from the update ratios of three statistics steps. The peak is a rate
+the optimizer really stepped at, so a warmup from 0 never counts as a fall, and a
+schedule that anneals to zero at the run's end (cosine, linear, one-cycle) spends
+far less than a quarter of the run below 1e-4 of its peak. The rates are Python
+numbers already (a rate held in a CPU tensor is read; one on an accelerator is
+not).
 """
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any, Callable
 
@@ -29,12 +43,42 @@ from tensorscope.hooks.diagnostics.base import Diagnostic, module_label, unwrap_
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 
 _BASE: Any = getattr(torch.optim.lr_scheduler, "LRScheduler", None)
+COLLAPSED = 1e-4          # a rate at this fraction of its peak or less: decayed away
+COLLAPSED_STEPS = 8       # consecutive optimizer steps at such a rate
+COLLAPSED_SHARE = 0.25    # ... and at least this share of the optimizer's steps
 _listeners: list[Callable[[Any], None]] = []
 _original: list[tuple[Any, str, Any, Any]] = []   # what wrap_method wrapped
 
 
 def _install() -> None:
     wrap_method(_BASE, "step", _listeners, "lr_scheduler.step()", _original)
+
+
+def _listen(fn: Callable[[Any], None]) -> None:
+    """Call ``fn(scheduler)`` before every ``LRScheduler.step()`` while attached."""
+    if fn not in _listeners:
+        _listeners.append(fn)
+    _install()
+
+
+def _unlisten(fn: Callable[[Any], None]) -> None:
+    """Stop calling ``fn``; put ``LRScheduler.step`` back once no one listens."""
+    if fn in _listeners:
+        _listeners.remove(fn)
+    if not _listeners:
+        unwrap_methods(_original)
+
+
+def decay_cause(opt_index: int, group: int, start: float, lr: float) -> str:
+    """The cause and fix of a learning rate a schedule brought from ``start`` down
+    to ``lr`` (the one wording of ``tiny_updates``' scheduler cause)."""
+    return (f"Its scheduler decayed optimizer{opt_index} group{group}'s learning rate from "
+            f"{start:g} to {lr:g}: a schedule that runs far faster than meant, "
+            f"usually an epoch scheduler (StepLR, MultiStepLR, ExponentialLR) "
+            f"stepped every batch, or step_size / T_max / milestones counted in "
+            f"epochs while scheduler.step() runs per batch. Fix: call "
+            f"scheduler.step() once per epoch (after the epoch's batches), or give "
+            f"the schedule its lengths in batches.")
 
 
 def _stepped(opt: Any) -> bool:
@@ -61,16 +105,11 @@ class SchedulerOrderObserver(Diagnostic):
     def on_attach(self, ctx: Any) -> None:
         """Wrap ``LRScheduler.step`` (restored on detach)."""
         super().on_attach(ctx)
-        if self._scheduler_step not in _listeners:
-            _listeners.append(self._scheduler_step)
-        _install()
+        _listen(self._scheduler_step)
 
     def on_detach(self) -> None:
         """Put ``LRScheduler.step`` back once no watch listens."""
-        if self._scheduler_step in _listeners:
-            _listeners.remove(self._scheduler_step)
-        if not _listeners:
-            unwrap_methods(_original)
+        _unlisten(self._scheduler_step)
         self._early.clear()
 
     def on_backward(self, tensor: torch.Tensor) -> None:
@@ -110,3 +149,108 @@ class SchedulerOrderObserver(Diagnostic):
                   f"the second rate). Fix: call scheduler.step() after optimizer.step() "
                   f"(at the end of the iteration or epoch) for "
                   f"{module_label(self.ctx, rid, '')}.", step=hit[1] if hit else 0)
+
+
+def _rate(lr: Any) -> float | None:
+    """A group's learning rate as a number: None for a rate on an accelerator (no
+    host read here) or of another kind."""
+    if isinstance(lr, (int, float)):
+        return float(lr)
+    if isinstance(lr, torch.Tensor) and lr.device.type == "cpu" and lr.numel() == 1:
+        return float(lr.item())
+    return None
+
+
+class _RateTrack:
+    """One optimizer's rates: the steps it took, and per group the highest rate it
+    stepped at and how many of its latest steps ran at ``COLLAPSED`` of it or less."""
+
+    __slots__ = ("ref", "steps", "peak", "low", "sched_steps", "done")
+
+    def __init__(self, optimizer: Any) -> None:
+        self.ref = weakref.ref(optimizer)
+        self.steps = 0
+        self.peak: list[float] = []
+        self.low: list[int] = []
+        self.sched_steps = 0   # its schedulers' step() calls
+        self.done = False
+
+
+class LrCollapseObserver(Diagnostic):
+    """Finds an optimizer whose learning rate a schedule (or the script) brought down
+    to ``COLLAPSED`` of its peak for good: the model has stopped learning."""
+
+    def __init__(self) -> None:
+        self._tracks: dict[int, _RateTrack] = {}
+
+    def on_attach(self, ctx: Any) -> None:
+        """Count scheduler steps per optimizer (``LRScheduler.step`` wrapped)."""
+        super().on_attach(ctx)
+        _listen(self._scheduler_step)
+
+    def on_detach(self) -> None:
+        """Stop counting."""
+        _unlisten(self._scheduler_step)
+        self._tracks.clear()
+
+    def _track(self, optimizer: Any) -> _RateTrack:
+        track = self._tracks.get(id(optimizer))
+        if track is None or track.ref() is not optimizer:
+            track = self._tracks[id(optimizer)] = _RateTrack(optimizer)
+        return track
+
+    def _scheduler_step(self, sched: Any) -> None:
+        opt = getattr(sched, "optimizer", None)
+        if opt is not None:
+            self._track(opt).sched_steps += 1
+
+    def on_optimizer_step(self, optimizer: Any) -> None:
+        """Note the rates this step ran at; the finding once every trained group has
+        run collapsed long enough."""
+        track = self._track(optimizer)
+        if track.done:
+            return
+        track.steps += 1
+        groups = getattr(optimizer, "param_groups", None) or []
+        peak, low = track.peak, track.low
+        if len(peak) != len(groups):   # groups added: their history starts now
+            peak.extend([0.0] * (len(groups) - len(peak)))
+            low.extend([0] * (len(groups) - len(low)))
+            del peak[len(groups):], low[len(groups):]
+        trained = 0
+        for g, group in enumerate(groups):
+            lr = _rate(group.get("lr"))
+            if lr is None or math.isnan(lr):
+                return
+            if lr > peak[g]:
+                peak[g] = lr
+            if peak[g] <= 0:
+                continue   # never trained (frozen with lr=0 from the start)
+            trained += 1
+            # a rate at 1e-4 of its peak to rounding (0.1 * 0.1**4 is 1.0000000000000003e-05)
+            low[g] = low[g] + 1 if lr <= COLLAPSED * peak[g] * (1 + 1e-9) else 0
+        least = min((n for n, p in zip(low, peak) if p > 0), default=0)
+        if trained and least >= max(COLLAPSED_STEPS, COLLAPSED_SHARE * track.steps):
+            track.done = True
+            self._report(optimizer, track, least)
+
+    def _report(self, optimizer: Any, track: _RateTrack, least: int) -> None:
+        groups = optimizer.param_groups
+        g = next(i for i, p in enumerate(track.peak) if p > 0)
+        k = next((i for i, o in enumerate(getattr(self.ctx, "optimizers", []) or [])
+                  if o is optimizer), 0)
+        hit = next((self.ctx.param_name(p) for group in groups for p in group["params"]), None)
+        rid = hit[0] if hit is not None else 0
+        lr = _rate(groups[g].get("lr")) or 0.0
+        start = track.peak[g]
+        per_batch = track.sched_steps >= track.steps - 1
+        cause = (decay_cause(k, g, start, lr) if per_batch else
+                 "Usual causes: a schedule shorter than the run (its lengths counted in "
+                 "epochs, or a total step count too small), or a rate decayed by hand. "
+                 "Fix: check optimizer.param_groups[i]['lr'] over the run.")
+        self.emit("tiny_updates", "warning", "optimizer", rid, "",
+                  f"The learning rate has collapsed for {module_label(self.ctx, rid, '')}: "
+                  f"optimizer{k}'s rate has been at {COLLAPSED:g} of its peak or less for the "
+                  f"last {least} of its {track.steps} steps (group{g}: {start:g} -> {lr:g}), so "
+                  f"each step barely changes the weights and the model has stopped learning. "
+                  + cause)

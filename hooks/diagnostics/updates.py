@@ -56,6 +56,7 @@ from collections import Counter
 from typing import Any
 
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.diagnostics.schedulers import decay_cause
 from tensorscope.hooks.observer import StepRecord
 
 TINY_RATIO = 1e-7
@@ -283,13 +284,7 @@ class UpdateRatioObserver(Diagnostic):
                 if not (isinstance(start, (int, float)) and isinstance(lr, (int, float))
                         and start > 0 and lr <= DECAYED * start):
                     continue
-                return (f"Its scheduler decayed optimizer{k} group{g}'s learning rate from "
-                        f"{start:g} to {lr:g}: a schedule that runs far faster than meant, "
-                        f"usually an epoch scheduler (StepLR, MultiStepLR, ExponentialLR) "
-                        f"stepped every batch, or step_size / T_max / milestones counted in "
-                        f"epochs while scheduler.step() runs per batch. Fix: call "
-                        f"scheduler.step() once per epoch (after the epoch's batches), or give "
-                        f"the schedule its lengths in batches.")
+                return decay_cause(k, g, start, lr)
         return ""
 
     def _report_huge(self, step: int, steps: list[int], median: float,
