@@ -327,7 +327,10 @@ def _say_report(path: str, info: Any) -> None:
 def print_findings(findings: list[Any], out: Any, root_names: list[str] | None = None,
                    info: Any = None) -> None:
     """A linter-like summary: severity, kind, module, step, message (one per line);
-    in a job of several ranks each line begins with ``rank N``."""
+    in a job of several ranks each line begins with ``rank N``. Findings that say
+    the same thing of several modules at the same step (a ``model.eval()`` left on
+    switches off every Dropout of a GPT-2) take one line and a line naming the
+    other modules; the report keeps one row per module."""
     who = f"rank {info.rank}: " if info is not None and info.world_size > 1 else ""
     if not findings:
         print(f"tensorscope: {who}no findings", file=out)
@@ -335,9 +338,31 @@ def print_findings(findings: list[Any], out: Any, root_names: list[str] | None =
     findings = sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.step))
     print(f"tensorscope: {who}{len(findings)} finding{'s' if len(findings) != 1 else ''}",
           file=out)
-    for f in findings:
-        names = root_names or []
+    names = root_names or []
+    for group in _same_finding_groups(findings):
+        f = group[0]
         where = f.module or (names[f.root] if 0 <= f.root < len(names) else "<root>")
         times = f" (x{f.count})" if f.count > 1 else ""
         print(f"  {f.severity:<7} {f.kind:<20} {where:<24} step {f.step:<5} {f.message}{times}",
               file=out)
+        if len(group) > 1:
+            others = [g.module for g in group[1:]]
+            shown = ", ".join(others[:GROUP_NAMES]) + (
+                f" and {len(others) - GROUP_NAMES} more" if len(others) > GROUP_NAMES else "")
+            print(f"  {'':<7} {'':<20} {'':<24} {'':<10} the same for {len(others)} more "
+                  f"module{'s' if len(others) != 1 else ''}: {shown}", file=out)
+
+
+GROUP_NAMES = 8   # modules named on a grouped finding's second line
+
+
+def _same_finding_groups(findings: list[Any]) -> list[list[Any]]:
+    """Findings grouped when they differ only by the module they name (same
+    severity, kind, root, step and count, and the same message once the module's
+    name is taken out of it), in the order of each group's first finding."""
+    groups: dict[tuple, list[Any]] = {}
+    for f in findings:
+        text = f.message.replace(f.module, "\0") if f.module else None
+        key = (f.severity, f.kind, f.root, f.step, f.count, text) if text else (id(f),)
+        groups.setdefault(key, []).append(f)
+    return list(groups.values())
