@@ -22,8 +22,9 @@ device work at all.
   parameters are all frozen (a teacher or feature extractor), a forward in
   which other Dropout/BatchNorm modules were in eval mode (the model in eval
   mode with its dropouts switched back on: Monte Carlo dropout), and BatchNorm
-  with ``momentum=None`` (the cumulative statistics recalibration of
-  ``swa_utils.update_bn``) are left alone too; so is such a recalibration with
+  whose statistics are re-estimated on purpose (``momentum=None`` as
+  ``swa_utils.update_bn`` sets, ``momentum=1.0``, or statistics reset since the
+  last training step: ``bn_stats``) are left alone too; so is a recalibration with
   gradients enabled (Lightning's ``StochasticWeightAveraging`` runs an extra
   epoch of training steps without backward), for ``grad_tracking_in_inference`` too.
 * ``train_mode_in_eval`` also names the train-mode Dropout/BatchNorm of an evaluation
@@ -38,7 +39,10 @@ device work at all.
   backbone), or other Dropout/BatchNorm modules of the same root ran in
   training mode in that step (``model.train(); model.backbone.eval()``: a part
   put in eval mode on purpose, as fine-tuning with fixed BatchNorm statistics
-  does; a forgotten ``model.train()`` leaves them all in eval mode).
+  does; a forgotten ``model.train()`` leaves them all in eval mode), or an enclosing
+  module holding other modules too is in training mode (``model.train();
+  model.freeze_bn()`` with every BatchNorm in eval mode and no Dropout; a wrapper of
+  one module, DDP's ``module``, does not count).
 * ``train_mode_in_eval`` also names functional dropout left on in eval mode:
   ``F.dropout(x, p)`` (or ``dropout1d/2d/3d``) called in the forward of a module
   in eval mode without a ``training`` argument, whose default is True, so
@@ -65,6 +69,7 @@ from typing import Any, Callable
 from torch import nn
 
 from tensorscope.hooks.compiled import is_compiling
+from tensorscope.hooks.diagnostics.bn_stats import StatsResets
 from tensorscope.hooks.diagnostics.base import Diagnostic, FunctionalPatches, \
     functional_wrapper, params_frozen, root_call, root_module
 from tensorscope.hooks.observer import CallRecord
@@ -120,6 +125,7 @@ class ModeObserver(Diagnostic):
         # momentum=None (Lightning's StochasticWeightAveraging: its extra epoch of
         # training steps without backward): neither an evaluation nor a graph wasted
         self._recalibrating: set[int] = set()
+        self._resets = StatsResets()   # BatchNorm statistics reset for a re-estimation
         self._grad_eval_seen: set[tuple[int, str]] = set()
         # batchnorm_batch_of_one: (root, path) -> (type, input shape) this step; the
         # optimizer steps of the current run of such steps
@@ -131,9 +137,11 @@ class ModeObserver(Diagnostic):
         self._one_suspects: dict[tuple[int, str], tuple[str, list[int], int]] = {}
 
     def on_attach(self, ctx: Any) -> None:
-        """Wrap the functional dropouts (restored on detach)."""
+        """Wrap the functional dropouts and BatchNorm's ``reset_running_stats``
+        (restored on detach)."""
         super().on_attach(ctx)
         self._patches.install(_FUNCTIONAL_DROPOUTS, self._wrap_dropout)
+        self._resets.attach()
         self._functional_on = True
 
     def on_detach(self) -> None:
@@ -141,6 +149,7 @@ class ModeObserver(Diagnostic):
         training step (a final evaluation) is reported."""
         self._functional_on = False
         self._patches.restore()
+        self._resets.detach()
         for rid in list(self._suspects):
             if rid not in self._sampled:
                 self._report_suspects(rid)
@@ -283,8 +292,8 @@ class ModeObserver(Diagnostic):
                 self._train_in_eval(call)
 
     def _train_in_eval(self, call: CallRecord) -> None:
-        if getattr(call.module, "momentum", 0.1) is None:
-            return  # a cumulative BatchNorm recalibration (swa_utils.update_bn) is deliberate
+        if self._resets.recalibrating(call.module):
+            return  # BatchNorm statistics re-estimated on purpose (``bn_stats``)
         top = root_call(call)
         if top.grad_enabled:
             return  # a no_grad block inside a training forward
@@ -379,6 +388,7 @@ class ModeObserver(Diagnostic):
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """Report eval-mode Dropout/BatchNorm that took part in this training step."""
         self._note_trained(optimizer)
+        self._resets.trained()
         if self._one_now or self._one_runs:
             self._judge_batch_of_one()
         pending, self._pending = self._pending, {}
@@ -402,18 +412,28 @@ class ModeObserver(Diagnostic):
                       f"start of each training epoch.", step=step)
 
     def _deliberately_frozen(self, rid: int, path: str, module: nn.Module) -> bool:
+        """A part kept in eval mode on purpose: its parameters (or those of the nearest
+        enclosing module that has some) are all frozen, or an enclosing module that
+        holds other modules too is in training mode: the part was switched to eval
+        on its own after ``model.train()`` (``freeze_bn()`` of detection and
+        segmentation fine-tuning). A wrapper of a single module (DDP's ``module``)
+        does not count: ``ddp.module.eval()`` left on is the slip itself."""
         own = params_frozen(module)
-        if own is not None:
-            return own
         root = root_module(self.ctx, rid)
         if root is None:
-            return False
+            return bool(own)
         parts = path.split(".") if path else []
+        ancestors = []
         for k in range(len(parts) - 1, -1, -1):
             try:
-                anc = root.get_submodule(".".join(parts[:k])) if k else root
+                ancestors.append(root.get_submodule(".".join(parts[:k])) if k else root)
             except AttributeError:
-                return False
+                return bool(own)
+        if any(anc.training and len(anc._modules) > 1 for anc in ancestors):
+            return True
+        if own is not None:
+            return own
+        for anc in ancestors:
             frozen = params_frozen(anc)
             if frozen is not None:
                 return frozen
