@@ -14,7 +14,12 @@ parameters an earlier optimizer has already stepped. ``RUN`` (3) fresh steps in
 a row make the finding. An optimizer without state (plain SGD, no momentum)
 loses nothing when rebuilt and never counts; neither does a new optimizer for a
 new stage of training (one fresh step, then the same optimizer steps again), or
-a new optimizer over new parameters (a model built anew).
+a new optimizer over new parameters (a model built anew), or a new optimizer
+after the parameters were written between the steps (an episode that restores
+the weights with ``load_state_dict`` and adapts them afresh, as episodic
+test-time adaptation does: the fresh state goes with the fresh weights). That is
+seen from the ``_version`` counter of the parameter the last step updated first,
+a Python attribute: no tensor is read.
 """
 from __future__ import annotations
 
@@ -39,6 +44,8 @@ class OptimizerLifeObserver(Diagnostic):
         self._stepped: dict[int, weakref.ref] = {}
         self._fresh: list[int] = []       # steps of the current run of fresh optimizers
         self._done = False
+        # the first parameter of the last optimizer step, and its version after the step
+        self._last: tuple[weakref.ref, int] | None = None
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
         """Note whether this step's optimizer is new over parameters already stepped."""
@@ -50,7 +57,7 @@ class OptimizerLifeObserver(Diagnostic):
         params = [p for g in getattr(optimizer, "param_groups", []) for p in g.get("params", [])
                   if isinstance(p, torch.Tensor)]
         again = [p for p in params if _same(self._stepped.get(id(p)), p)]
-        if again and _has_state(optimizer):
+        if again and _has_state(optimizer) and not self._rewritten():
             self._fresh.append(self.ctx.step_index)
         else:
             self._fresh = []
@@ -58,6 +65,23 @@ class OptimizerLifeObserver(Diagnostic):
         if len(self._fresh) >= RUN:
             self._done = True
             self._report(optimizer, again[0])
+
+    def on_optimizer_step(self, optimizer: Any) -> None:
+        """Note the version of the step's first parameter after the update."""
+        if self._done:
+            return
+        for g in getattr(optimizer, "param_groups", []):
+            for p in g.get("params", []):
+                if isinstance(p, torch.Tensor):
+                    self._last = (weakref.ref(p), p._version)
+                    return
+
+    def _rewritten(self) -> bool:
+        """Whether the parameter the last step updated first was written since
+        (weights restored for a new episode)."""
+        last = self._last
+        p = last[0]() if last is not None else None
+        return p is not None and p._version != last[1]
 
     def _remember(self, optimizer: Any, params: list[Any]) -> None:
         try:
