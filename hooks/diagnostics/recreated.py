@@ -80,7 +80,9 @@ class OptimizerLifeObserver(Diagnostic):
         """Whether the parameter the last step updated first was written since
         (weights restored for a new episode)."""
         last = self._last
-        p = last[0]() if last is not None else None
+        if last is None:
+            return False
+        p = last[0]()
         return p is not None and p._version != last[1]
 
     def _remember(self, optimizer: Any, params: list[Any]) -> None:
