@@ -23,7 +23,8 @@ saved reduction is ``Mean``), or the output of a loss module whose
 ``reduction='sum'`` loss, Lightning's and Accelerate's own accumulation
 (they divide the loss) are other nodes and never match; neither do a GAN's or a
 multi-loss step's backwards (different source lines, or no new forward
-between them: several losses of one forward). The finding: ``HITS`` (2)
+between them: several losses of one forward), nor an interval whose gradients the
+script divided itself before the step (``grad_rescale``). The finding: ``HITS`` (2)
 consecutive optimizer steps match with the same k. Nothing is read on a device.
 """
 from __future__ import annotations
@@ -38,7 +39,8 @@ import torch
 import tensorscope as _session_package
 import tensorscope.hooks as _hooks_package
 from tensorscope.hooks.diagnostics.base import ZeroGradListener, fn_name, is_loss_module, \
-    module_label
+    module_label, root_module
+from tensorscope.hooks.diagnostics.grad_rescale import GradRescaleWatch
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 from tensorscope.hooks.observer import CallRecord
 from tensorscope.hooks.registry import is_stand_in
@@ -89,6 +91,8 @@ class UnscaledAccumulationObserver(ZeroGradListener):
         self._k = 0
         self._reported = False
         self._meta = False   # a forward of this interval ran on stand-in parameters
+        self._rescale = GradRescaleWatch()   # the gradients divided instead of the loss
+        self._rescaled = False
 
     def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
         self._zeros += 1
@@ -118,19 +122,31 @@ class UnscaledAccumulationObserver(ZeroGradListener):
             self._interval.append(_Backward("", ("", 0), self._forwards, self._zeros, self._root))
             return
         self._interval.append(_Backward(loss, where, self._forwards, self._zeros, self._root))
+        model = root_module(self.ctx, self._root)
+        if model is not None:
+            self._rescale.watch(model)
 
     def on_optimizer_step_pre(self, optimizer: Any) -> None:
-        """A closure's backwards run from here to the step's end."""
+        """A closure's backwards run from here to the step's end; whether the script
+        divided the accumulated gradients itself."""
         self._stepping += 1
+        if len(self._interval) >= 2 and not self._reported:
+            self._rescaled = self._rescale.rescaled(optimizer)
+
+    def on_detach(self) -> None:
+        """Stop listening; remove the gradient hook."""
+        super().on_detach()
+        self._rescale.close()
 
     def on_optimizer_step(self, optimizer: Any) -> None:
         """Judge the backwards since the previous optimizer step."""
         self._stepping = max(0, self._stepping - 1)
         interval, self._interval = self._interval, []
         meta, self._meta = self._meta, False
+        rescaled, self._rescaled = self._rescaled, False
         if self._reported or not interval:
             return   # a second optimizer stepping on the same backwards: no verdict
-        k = len(interval) if _accumulated(interval) and not meta else 0
+        k = len(interval) if _accumulated(interval) and not (meta or rescaled) else 0
         if k < 2 or (self._hits and k != self._k):
             self._hits = []
         if k >= 2:

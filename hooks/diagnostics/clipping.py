@@ -51,6 +51,15 @@ CHECKED_CALLS = 16
 INEFFECTIVE_CALLS = 2
 _NAMES = ("clip_grad_norm_", "clip_grad_value_")
 _OWNERS = (nn_utils, clip_grad)
+# in-place writes each function makes to every gradient (``_version`` bumps: a scale for
+# the norm, a clamp from each side for the value), counted for ``grad_rescale``
+_WRITES = {"clip_grad_norm_": 1, "clip_grad_value_": 2}
+_written = [0]
+
+
+def clip_writes() -> int:
+    """In-place writes the wrapped clipping functions made to each gradient so far."""
+    return _written[0]
 
 
 class ClipObserver(Diagnostic):
@@ -96,9 +105,11 @@ class ClipObserver(Diagnostic):
 
     def _wrap(self, orig: Callable[..., Any], name: str) -> Callable[..., Any]:
         observer = self
+        writes = _WRITES[name]
 
         @functools.wraps(orig)
         def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
+            _written[0] += writes
             if observer._on and observer._calls < CHECKED_CALLS and not is_compiling() \
                     and not _measures(args, kwargs):
                 if not isinstance(parameters, torch.Tensor):
