@@ -390,6 +390,11 @@ class Watch(FrameworkSteps):
         """The index of the current (unfinished) step."""
         return self.capture.step.index
 
+    @property
+    def stats_step(self) -> bool:
+        """Whether the current step takes activation statistics."""
+        return self.capture.step.stats_step
+
     def function_raised(self, name: str, where: str, inputs: list[tuple[str, Any]],
                         exc: BaseException, root: int, module: str) -> None:
         """A wrapped function (a functional loss) raised: see ``WatchContext``."""

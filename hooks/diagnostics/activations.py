@@ -1,8 +1,11 @@
 """``dead_activation`` and ``fp16_overflow``: activations out of their useful range.
 
 * ``dead_activation``: the output of a ReLU-family activation, the
-  ``nn.ReLU``/``nn.ReLU6`` module or a module whose forward ends in
-  ``F.relu`` (its output's ``grad_fn`` is ``ReluBackward``), is zero for at
+  ``nn.ReLU``/``nn.ReLU6`` module, a module whose forward ends in
+  ``F.relu`` (its output's ``grad_fn`` is ``ReluBackward``), or an ``F.relu``
+  between two module calls (``x = F.relu(self.fc1(x))`` in the middle of a
+  forward: seen as the input of the module that consumes it, and named at the
+  module whose output it was applied to), is zero for at
   least 99% of a strided sample, in training forwards, at three consecutive
   checked steps (the first eight steps, then every statistics step): the
   layer passes (almost) no gradient. Cost: in the first eight steps one
@@ -34,6 +37,7 @@ SAMPLE = 4096
 DEAD_FRACTION = 0.99
 DEAD_STEPS = 3          # consecutive checked steps
 MIN_ELEMENTS = 8
+PRODUCER_CALLS = 64     # the step's latest calls searched for a functional ReLU's producer
 FP16_MAX = 65504.0
 NEAR_MAX = 0.9 * FP16_MAX
 
@@ -100,6 +104,47 @@ class DeadActivationObserver(Diagnostic):
             handle = self.ctx.defer({"nz": torch.count_nonzero(sample)})
         self._pending.append((handle, (call.root, call.path, occ), sample.numel(), call.type))
 
+    def on_forward_pre(self, call: CallRecord) -> None:
+        """Queue a zero count of a functional ReLU's output that this call consumes
+        (training forwards, checked steps), named at the module it was applied to."""
+        if not call.grad_enabled or not call.inputs or \
+                not checked_step(call.step, self.ctx.stats_step):
+            return
+        v = call.inputs[0][1]
+        if not isinstance(v, torch.Tensor) or v.grad_fn is None:
+            return
+        fn = v.grad_fn
+        if type(fn).__name__ not in _RELU_FNS or v.numel() < MIN_ELEMENTS:
+            return
+        seen = self._seen.get(id(v))
+        if seen is not None and seen() is v:
+            return    # a ReLU module's output, or one seen at another consumer
+        self._seen[id(v)] = weakref.ref(v)
+        producer = self._producer(fn)
+        if producer is not None:
+            where, type_ = (producer.root, producer.path), f"F.relu of {producer.type}"
+        elif call.parent is not None:
+            where, type_ = (call.root, call.parent.path), f"F.relu in {call.parent.type}"
+        else:
+            return
+        occ = self._occurrence.get(where, 0)
+        self._occurrence[where] = occ + 1
+        with torch.no_grad():
+            sample = _sample(v)
+            handle = self.ctx.defer({"nz": torch.count_nonzero(sample)})
+        self._pending.append((handle, (*where, occ), sample.numel(), type_))
+
+    def _producer(self, relu_fn: Any) -> CallRecord | None:
+        """The call of this step whose output the ReLU node was applied to."""
+        nxt = getattr(relu_fn, "next_functions", ())
+        node = nxt[0][0] if nxt else None
+        if node is None:
+            return None
+        for c in reversed(self.ctx.step_calls()[-PRODUCER_CALLS:]):
+            if c.output_grad_fn() is node:
+                return c
+        return None
+
     @staticmethod
     def _zero_fraction(record: StepRecord, handle: int, n: int) -> float | None:
         """The zero fraction of a pending check: a deferred count (``handle >= 0``),
@@ -136,8 +181,14 @@ class DeadActivationObserver(Diagnostic):
                 first: int) -> None:
         rid, path, _ = key
         where = module_label(self.ctx, rid, path)
-        what = f"{where} ({type_})" if type_ in ("ReLU", "ReLU6") else \
-            f"the ReLU at the end of {where}'s forward ({type_})"
+        if type_ in ("ReLU", "ReLU6"):
+            what = f"{where} ({type_})"
+        elif type_.startswith("F.relu of "):
+            what = f"the F.relu applied to {where}'s output ({type_[10:]})"
+        elif type_.startswith("F.relu in "):
+            what = f"an F.relu inside {where}'s forward ({type_[10:]})"
+        else:
+            what = f"the ReLU at the end of {where}'s forward ({type_})"
         self.emit("dead_activation", "warning", "forward", rid, path,
                   f"The output of {what} was zero for {zero:.1%} of its units across the "
                   f"batch at {streak} consecutive checks since step {first}: the units are "
