@@ -18,7 +18,9 @@ forward (a new root forward between any two), with no ``zero_grad()`` between
 them, each on a tensor that *is* a mean-reduced loss: a functional loss's node
 with ``reduction='mean'`` (``NllLossBackward0``, ``MseLossBackward0``, ... whose
 saved reduction is ``Mean``), or the output of a loss module whose
-``reduction`` is ``"mean"``, possibly multiplied by a ``GradScaler``'s scale.
+``reduction`` is ``"mean"``, or a sum of loss terms one of which is such a loss
+undivided (``ce + 0.5 * mse``, reached through additions only), possibly
+multiplied by a ``GradScaler``'s scale.
 ``loss / k``, ``loss * (1 / k)``, a sum of losses divided once, a
 ``reduction='sum'`` loss, Lightning's and Accelerate's own accumulation
 (they divide the loss) are other nodes and never match; neither do a GAN's or a
@@ -48,6 +50,8 @@ from tensorscope.hooks.registry import is_stand_in
 HITS = 2
 MEAN = 1            # torch's Reduction.Mean, as the loss nodes save it
 LOSS_CALLS = 64     # the step's latest calls searched for the loss module of a node
+SUM_NODES = 8       # addition nodes walked for a sum of loss terms
+_SUMS = frozenset({"AddBackward0", "SubBackward0"})
 # frames of these packages are not the user's line (the hooks may live outside the session
 # package: an editable install maps ``tensorscope.hooks`` to a folder of its own)
 _SKIP = tuple(os.path.dirname(p) + os.sep for p in (torch.__file__, _hooks_package.__file__,
@@ -166,12 +170,41 @@ class UnscaledAccumulationObserver(ZeroGradListener):
             nxt = [f for f, _ in fn.next_functions]
             if len(nxt) == 2 and nxt[1] is None and nxt[0] is not None:
                 fn = nxt[0]   # GradScaler.scale(loss): the loss times the scale
+        found = self._bare_mean(fn)
+        if found is None and fn_name(fn) in _SUMS:
+            found = self._in_sum(fn)
+        return found or None
+
+    def _bare_mean(self, fn: Any) -> str | None:
+        """A label of the mean-reduced loss whose node ``fn`` is (a loss module's
+        output, or a functional loss saved with ``reduction='mean'``), else None;
+        "" for a loss of another reduction."""
         call = self._loss_call(fn)
         if call is not None:
-            return call.type if getattr(call.module, "reduction", None) == "mean" else None
+            return call.type if getattr(call.module, "reduction", None) == "mean" else ""
         reduction = getattr(fn, "_saved_reduction", None)   # a functional loss
         if isinstance(reduction, int) and reduction == MEAN:
             return fn_name(fn).replace("Backward0", "")
+        return None
+
+    def _in_sum(self, fn: Any) -> str | None:
+        """A sum of loss terms (``ce + 0.5 * mse``, a VAE's ``recon + kl``) with at least
+        one undivided mean-reduced loss among its terms: the label of the first such
+        term. Terms are reached through additions and subtractions only (a term
+        multiplied or divided is weighted, not found); at most ``SUM_NODES`` nodes."""
+        todo, seen = [fn], 0
+        while todo and seen < SUM_NODES:
+            node = todo.pop(0)
+            seen += 1
+            for nxt, _ in getattr(node, "next_functions", ()):
+                if nxt is None:
+                    continue
+                if fn_name(nxt) in _SUMS:
+                    todo.append(nxt)
+                    continue
+                label = self._bare_mean(nxt)
+                if label:
+                    return f"{label} in a sum of losses"
         return None
 
     def _loss_call(self, fn: Any) -> CallRecord | None:

@@ -38,11 +38,19 @@ def _train(case: str, steps: int = 3, k: int = 4) -> dict:
                 elif case == "zeroed":
                     opt.zero_grad()
                     criterion(model(x), y).backward()
+                elif case.startswith("terms"):   # a multi-task loss: two terms
+                    out = model(x)
+                    ce, mse = criterion(out, y), F.mse_loss(out, F.one_hot(y, 3).float())
+                    loss = {"terms": ce + 0.5 * mse, "terms_sub": ce - 0.1 * mse.detach(),
+                            "terms_divided": (ce + 0.5 * mse) / k,
+                            "terms_each_divided": ce / k + 0.5 * mse / k,
+                            "terms_weighted": 0.25 * ce + 0.125 * mse}[case]
+                    loss.backward()
             opt.step()
     return {key: f for key, f in sink.findings.items() if key[0] == KIND}
 
 
-@pytest.mark.parametrize("case", ["module", "functional", "l1_module"])
+@pytest.mark.parametrize("case", ["module", "functional", "l1_module", "terms", "terms_sub"])
 def test_undivided_mean_loss_is_named(case: str) -> None:
     (f,) = _train(case).values()
     assert f.module == "" and f.severity == "warning"
@@ -50,7 +58,8 @@ def test_undivided_mean_loss_is_named(case: str) -> None:
     assert "test_unscaled_accumulation.py:" in f.message   # the user's line
 
 
-@pytest.mark.parametrize("case", ["divided", "sum_module", "sum_functional", "zeroed"])
+@pytest.mark.parametrize("case", ["divided", "sum_module", "sum_functional", "zeroed",
+                                  "terms_divided", "terms_each_divided", "terms_weighted"])
 def test_silent(case: str) -> None:
     assert not _train(case)
 
