@@ -11,7 +11,10 @@ the step's one host transfer: the exact min and max, the sum, and on a strided
 sample of at most ``SAMPLE`` elements the count of non-integer values and of
 distinct values. The finding: on ``HITS`` (2) consecutive looks the values are
 integers with min >= 0, max in (1, 255] and at least ``MIN_DISTINCT`` distinct
-values, which is what ``images.float()`` of ``uint8`` images gives.
+values, which is what ``images.float()`` of ``uint8`` images gives; or values
+past 255 with a mean of ``IMAGE_MEAN`` (50) or more, which is what
+``Normalize(mean, std)`` of ``uint8`` images cast without dividing by 255
+gives (0..255 becomes about -0.4..830), as do raw readings in the thousands.
 
 Feature inputs (2-D ``[N, F]`` rows or 3-D ``[N, T, F]`` sequences that are
 not image-shaped) are followed the same way to a first linear, recurrent or
@@ -52,6 +55,7 @@ MIN_DISTINCT = 20  # distinct values in the sample (masks, labels and counts hav
 MIN_SIDE = 8       # height and width of an image input
 MIN_FLAT = 256     # values in a row of a flattened image (16 x 16)
 PIXEL_MAX = 255.0
+IMAGE_MEAN = 50.0  # the mean of image inputs past 0..255 from which they are unscaled
 # a feature's root mean square from which it is unscaled: into a linear or convolution
 # layer (a count, an age or an income in thousands of about 100 is left alone), and into a
 # recurrent layer, whose sigmoid and tanh gates saturate at far smaller inputs
@@ -201,7 +205,7 @@ class InputScaleObserver(Diagnostic):
             if look.root in self._done or not v:
                 continue
             hits = self._hits.setdefault(look.root, [])
-            pixels = "fraction" in v and _raw_pixels(v)
+            pixels = "fraction" in v and (_raw_pixels(v) or _big_image(v, math.prod(look.shape)))
             unscaled = not pixels and "col_max" in v and _unscaled_features(v, scale[1])
             if not (unscaled or pixels):
                 hits.clear()
@@ -219,12 +223,17 @@ class InputScaleObserver(Diagnostic):
         numel = math.prod(look.shape) or 1
         name = module_label(self.ctx, look.root, "")
         shape = "[" + ", ".join(map(str, look.shape)) + "]"
+        what = (f"holds whole numbers from {v['min']:g} to {v['max']:g}" if _raw_pixels(v) else
+                f"holds values from {v['min']:.4g} to {v['max']:.4g}")
+        how = ("uint8 images cast with .float() but never scaled" if _raw_pixels(v) else
+               "images standardised (Normalize) without being divided by 255 first, or "
+               "raw values in the hundreds")
         self.emit("unnormalized_input", "warning", "input", look.root, "",
                   f"{name} is trained on raw pixel values: its input {look.path} (shape {shape}, "
-                  f"{look.dtype}) holds whole numbers from {v['min']:g} to {v['max']:g} (mean "
+                  f"{look.dtype}) {what} (mean "
                   f"{v['sum'] / numel:.1f}) at steps {', '.join(map(str, steps))}, and reaches "
-                  f"its first layer \"{layer}\" ({ltype}) unchanged: uint8 images cast with "
-                  f".float() but never scaled. Inputs 100x larger than the 0..1 or standardised "
+                  f"its first layer \"{layer}\" ({ltype}) unchanged: {how}. Inputs 100x "
+                  f"larger than the 0..1 or standardised "
                   f"range the default initialisation expects make the first activations and "
                   f"gradients huge: training is slow or unstable, and the learning rate has to "
                   f"be far smaller than usual. Fix: divide by 255 (x = images.float() / 255, or "
@@ -264,6 +273,17 @@ def _raw_pixels(v: dict[str, Any]) -> bool:
     mn, mx = v["min"], v["max"]
     return (math.isfinite(mn) and math.isfinite(mx) and mn >= 0 and 1 < mx <= PIXEL_MAX
             and v["fraction"] == 0 and v["distinct"] >= MIN_DISTINCT)
+
+
+def _big_image(v: dict[str, Any], numel: int) -> bool:
+    """Values past the 0..255 range with a mean of ``IMAGE_MEAN`` or more: images
+    standardised with a [0, 1] mean and std but never divided by 255 (0..255 becomes
+    about -0.4..830), or raw readings in the hundreds or thousands. Standardised
+    images have a mean near 0, [0, 1] images near 0.5, raw 0..255 pixels are
+    ``_raw_pixels``."""
+    mn, mx, total = v["min"], v["max"], v["sum"]
+    return (math.isfinite(mn) and math.isfinite(mx) and math.isfinite(total) and numel > 0
+            and mx > PIXEL_MAX and total / numel >= IMAGE_MEAN)
 
 
 def _feature_values(t: torch.Tensor, axis: int,

@@ -182,3 +182,23 @@ def test_scaled_series_into_lstm_is_silent() -> None:
     series = torch.sin(torch.arange(200.0) / 8) + torch.rand(200) * 0.1
     windows = torch.stack([series[i:i + 12] for i in range(0, 160, 5)]).unsqueeze(-1)
     assert not _regress(nn.LSTM(1, 8, batch_first=True), lambda: windows)
+
+
+def test_images_standardised_without_dividing_by_255_are_named() -> None:
+    """``ToDtype(float32)`` without ``scale=True`` then ``Normalize(0.1307, 0.3081)``:
+    about -0.4..830, not whole numbers."""
+    images = _pixels(8, 3, 16, 16)
+    found = _kinds(_cnn(), lambda: (images.float() - 0.1307) / 0.3081)
+    (f,) = found.values()
+    assert "standardised (Normalize) without being divided by 255" in f.message
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.rand(8, 3, 16, 16) * 80 - 80,            # a spectrogram in dB: -80..0
+    lambda: torch.rand(8, 3, 16, 16) * 10,                  # a depth map in metres
+    lambda: (torch.rand(8, 3, 16, 16) * 255 - 120) / 60,   # standardised pixels
+    lambda: torch.rand(8, 3, 16, 16) * 300 - 260,           # past 255, but a mean far below 50
+], ids=["decibels", "metres", "standardised", "mean-low"])
+def test_other_scales_of_image_inputs_are_silent(make: Callable[[], torch.Tensor]) -> None:
+    torch.manual_seed(0)
+    assert _kinds(_cnn(), make) == {}
