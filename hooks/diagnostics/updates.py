@@ -4,8 +4,10 @@ Reads the update-to-weight ratios ``||p_after - p_before|| / ||p_after||`` that
 the parameter tracker already measures on statistics steps (every
 ``stats_every`` steps, in every mode but ``shapes``): no device work of its
 own. A check is a step whose summary carries ratios. Only trainable
-parameters with a non-zero, finite gradient and a non-zero norm count;
-"most" is weighted by element count, so biases and norms initialised at zero
+parameters with a non-zero, finite gradient and a non-zero norm count (a
+check where fewer than a tenth of the elements count judges nothing: with
+every weight initialised to zero only a bias moves, and that is
+``symmetric_init``); "most" is weighted by element count, so biases and norms initialised at zero
 (whose ratio is large on purpose) do not decide. Parameters of a group whose
 learning rate is exactly 0 do not count while another group trains (a part
 frozen on purpose).
@@ -71,6 +73,7 @@ HUGE_ONCE = 1.0
 HUGE_REWRITE = 0.9
 ZERO_START = 1 - 1e-3
 MOST = 0.5   # fraction of the counted elements
+COUNTED = 0.1   # a check needs this fraction of the optimized elements to be counted
 DECAYED = 1e-6   # a scheduled rate at this fraction of its start or less: decayed away
 LOSS_PROGRESS = 0.5   # large updates that bring the loss to half or less are productive
 
@@ -123,6 +126,8 @@ class UpdateRatioObserver(Diagnostic):
         # root -> elements of its parameters that moved too little / too much
         tiny_at: Counter[int | str] = Counter()
         huge_at: Counter[int | str] = Counter()
+        every = sum(_numel(r.get("shape")) for r in record.summary.params
+                    if r.get("requires_grad") and r.get("in_optimizer"))
         for r in rows:
             g, p, ratio = r.get("grad_norm"), r.get("norm"), r["update_ratio"]
             # an infinite gradient counts as non-zero (a GradScaler skipping the step)
@@ -148,8 +153,8 @@ class UpdateRatioObserver(Diagnostic):
             once += n if rewritten else 0
             if big or rewritten:
                 huge_at[root] += n
-        if not total:
-            return
+        if not total or total < COUNTED * every:
+            return   # too few parameters to judge (all-zero weights: only a bias moves)
         tiny = sum(tiny_at.values())
         self._tiny = self._tiny + [record.step] if tiny > MOST * total and not warming else []
         loss = _loss(record)

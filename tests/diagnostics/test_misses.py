@@ -922,3 +922,24 @@ def test_a_steady_large_gradient_explodes_only_under_a_scale_following_optimizer
         opt.step()
     w.close()
     assert (("exploding_gradient", "") in sink.findings) is found
+
+
+def test_all_zero_weights_are_symmetric_init_not_huge_updates() -> None:
+    """Every Linear initialised to zero: only the last bias gets a gradient, so the
+    update ratios of a tenth of a percent of the parameters judge nothing."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
+                          nn.Linear(64, 3))
+    for m in model:
+        if isinstance(m, nn.Linear):
+            nn.init.zeros_(m.weight)
+            nn.init.zeros_(m.bias)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, sink = _watch(model, opt)
+    for _ in range(40):
+        opt.zero_grad()
+        F.cross_entropy(model(torch.randn(64, 20)), torch.randint(0, 3, (64,))).backward()
+        opt.step()
+    w.close()
+    kinds = {k[0] for k in sink.findings}
+    assert "symmetric_init" in kinds and "huge_updates" not in kinds
