@@ -10,8 +10,10 @@ values (the same memory: the input itself, or a view of it such as
 the step's one host transfer: the exact min and max, the sum, and on a strided
 sample of at most ``SAMPLE`` elements the count of non-integer values and of
 distinct values. The finding: on ``HITS`` (2) consecutive looks the values are
-integers with min >= 0, max in (1, 255] and at least ``MIN_DISTINCT`` distinct
-values, which is what ``images.float()`` of ``uint8`` images gives; or values
+integers with min >= 0, max in (1, 255], at least ``MIN_DISTINCT`` distinct
+values and a mean of ``PIXEL_MEAN`` (8) or more, which is what ``images.float()``
+of ``uint8`` images gives (term counts of a bag of words, mostly zeros, are not);
+or values
 past 255 with a mean of ``IMAGE_MEAN`` (50) or more, which is what
 ``Normalize(mean, std)`` of ``uint8`` images cast without dividing by 255
 gives (0..255 becomes about -0.4..830), as do raw readings in the thousands.
@@ -56,6 +58,7 @@ MIN_SIDE = 8       # height and width of an image input
 MIN_FLAT = 256     # values in a row of a flattened image (16 x 16)
 PIXEL_MAX = 255.0
 IMAGE_MEAN = 50.0  # the mean of image inputs past 0..255 from which they are unscaled
+PIXEL_MEAN = 8.0   # the least mean of raw 0..255 images (MNIST's is 33, CIFAR's 120)
 # a feature's root mean square from which it is unscaled: into a linear or convolution
 # layer (a count, an age or an income in thousands of about 100 is left alone), and into a
 # recurrent layer, whose sigmoid and tanh gates saturate at far smaller inputs
@@ -205,7 +208,8 @@ class InputScaleObserver(Diagnostic):
             if look.root in self._done or not v:
                 continue
             hits = self._hits.setdefault(look.root, [])
-            pixels = "fraction" in v and (_raw_pixels(v) or _big_image(v, math.prod(look.shape)))
+            numel = math.prod(look.shape)
+            pixels = "fraction" in v and (_raw_pixels(v, numel) or _big_image(v, numel))
             unscaled = not pixels and "col_max" in v and _unscaled_features(v, scale[1])
             if not (unscaled or pixels):
                 hits.clear()
@@ -223,9 +227,10 @@ class InputScaleObserver(Diagnostic):
         numel = math.prod(look.shape) or 1
         name = module_label(self.ctx, look.root, "")
         shape = "[" + ", ".join(map(str, look.shape)) + "]"
-        what = (f"holds whole numbers from {v['min']:g} to {v['max']:g}" if _raw_pixels(v) else
+        raw = _raw_pixels(v, numel)
+        what = (f"holds whole numbers from {v['min']:g} to {v['max']:g}" if raw else
                 f"holds values from {v['min']:.4g} to {v['max']:.4g}")
-        how = ("uint8 images cast with .float() but never scaled" if _raw_pixels(v) else
+        how = ("uint8 images cast with .float() but never scaled" if raw else
                "images standardised (Normalize) without being divided by 255 first, or "
                "raw values in the hundreds")
         self.emit("unnormalized_input", "warning", "input", look.root, "",
@@ -268,11 +273,14 @@ class InputScaleObserver(Diagnostic):
                   step=record.step)
 
 
-def _raw_pixels(v: dict[str, Any]) -> bool:
-    """Whole numbers in [0, 255], some above 1, with many distinct values."""
+def _raw_pixels(v: dict[str, Any], numel: int) -> bool:
+    """Whole numbers in [0, 255], some above 1, with many distinct values and a mean
+    of ``PIXEL_MEAN`` or more (term counts of a bag of words, mostly zeros, are not
+    images even when 1024 of them make a square)."""
     mn, mx = v["min"], v["max"]
     return (math.isfinite(mn) and math.isfinite(mx) and mn >= 0 and 1 < mx <= PIXEL_MAX
-            and v["fraction"] == 0 and v["distinct"] >= MIN_DISTINCT)
+            and v["fraction"] == 0 and v["distinct"] >= MIN_DISTINCT
+            and numel > 0 and v["sum"] >= PIXEL_MEAN * numel)
 
 
 def _big_image(v: dict[str, Any], numel: int) -> bool:

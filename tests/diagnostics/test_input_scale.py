@@ -202,3 +202,18 @@ def test_images_standardised_without_dividing_by_255_are_named() -> None:
 def test_other_scales_of_image_inputs_are_silent(make: Callable[[], torch.Tensor]) -> None:
     torch.manual_seed(0)
     assert _kinds(_cnn(), make) == {}
+
+
+def test_term_counts_of_a_bag_of_words_are_not_pixels() -> None:
+    """1024 term counts a row (32 x 32, a square): whole numbers up to ~100, but
+    mostly zeros (mean about 0.5), which no image is."""
+    torch.manual_seed(0)
+    zipf = 1.0 / torch.arange(1, 1025).float()
+
+    def counts() -> torch.Tensor:
+        rows = [torch.bincount(torch.multinomial(zipf, 500, replacement=True), minlength=1024)
+                for _ in range(8)]
+        return torch.stack(rows).float()
+
+    model = nn.Sequential(nn.Linear(1024, 16), nn.ReLU(), nn.Linear(16, 3))
+    assert _kinds(model, counts) == {}
