@@ -289,7 +289,7 @@ class GradAccumulationObserver(ZeroGradListener):
         self._stepped.add(_key(optimizer))   # before a closure's zero_grad() calls (LBFGS)
         self._idle.pop(_key(optimizer), None)
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        stale = [p for p in params if self._stale.pop(id(p), False)]
+        stale = [p for p in params if _added_into(p, self._stale.pop(id(p), 0))]
         if stale:
             self._report(params, stale)
         self._check_cleared(optimizer, params)
@@ -833,6 +833,19 @@ def _holder_path(parent: Any, parent_path: str, module: Any) -> str:
         if any(v is module for v in items):
             return f"{parent_path}.{name}" if parent_path else name
     return ""
+
+
+def _added_into(p: torch.Tensor, mark: int) -> bool:
+    """Whether a backward added into ``p``'s gradient after it was marked stale
+    (``mark``: 1 + its version then; 0: not marked): its version moved on. A
+    gradient untouched since the mark was not reached by that backward (another
+    model's, while this optimizer's closure zeroes its own gradients inside
+    ``step()``); one replaced since (accumulated out of place, or set anew) is
+    judged by the finding's other checks."""
+    if not mark:
+        return False
+    g = p.grad
+    return g is None or g._version >= mark or g._version < mark - 1
 
 
 def _key(optimizer: Any) -> int:
