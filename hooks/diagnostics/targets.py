@@ -15,7 +15,9 @@ label smoothing and a ``GradScaler``'s scaled loss are all seen the same way.
   class that the loader does not shuffle; one class throughout (with three
   classes or more, at least ``CONSTANT_TARGETS`` targets, and scores straight
   from a layer) means labels built wrongly (all zeros); contrastive logits put
-  together by hand (InfoNCE: positive first, target always 0) are not it. An
+  together by hand (InfoNCE: positive first, target always 0) are not it, nor are
+  the scores of a pointwise scorer (one output per candidate, viewed as ``[B, G]``:
+  a listwise reranker whose positive is always first). An
   imbalanced binary task, whose small batches are often all negative, is
   neither.
 * ``softmax_dim``: the log-probabilities given to the NLL loss come from a
@@ -896,7 +898,17 @@ def _from_layer(node: Any) -> bool:
     fn = _first_input(node)
     if fn_name(fn) == "LogSoftmaxBackward0":
         fn = _first_input(fn)
-    return fn_name(_skip_views(fn)) in _LAYER_FNS
+    above = None   # the view right above the layer: its saved input sizes are the layer's
+    for _ in range(6):
+        if fn_name(fn) not in PASS_THROUGH_FNS:
+            break
+        above, fn = fn, _first_input(fn)
+    if fn_name(fn) not in _LAYER_FNS:
+        return False
+    # a layer with one output per row (a pointwise scorer: [B * G, 1] or [B, G, 1]) whose
+    # scores were viewed as [B, G]: a reranker's candidates, not a classifier's classes
+    sizes = getattr(above, "_saved_self_sym_sizes", None) if above is not None else None
+    return not (isinstance(sizes, tuple) and sizes and sizes[-1] == 1)
 
 
 def _layer_output(fn: Any) -> bool:

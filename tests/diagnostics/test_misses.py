@@ -943,3 +943,25 @@ def test_all_zero_weights_are_symmetric_init_not_huge_updates() -> None:
     w.close()
     kinds = {k[0] for k in sink.findings}
     assert "symmetric_init" in kinds and "huge_updates" not in kinds
+
+
+@pytest.mark.parametrize("pointwise,found", [(True, False), (False, True)])
+def test_constant_class_zero_targets_of_a_pointwise_scorer_are_a_reranker(
+        pointwise: bool, found: bool) -> None:
+    """Listwise reranking: one score per (query, candidate), viewed as [B, G] logits
+    with the positive always first (targets all 0): not labels built wrongly. The
+    same all-zero targets on a G-class classifier's logits are."""
+    torch.manual_seed(0)
+    groups, dim = 8, 16
+    model = nn.Sequential(nn.Linear(2 * dim, 32), nn.ReLU(), nn.Linear(32, 1 if pointwise else groups))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    w, sink = _watch(model, opt)
+    for _ in range(8):
+        pairs = torch.randn(32, groups, 2 * dim)
+        scores = model(pairs).squeeze(-1) if pointwise else model(pairs[:, 0])
+        loss = F.cross_entropy(scores, torch.zeros(32, dtype=torch.long))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w.close()
+    assert (("single_class_batches", "") in sink.findings) == found
