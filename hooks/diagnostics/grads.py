@@ -75,7 +75,7 @@ import torch
 
 from tensorscope.hooks.diagnostics.base import ZeroGradListener, is_ancestor_path, \
     maximal_modules, module_label, root_module
-from tensorscope.hooks.observer import StepRecord
+from tensorscope.hooks.observer import CallRecord, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorscope.hooks.diagnostics.memory import GraphObserver
@@ -593,7 +593,7 @@ class ParamCoverageObserver(ZeroGradListener):
                 unused.setdefault(key[0], set()).add(key[1])
             if self._outside.get(key, 0) >= NOT_IN_OPTIMIZER_STEPS:
                 outside.setdefault(key[0], set()).add(key[1])
-        self._report_unused(rows, unused, record.step)
+        self._report_unused(rows, unused, record)
         self._report_outside(rows, outside, record.step)
 
     def _note_trained(self, step: int) -> None:
@@ -676,7 +676,8 @@ class ParamCoverageObserver(ZeroGradListener):
                       f"nn.ModuleDict (or assign each layer as an attribute).", step=step)
 
     def _report_unused(self, rows: list[dict[str, Any]], unused: dict[int, set[str]],
-                       step: int) -> None:
+                       record: StepRecord) -> None:
+        step = record.step
         for rid, names in unused.items():
             owners = {r["name"]: r.get("module", "") for r in rows if r["root"] == rid}
             for mod in maximal_modules(owners, names):
@@ -708,6 +709,19 @@ class ParamCoverageObserver(ZeroGradListener):
                               step=step)
                     continue
                 self._watch_unused(rid, mod, listed, step)
+                offered = _returned_by(record, rid, mod)
+                if offered is not None:
+                    self.emit("unused_parameter", "info", "backward", rid, mod,
+                              f"The trainable parameters of {where} ({_names(listed)}) have "
+                              f"not received a gradient in {UNUSED_STEPS} training steps: "
+                              f"{where}'s output is one that "
+                              f"{module_label(self.ctx, rid, offered.path)} ({offered.type}) "
+                              f"returns, and the loss uses its other outputs (a pretrained "
+                              f"model's pooler beside a head on its hidden states). Fix: none "
+                              f"needed; to save its compute and keep DDP from needing "
+                              f"find_unused_parameters=True, build the model without it "
+                              f"(add_pooling_layer=False) or freeze it.", step=step)
+                    continue
                 self.emit("unused_parameter", "warning", "backward", rid, mod,
                           f"The trainable parameters of {where} ({_names(listed)}) have not "
                           f"received a gradient in {UNUSED_STEPS} training steps: forward() "
@@ -833,6 +847,22 @@ def _holder_path(parent: Any, parent_path: str, module: Any) -> str:
         if any(v is module for v in items):
             return f"{parent_path}.{name}" if parent_path else name
     return ""
+
+
+def _returned_by(record: StepRecord, rid: int, path: str) -> CallRecord | None:
+    """The enclosing call (the root included) that returned an output of a call of
+    module ``path`` this step, as one of its own outputs; None when none did (its
+    output was dropped inside a forward: ``self.fc2(x)`` not assigned)."""
+    for call in record.calls:
+        if call.root != rid or call.path != path or not call.out_entries:
+            continue
+        made = {id(e) for e in call.out_entries}
+        outer = call.parent
+        while outer is not None:
+            if any(id(e) in made for e in outer.out_entries):
+                return outer
+            outer = outer.parent
+    return None
 
 
 def _added_into(p: torch.Tensor, mark: int) -> bool:
