@@ -32,7 +32,6 @@ not).
 """
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Any, Callable
 
@@ -217,20 +216,25 @@ class LrCollapseObserver(Diagnostic):
             peak.extend([0.0] * (len(groups) - len(peak)))
             low.extend([0] * (len(groups) - len(low)))
             del peak[len(groups):], low[len(groups):]
-        trained = 0
+        least = -1   # the fewest collapsed steps of a trained group (-1: none trained)
         for g, group in enumerate(groups):
-            lr = _rate(group.get("lr"))
-            if lr is None or math.isnan(lr):
+            lr = group.get("lr")
+            if type(lr) is not float:
+                lr = _rate(lr)
+                if lr is None:
+                    return
+            if lr != lr:   # NaN
                 return
-            if lr > peak[g]:
-                peak[g] = lr
-            if peak[g] <= 0:
+            top = peak[g]
+            if lr > top:
+                top = peak[g] = lr
+            if top <= 0:
                 continue   # never trained (frozen with lr=0 from the start)
-            trained += 1
             # a rate at 1e-4 of its peak to rounding (0.1 * 0.1**4 is 1.0000000000000003e-05)
-            low[g] = low[g] + 1 if lr <= COLLAPSED * peak[g] * (1 + 1e-9) else 0
-        least = min((n for n, p in zip(low, peak) if p > 0), default=0)
-        if trained and least >= max(COLLAPSED_STEPS, COLLAPSED_SHARE * track.steps):
+            n = low[g] = low[g] + 1 if lr <= COLLAPSED * top * (1 + 1e-9) else 0
+            if least < 0 or n < least:
+                least = n
+        if least >= COLLAPSED_STEPS and least >= COLLAPSED_SHARE * track.steps:
             track.done = True
             self._report(optimizer, track, least)
 
