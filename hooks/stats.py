@@ -323,11 +323,18 @@ def _dot_takes(t: torch.Tensor) -> bool:
     return t.is_cpu and t.dtype in _DOT_TYPES and t.is_contiguous() and t.numel() <= _DOT_MAX
 
 
+_NORM_DOT_MIN = 4096   # below this, one vector_norm beats a dot product and a root
+
+
 def norm(t: torch.Tensor) -> torch.Tensor:
     """``vector_norm(t)`` in ``t``'s dtype; the root of ``sq_norm``'s dot product where
-    it takes one (less than half the time on a large tensor on the CPU, and it
-    overflows where ``vector_norm``'s own accumulation does)."""
-    return sq_norm(t).sqrt_() if _dot_takes(t) else torch.linalg.vector_norm(t)
+    it takes one on a tensor of ``_NORM_DOT_MIN`` elements or more (less than half
+    the time on a large tensor on the CPU, and it overflows where ``vector_norm``'s
+    own accumulation does; on a small one the second kernel costs more than it
+    saves)."""
+    if t.numel() >= _NORM_DOT_MIN and _dot_takes(t):
+        return sq_norm(t).sqrt_()
+    return torch.linalg.vector_norm(t)
 
 
 def grad_norm(g: torch.Tensor, buf: ScalarBuffer) -> int:
