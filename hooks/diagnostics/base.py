@@ -86,11 +86,16 @@ def hooked_saved(node: Any, attr: str) -> bool:
 def saved_value(node: Any, name: str, default: Any = None) -> Any:
     """``node._saved_<name>``, or ``default`` where reading it would run an unpack hook
     (``hooked_saved``): a diagnostic looking at the graph must not make the script
-    recompute its checkpointed forwards (or stream its offloaded activations back)."""
+    recompute its checkpointed forwards (or stream its offloaded activations back);
+    ``default`` too where an earlier backward freed it (a graph from a previous
+    iteration that the script's loss still reaches: autograd raises on the read)."""
     attr = "_saved_" + name
     if hooked_saved(node, attr):
         return default
-    return getattr(node, attr, default)
+    try:
+        return getattr(node, attr, default)
+    except RuntimeError:   # "Trying to backward through the graph a second time"
+        return default
 
 
 def producing_fn(t: torch.Tensor, max_hops: int = 6) -> Any:
