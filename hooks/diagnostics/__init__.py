@@ -88,8 +88,9 @@ def default_observers(mode: str) -> "list[Observer]":
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())
     if mode != "shapes":
-        observers += [GradScaleObserver(), DeadActivationObserver(), Fp16OverflowObserver(),
-                      UpdateRatioObserver(), TargetObserver(), InputScaleObserver(),
+        scales = GradScaleObserver()
+        observers += [scales, DeadActivationObserver(), Fp16OverflowObserver(),
+                      UpdateRatioObserver(scales), TargetObserver(), InputScaleObserver(),
                       SymmetryObserver(), ZeroedGradObserver(), SignedTargetObserver()]
     if HostSyncObserver.available():
         observers.append(HostSyncObserver())

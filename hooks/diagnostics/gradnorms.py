@@ -75,6 +75,7 @@ class GradScaleObserver(Diagnostic):
         self._input_end: dict[int, tuple[str, ...]] = {}   # root -> the next weights after the first
         self._queued: dict[int, int] = {}       # root -> defer handle
         self._vanish_streak: dict[int, tuple[int, int]] = {}   # root -> (steps, first step)
+        self.vanishing: set[int] = set()   # roots whose gradients vanish now (read by updates)
         self._history: list[float] = []
         self._order: dict[tuple[int, str], int] = {}
         self._learned: set[int] = set()
@@ -225,9 +226,11 @@ class GradScaleObserver(Diagnostic):
         fname, fmod, lname, _, count = self._ends[rid]
         if count < MIN_LAYERS or first <= 0.0 or last <= 0.0 or entry / last >= VANISH_RATIO:
             self._vanish_streak.pop(rid, None)
+            self.vanishing.discard(rid)
             return
         streak, since = self._vanish_streak.get(rid, (0, step))
         self._vanish_streak[rid] = (streak + 1, since)
+        self.vanishing.add(rid)
         if streak + 1 < VANISH_STEPS:
             return
         self.emit("vanishing_gradient", "warning", "backward", rid, fmod,

@@ -101,7 +101,10 @@ def _numel(shape: Any) -> int:
 class UpdateRatioObserver(Diagnostic):
     """Update-to-weight ratios that stay far too small or far too large."""
 
-    def __init__(self) -> None:
+    def __init__(self, scales: Any = None) -> None:
+        # a GradScaleObserver: tiny updates of a root whose gradients vanish are that
+        # finding's (its cause named), not a learning rate's
+        self._scales = scales
         self._tiny: list[int] = []     # steps of the current run of tiny checks
         self._huge: list[int] = []
         self._lrs: dict[tuple[int, int], float] = {}
@@ -267,6 +270,8 @@ class UpdateRatioObserver(Diagnostic):
                      groups: list[tuple[int, int, float, set[int]]], at: Counter[int | str]) -> None:
         steps = self._tiny
         rid, models = self._models(at)
+        if self._scales is not None and rid in self._scales.vanishing:
+            return   # vanishing_gradient names the cause
         self.emit("tiny_updates", "warning", "optimizer", rid, "",
                   f"The optimizer barely changes the weights of {models}: "
                   f"at steps {', '.join(map(str, steps))} most trainable parameters moved by "

@@ -965,3 +965,33 @@ def test_constant_class_zero_targets_of_a_pointwise_scorer_are_a_reranker(
         opt.step()
     w.close()
     assert (("single_class_batches", "") in sink.findings) == found
+
+
+def test_tiny_updates_of_vanishing_gradients_are_that_finding() -> None:
+    """A deep sigmoid MLP: the early layers barely move because their gradients
+    vanish; vanishing_gradient names that, and no tiny_updates blames the rate."""
+    torch.manual_seed(0)
+
+    class Deep(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(20 if i == 0 else 32, 32) for i in range(12)])
+            self.out = nn.Linear(32, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = torch.sigmoid(layer(x))
+            return self.out(x)
+
+    model = Deep()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w, sink = _watch(model, opt)
+    for _ in range(30):
+        x = torch.randn(64, 20)
+        loss = F.cross_entropy(model(x), (x[:, 0] * x[:, 1] > 0).long())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w.close()
+    kinds = {k[0] for k in sink.findings}
+    assert "vanishing_gradient" in kinds and "tiny_updates" not in kinds
