@@ -57,6 +57,7 @@ def default_observers(mode: str) -> "list[Observer]":
     from tensorscope.hooks.diagnostics.inputs import InputScaleObserver
     from tensorscope.hooks.diagnostics.losses import LossInputObserver
     from tensorscope.hooks.diagnostics.memory import GraphObserver
+    from tensorscope.hooks.diagnostics.manual_updates import ManualUpdateObserver
     from tensorscope.hooks.diagnostics.modes import ModeObserver
     from tensorscope.hooks.diagnostics.recreated import OptimizerLifeObserver
     from tensorscope.hooks.diagnostics.repeated import RepeatedModuleObserver
@@ -83,7 +84,7 @@ def default_observers(mode: str) -> "list[Observer]":
         BackwardErrorObserver(), FreezeObserver(), ClipObserver(), SchedulerOrderObserver(),
         LrCollapseObserver(), SamplerEpochObserver(), DdpBypassObserver(),
         UnscaledAccumulationObserver(), OptimizerLifeObserver(), RnnLayoutObserver(), RepeatedModuleObserver(),
-        ClosureAccumulationObserver(),
+        ClosureAccumulationObserver(), ManualUpdateObserver(),
     ]
     if DeviceObserver.needed():   # every tensor is on the CPU otherwise
         observers.append(DeviceObserver())
