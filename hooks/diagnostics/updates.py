@@ -57,11 +57,20 @@ import math
 from collections import Counter
 from typing import Any
 
+import torch
+
 from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
 from tensorscope.hooks.diagnostics.schedulers import decay_cause
 from tensorscope.hooks.observer import StepRecord
 
+_HALF_TYPES = (torch.float16, torch.bfloat16)
+
 TINY_RATIO = 1e-7
+# float16/bfloat16 weights keep about three significant digits: an update of a
+# thousandth of a weight is about one step of their precision, and healthy
+# half-precision updates move the norm by 1e-4 or more (an update below 1e-5 rounds
+# away for most elements)
+TINY_HALF = 1e-5
 TINY_CHECKS = 3
 HUGE_RATIO = 0.1
 HUGE_CHECKS = 2
@@ -105,6 +114,7 @@ class UpdateRatioObserver(Diagnostic):
         # a GradScaleObserver: tiny updates of a root whose gradients vanish are that
         # finding's (its cause named), not a learning rate's
         self._scales = scales
+        self._halves: dict[tuple[Any, Any], bool] = {}   # (root, name) -> float16/bfloat16
         self._tiny: list[int] = []     # steps of the current run of tiny checks
         self._huge: list[int] = []
         self._lrs: dict[tuple[int, int], float] = {}
@@ -147,7 +157,7 @@ class UpdateRatioObserver(Diagnostic):
             root = r.get("root")
             if root is None:
                 root = str(r.get("name", "")).partition(".")[0] or "an optimizer"
-            if ratio < TINY_RATIO:
+            if ratio < TINY_RATIO or (ratio < TINY_HALF and self._half_weight(r)):
                 tiny_at[root] += n
             scale = settle.get(pid, 1.0) if settle and pid is not None else 1.0
             big = ratio * scale > HUGE_RATIO
@@ -266,23 +276,50 @@ class UpdateRatioObserver(Diagnostic):
         rid = next((key for key in ranked if isinstance(key, int)), 0)
         return rid, (" and ".join(names) if len(names) <= 2 else ", ".join(names)) + more
 
+    def _half_weight(self, row: dict[str, Any]) -> bool:
+        """Whether the row's parameter is stored in float16/bfloat16 (looked up once per
+        parameter name, by the roots' ``named_parameters``)."""
+        key = (row.get("root"), row.get("name"))
+        hit = self._halves.get(key)
+        if hit is None:
+            rid = key[0]
+            roots = self.ctx.roots
+            if isinstance(rid, int) and 0 <= rid < len(roots):
+                for name, p in roots[rid].named_parameters():
+                    self._halves[(rid, name)] = p.dtype in _HALF_TYPES
+            hit = self._halves.setdefault(key, False)
+        return hit
+
     def _report_tiny(self, record: StepRecord, median: float,
                      groups: list[tuple[int, int, float, set[int]]], at: Counter[int | str]) -> None:
         steps = self._tiny
         rid, models = self._models(at)
         if self._scales is not None and rid in self._scales.vanishing:
             return   # vanishing_gradient names the cause
+        half = self._half_cause(at)
         self.emit("tiny_updates", "warning", "optimizer", rid, "",
                   f"The optimizer barely changes the weights of {models}: "
                   f"at steps {', '.join(map(str, steps))} most trainable parameters moved by "
-                  f"less than {TINY_RATIO:g} of their norm (median update/weight ratio "
+                  f"less than {TINY_HALF if half else TINY_RATIO:g} of their norm (median "
+                  f"update/weight ratio "
                   f"{median:.1e}; healthy training is usually 1e-4 to 1e-2), while their "
                   f"gradients were non-zero. Groups: {self._describe_groups(groups)}. The model "
-                  f"is not learning. " + (self._decayed() or
+                  f"is not learning. " + (self._decayed() or half or
                   "Usual causes: a learning rate far too low (1e-9 typed "
                   "for 1e-3), lr=0 in a group, a scheduler decayed to zero, a GradScaler "
                   "skipping every step. Fix: check the learning rate the optimizer really "
                   "uses (optimizer.param_groups[i]['lr']) and the scheduler."), step=record.step)
+
+    def _half_cause(self, at: Counter[int | str]) -> str:
+        """The cause and fix when the weights that barely moved are stored in float16 or
+        bfloat16 (``model.half()`` trained as it is); "" otherwise."""
+        if not any(h for (rid, _), h in self._halves.items() if at.get(rid)):
+            return ""
+        return ("The weights are stored in float16/bfloat16 (model.half() or .bfloat16() "
+                "trained as it is): an update smaller than about a thousandth of a weight "
+                "rounds away, so most updates are lost. Fix: keep the weights in float32 "
+                "and run the forward under torch.autocast (with a GradScaler for float16), "
+                "which keeps float32 master weights.")
 
     def _decayed(self) -> str:
         """The cause and fix when a scheduler brought a group's learning rate down to

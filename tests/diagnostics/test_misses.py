@@ -995,3 +995,27 @@ def test_tiny_updates_of_vanishing_gradients_are_that_finding() -> None:
     w.close()
     kinds = {k[0] for k in sink.findings}
     assert "vanishing_gradient" in kinds and "tiny_updates" not in kinds
+
+
+@pytest.mark.parametrize("dtype,opt_name,lr,found", [
+    (torch.float16, "SGD", 1e-4, True),     # model.half() trained as it is: updates round away
+    (torch.bfloat16, "Adam", 1e-3, False),  # half-precision weights that do move
+    (torch.float32, "SGD", 1e-4, False),
+])
+def test_tiny_updates_of_half_precision_weights(dtype: torch.dtype, opt_name: str, lr: float,
+                                                found: bool) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)).to(dtype)
+    opt = getattr(torch.optim, opt_name)(model.parameters(), lr=lr)
+    w, sink = _watch(model, opt)
+    for _ in range(40):
+        x = torch.randn(64, 32)
+        loss = F.mse_loss(model(x.to(dtype)), (x[:, :1] * 0.5).to(dtype))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w.close()
+    got = sink.findings.get(("tiny_updates", ""))
+    assert (got is not None) == found
+    if found:
+        assert "stored in float16/bfloat16" in got.message
