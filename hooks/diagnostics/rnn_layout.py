@@ -1,4 +1,5 @@
-"""``rnn_batch_first``: batch-major input to a sequence-major recurrent layer.
+"""``rnn_batch_first``: batch-major input to a sequence-major recurrent layer, and the
+mirror: time-major input to a ``batch_first=True`` one.
 
 ``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` take ``[T, N, F]`` (time first) unless
 built with ``batch_first=True``. Given ``[N, T, F]`` batches (what a
@@ -18,7 +19,10 @@ make the finding. Per-position targets tell nothing; then a first dimension that
 one size (one last short batch aside) in ``STEADY_STEPS`` training steps while the second
 takes ``LENGTHS`` sizes (padded batches) makes it. Sequence-first data (``[T, N, F]``, targets ``[N]``), packed
 sequences, a batch of one sequence (``[T, 1, F]``) and per-position targets
-(``[T, N]``, or flattened ``[T * N]``) never match. A layer given an initial state
+(``[T, N]``, or flattened ``[T * N]``) never match. The mirror, a layer built with
+``batch_first=True`` given time-major ``[T, N, F]`` data (a seq2seq tutorial's
+layout), matches when the per-sample target's first dimension is its input's
+second (N) and not its first; per-position targets say nothing there. A layer given an initial state
 ``[layers, B, H]`` or whose loss has one target per each of the B takes the batch second:
 its shapes (a fixed length, batches of varying size) make no finding.
 """
@@ -46,8 +50,9 @@ class RnnLayoutObserver(Diagnostic):
     """Recurrent layers without ``batch_first`` fed batch-major sequences."""
 
     def __init__(self) -> None:
-        self._calls: list[tuple[int, str, str, int, int]] = []  # root, path, type, A, B
-        self._matched: tuple[int, str, str, int, int] | None = None
+        # root, path, type, A, B, batch_first
+        self._calls: list[tuple[int, str, str, int, int, bool]] = []
+        self._matched: tuple[int, str, str, int, int, bool] | None = None
         self._hits: list[int] = []
         self._done = False
         # per layer (root, path, type): {first dimension: calls}, second dimensions, steps
@@ -61,9 +66,9 @@ class RnnLayoutObserver(Diagnostic):
         return hook == "on_forward_pre" and issubclass(module_type, nn.RNNBase)
 
     def on_forward_pre(self, call: CallRecord) -> None:
-        """Note a training call of a sequence-first layer with a 3-d input."""
+        """Note a training call of a recurrent layer with a 3-d input."""
         module = call.module
-        if self._done or not isinstance(module, nn.RNNBase) or module.batch_first \
+        if self._done or not isinstance(module, nn.RNNBase) \
                 or not call.grad_enabled or len(self._calls) >= 8:
             return
         inputs = call.inputs
@@ -71,9 +76,10 @@ class RnnLayoutObserver(Diagnostic):
         if not isinstance(x, torch.Tensor) or x.dim() != 3:
             return   # a PackedSequence, or an unbatched sequence
         a, b = int(x.shape[0]), int(x.shape[1])
-        if a != b and b >= 2:
-            self._calls.append((call.root, call.path, call.type, a, b))
-            if any(isinstance(h, torch.Tensor) and h.dim() == 3 and int(h.shape[1]) == b
+        first = bool(module.batch_first)
+        if a != b and (b if not first else a) >= 2:
+            self._calls.append((call.root, call.path, call.type, a, b, first))
+            if not first and any(isinstance(h, torch.Tensor) and h.dim() == 3 and int(h.shape[1]) == b
                    for _, h in inputs[1:4]):   # h_0 (LSTM: h_0, c_0) of the B sequences
                 self._batch_second.add((call.root, call.path, call.type))
 
@@ -91,13 +97,19 @@ class RnnLayoutObserver(Diagnostic):
             n = int(target.shape[0])
             for c in self._calls:
                 a, b = c[3], c[4]
+                if c[5]:   # batch_first=True: one target per each of the second dimension
+                    if n == b and n != a and (target.dim() == 1 or target.shape[1] != a):
+                        self._matched = c
+                        return
+                    continue
                 if n == a and n != b and (target.dim() == 1 or target.shape[1] != b):
                     self._matched = c
                     return
                 if n == b and n != a and (target.dim() == 1 or target.shape[1] != a):
                     self._batch_second.add(c[:3])   # one target per each of the B
 
-    def _steady_batch(self, calls: list[tuple[int, str, str, int, int]], step: int) -> bool:
+    def _steady_batch(self, calls: list[tuple[int, str, str, int, int, bool]],
+                      step: int) -> bool:
         """Per-position targets (a tagger, a language model) say nothing about the layout;
         the shapes do: batches padded to their longest sequence keep the batch size and
         change the length. A layer whose first dimension stays one size (but for one last
@@ -105,8 +117,8 @@ class RnnLayoutObserver(Diagnostic):
         data varies the first (bucketed or random-length BPTT windows); fixed-length
         sequence-first windows in batches of varying size vary the second, and a layer
         shown to take the batch second (``_batch_second``) is never judged by its shapes."""
-        for rid, path, kind, a, b in calls:
-            if len(self._dims) >= 16 and (rid, path, kind) not in self._dims \
+        for rid, path, kind, a, b, first in calls:
+            if first or len(self._dims) >= 16 and (rid, path, kind) not in self._dims \
                     or (rid, path, kind) in self._batch_second:
                 continue
             firsts, seconds, steps = self._dims.setdefault((rid, path, kind), ({}, set(), []))
@@ -149,7 +161,10 @@ class RnnLayoutObserver(Diagnostic):
         if len(self._hits) < HITS:
             return
         self._done = True
-        rid, path, kind, a, b = matched
+        rid, path, kind, a, b, first = matched
+        if first:
+            self._report_time_first(rid, path, kind, a, b, record.step)
+            return
         self.emit("rnn_batch_first", "warning", "forward", rid, path,
                   f"{path or kind} ({kind}, batch_first=False) takes its input as "
                   f"[time, batch, features], but at steps "
@@ -161,3 +176,16 @@ class RnnLayoutObserver(Diagnostic):
                   f"learns little. Fix: build it with batch_first=True (or pass "
                   f"x.transpose(0, 1) and take the outputs' time steps from dimension "
                   f"0).", step=record.step)
+
+    def _report_time_first(self, rid: int, path: str, kind: str, a: int, b: int,
+                           step: int) -> None:
+        self.emit("rnn_batch_first", "warning", "forward", rid, path,
+                  f"{path or kind} ({kind}, batch_first=True) takes its input as "
+                  f"[batch, time, features], but at steps "
+                  f"{', '.join(map(str, self._hits))} it got [{a}, {b}, ...] where the "
+                  f"{b} of the second dimension are the samples of the batch (the loss has "
+                  f"one target per each of them) and the {a} of the first are the time "
+                  f"steps: the recurrence runs across the samples and treats each position "
+                  f"as a separate sequence, so the model mixes samples and learns little. "
+                  f"Fix: build it with batch_first=False for time-major data (and take the "
+                  f"last step as out[-1]), or pass x.transpose(0, 1).", step=step)

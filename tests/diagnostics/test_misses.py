@@ -1019,3 +1019,32 @@ def test_tiny_updates_of_half_precision_weights(dtype: torch.dtype, opt_name: st
     assert (got is not None) == found
     if found:
         assert "stored in float16/bfloat16" in got.message
+
+
+@pytest.mark.parametrize("time_major,found", [(True, True), (False, False)])
+def test_time_major_data_into_a_batch_first_rnn(time_major: bool, found: bool) -> None:
+    """A GRU built with batch_first=True fed [T, B, F] (a seq2seq tutorial's layout)
+    and read as out[-1]: the mirror of rnn_batch_first. Batch-major data is fine."""
+    torch.manual_seed(0)
+
+    class Clf(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = nn.GRU(6, 16, batch_first=True)
+            self.fc = nn.Linear(16, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out, _ = self.rnn(x)
+            return self.fc(out[-1] if time_major else out[:, -1])
+
+    model = Clf()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    w, sink = _watch(model, opt)
+    for _ in range(6):
+        x = torch.randn(12, 16, 6) if time_major else torch.randn(16, 12, 6)
+        loss = F.cross_entropy(model(x), torch.randint(0, 3, (16,)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    w.close()
+    assert (("rnn_batch_first", "rnn") in sink.findings) == found
