@@ -152,6 +152,15 @@ class BackwardErrorObserver(Diagnostic):
             return self._place_inplace(failure, call, calls)
         if call is not None:
             return call.root, call.path, self._node_hint(failure, call)
+        if failure.second:   # a node of no call this step: a tensor kept from earlier
+            rid, path, _ = self._fallback(calls)
+            return rid, path, (
+                "Hint: the loss uses a tensor kept from an earlier iteration that still "
+                "carries that iteration's graph, which its backward freed: a stored "
+                "log-probability or old prediction (PPO's old_log_prob, REINFORCE's "
+                "saved_log_probs list never cleared), or a running total. Fix: store it "
+                "detached (old = log_prob.detach()), clear such lists after each update, "
+                "or compute it afresh in this iteration.")
         return self._fallback(calls)
 
     def _place_named(self, failure: Failure) -> tuple[int, str, str] | None:

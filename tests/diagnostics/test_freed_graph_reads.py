@@ -41,3 +41,6 @@ def test_log_probs_never_cleared_raise_the_scripts_error_and_no_internal_one() -
             opt.step()
     w.close()
     assert not [k for k in sink.findings if k[0] == "internal_error"]
+    (exc,) = [f for k, f in sink.findings.items() if k[0] == "exception"]
+    assert "a tensor kept from an earlier iteration" in exc.message
+    assert "clear such lists after each update" in exc.message
