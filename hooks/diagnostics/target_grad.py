@@ -319,6 +319,7 @@ def _selections(fn: Any, top: CallRecord, made: dict[int, tuple[Any, CallRecord,
 
 
 _SCALED = ("MulBackward0", "DivBackward0")
+_UNREAD = object()   # a saved value that cannot be read (freed by the backward, or hooked)
 
 
 def _pure(fn: Any, made: dict[int, tuple[Any, CallRecord, CallRecord]]) -> bool:
@@ -336,8 +337,13 @@ def _pure(fn: Any, made: dict[int, tuple[Any, CallRecord, CallRecord]]) -> bool:
         if len(edges) != 1:
             return False
         if len(nxt) > 1:
-            other = saved_value(node, "other", None) if fn_name(node) in _SCALED else None
-            if not isinstance(other, torch.Tensor) or other.numel() != 1:
+            if fn_name(node) not in _SCALED:
+                return False
+            # judged at step end, after the backward freed the saved values: a factor
+            # that can no longer be read is taken for the scalar it almost always is
+            other = saved_value(node, "other", _UNREAD)
+            if other is not _UNREAD and (not isinstance(other, torch.Tensor)
+                                         or other.numel() != 1):
                 return False
         node = edges[0]
     return False
