@@ -114,6 +114,7 @@ class ModeObserver(Diagnostic):
         self._trained: set[int] = set()            # roots an optimizer stepped
         self._opt_roots: dict[int, tuple[int, set[int]]] = {}   # id(opt): (n params, roots)
         self._nograd_runs: dict[int, int] = {}     # root: no_grad forwards since trained
+        self._loops: set[int] = set()   # roots with a run of no_grad forwards, not yet judged
         self._suspects: dict[int, list[tuple[str, int, str]]] = {}   # root: (path, step, text)
         self._sampled: set[int] = set()            # roots whose one-off was followed by training
         # the running forward with gradients of each root: its train-mode Dropout/BatchNorm
@@ -205,8 +206,8 @@ class ModeObserver(Diagnostic):
                 self._recalibrating.discard(call.root)
             if not call.grad_enabled and (call.root in self._trained or not self._trained):
                 runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
-                if runs >= 2:   # a loop of evaluation forwards
-                    self._report_suspects(call.root)
+                if runs >= 2:   # a loop of evaluation forwards, unless they feed training
+                    self._loops.add(call.root)   # (judged at step end)
         if self._one_suspects and not call.training:
             self._eval_after_one(call)
         if call.training == call.grad_enabled:   # training with gradients, or eval without
@@ -308,15 +309,12 @@ class ModeObserver(Diagnostic):
                 f"forward with gradients disabled (an evaluation under torch.no_grad() or "
                 f"inference_mode) at step {call.step}: it {effect}. Fix: call model.eval() "
                 f"before evaluating (and model.train() before training again).")
-        rid = call.root
-        if (rid in self._trained or not self._trained) and self._nograd_runs.get(rid, 0) < 2:
-            # one no_grad forward while the root trains (or before any optimizer stepped: a
-            # GAN's generator drawing the discriminator's first fakes): an evaluation only
-            # if a loss follows, another such forward follows, or no training follows
-            self._suspects.setdefault(rid, []).append((call.path, call.step, text))
-            return
-        self.emit("train_mode_in_eval", "warning", "forward", rid, call.path, text,
-                  step=call.step)
+        # a no_grad forward in training mode: an evaluation if a loss follows in an
+        # inference step, if such forwards loop in inference steps, or if no training of
+        # the root follows (judged at step end and on detach); not when they feed a
+        # training step (a WGAN critic's fakes, MixMatch's guessed labels) or the root's
+        # optimizer steps next (a sample drawn while training)
+        self._suspects.setdefault(call.root, []).append((call.path, call.step, text))
 
     def train_mode_calls(self, rid: int) -> list[tuple[str, str, str]] | None:
         """The Dropout/BatchNorm calls in training mode of the forward with gradients that
@@ -374,6 +372,7 @@ class ModeObserver(Diagnostic):
         for rid in hit[1]:
             self._trained.add(rid)
             self._nograd_runs[rid] = 0
+            self._loops.discard(rid)
             if self._suspects.pop(rid, None):
                 self._sampled.add(rid)
 
@@ -444,6 +443,22 @@ class ModeObserver(Diagnostic):
         step with a loss was an evaluation."""
         self._pending.clear()
         self._train_mode_roots.clear()
+        if self._loops:
+            self._judge_loops(record)
         if self._suspects and record.kind == "inference" and record.summary.loss is not None:
             for rid in {c.root for c in record.calls if c.is_root} & self._suspects.keys():
+                self._report_suspects(rid)
+
+    def _judge_loops(self, record: Any) -> None:
+        """Runs of no_grad forwards: in a training step they fed it (a WGAN critic's
+        fakes drawn n_critic times, MixMatch's label guesses over K augmentations); in
+        an inference step, once a model has trained, they are an evaluation loop."""
+        roots = {c.root for c in record.calls if c.is_root} & self._loops
+        if record.kind == "train":
+            for rid in roots:
+                self._loops.discard(rid)
+                self._nograd_runs[rid] = 0
+        elif record.kind == "inference" and self._trained:
+            for rid in roots:
+                self._loops.discard(rid)
                 self._report_suspects(rid)

@@ -97,3 +97,47 @@ def test_batchnorm_frozen_for_fine_tuning_is_not_a_forgotten_train(how: str, fou
         opt.step()
     w.close()
     assert _kinds(sink, "eval_mode_in_training") == found
+
+
+def _gen() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
+
+
+@pytest.mark.parametrize("case,found", [
+    ("wgan_critic_fakes", set()),   # n_critic no_grad draws of G, each feeding D's step
+    ("mixmatch_guesses", set()),    # K=2 no_grad label guesses feeding this step's loss
+    ("prediction_loop", {"1"}),     # a loop of no_grad forwards after training: evaluation
+])
+def test_no_grad_forwards_that_feed_training_are_not_an_evaluation(case: str,
+                                                                  found: set) -> None:
+    torch.manual_seed(0)
+    g, d = _gen(), nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt_g = torch.optim.Adam(g.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(d.parameters(), lr=1e-3)
+    w = tensorscope.watch([g, d], [opt_g, opt_d], connect=False)
+    sink = FindingSink()
+    w.session.add_sink(sink)
+    for _ in range(4):
+        if case == "wgan_critic_fakes":
+            for _ in range(5):
+                with torch.no_grad():
+                    fake = g(torch.randn(16, 4))
+                loss_d = d(fake).mean() - d(torch.randn(16, 2)).mean()
+                opt_d.zero_grad()
+                loss_d.backward()
+                opt_d.step()
+            loss_g = -d(g(torch.randn(16, 4))).mean()
+        else:
+            x = torch.randn(16, 4)
+            with torch.no_grad():
+                guess = (g(x + 0.1).softmax(1) + g(x - 0.1).softmax(1)) / 2
+            loss_g = -(guess * g(x).log_softmax(1)).sum(1).mean()
+        opt_g.zero_grad()
+        loss_g.backward()
+        opt_g.step()
+    if case == "prediction_loop":
+        with torch.no_grad():
+            preds = [g(torch.randn(16, 4)).argmax(1) for _ in range(3)]
+        assert len(preds) == 3
+    w.close()
+    assert _kinds(sink, "train_mode_in_eval") == found
