@@ -92,7 +92,25 @@ def _stepped(opt: Any) -> bool:
     return True
 
 
-class SchedulerOrderObserver(Diagnostic):
+class SchedulerListener(Diagnostic):
+    """A diagnostic that hears every ``LRScheduler.step()`` while attached:
+    ``_scheduler_step(scheduler)`` runs before each (``LRScheduler.step`` is wrapped
+    on the base class, and put back once no watch listens)."""
+
+    def on_attach(self, ctx: Any) -> None:
+        """Keep the context; listen to the schedulers."""
+        super().on_attach(ctx)
+        _listen(self._scheduler_step)
+
+    def on_detach(self) -> None:
+        """Stop listening."""
+        _unlisten(self._scheduler_step)
+
+    def _scheduler_step(self, sched: Any) -> None:
+        """A scheduler's ``step()`` is about to run (training thread)."""
+
+
+class SchedulerOrderObserver(SchedulerListener):
     """Finds a scheduler stepped before its optimizer's first step."""
 
     def __init__(self) -> None:
@@ -101,14 +119,9 @@ class SchedulerOrderObserver(Diagnostic):
         self._done: set[int] = set()
         self._backward_seen = False
 
-    def on_attach(self, ctx: Any) -> None:
-        """Wrap ``LRScheduler.step`` (restored on detach)."""
-        super().on_attach(ctx)
-        _listen(self._scheduler_step)
-
     def on_detach(self) -> None:
-        """Put ``LRScheduler.step`` back once no watch listens."""
-        _unlisten(self._scheduler_step)
+        """Stop listening; forget the early calls."""
+        super().on_detach()
         self._early.clear()
 
     def on_backward(self, tensor: torch.Tensor) -> None:
@@ -175,21 +188,16 @@ class _RateTrack:
         self.done = False
 
 
-class LrCollapseObserver(Diagnostic):
+class LrCollapseObserver(SchedulerListener):
     """Finds an optimizer whose learning rate a schedule (or the script) brought down
     to ``COLLAPSED`` of its peak for good: the model has stopped learning."""
 
     def __init__(self) -> None:
         self._tracks: dict[int, _RateTrack] = {}
 
-    def on_attach(self, ctx: Any) -> None:
-        """Count scheduler steps per optimizer (``LRScheduler.step`` wrapped)."""
-        super().on_attach(ctx)
-        _listen(self._scheduler_step)
-
     def on_detach(self) -> None:
         """Stop counting."""
-        _unlisten(self._scheduler_step)
+        super().on_detach()
         self._tracks.clear()
 
     def _track(self, optimizer: Any) -> _RateTrack:
