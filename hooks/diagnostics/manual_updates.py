@@ -43,8 +43,11 @@ class ManualUpdateObserver(Diagnostic):
     def on_backward(self, tensor: Any) -> None:
         """Compare each root's watched gradient with the previous backward's."""
         roots = self.ctx.roots
+        n = min(len(roots), MAX_ROOTS)
+        if len(self._done) >= n:
+            return   # every root judged by an optimizer's checks, or nothing to train
         optimized = None
-        for rid in range(min(len(roots), MAX_ROOTS)):
+        for rid in range(n):
             if rid in self._done:
                 continue
             last = self._last.get(rid)
@@ -52,6 +55,7 @@ class ManualUpdateObserver(Diagnostic):
             if p is None:
                 p = next((q for q in roots[rid].parameters() if q.requires_grad), None)
                 if p is None:
+                    self._done.add(rid)   # nothing trainable (a loss module called alone)
                     continue
             if optimized is None:
                 optimized = {id(q) for opt in self.ctx.optimizers for g in opt.param_groups
