@@ -38,6 +38,7 @@ DEAD_FRACTION = 0.99
 DEAD_STEPS = 3          # consecutive checked steps
 MIN_ELEMENTS = 8
 PRODUCER_CALLS = 64     # the step's latest calls searched for a functional ReLU's producer
+MAX_CONSUMERS = 4096    # modules remembered as taking a functional ReLU's output
 FP16_MAX = 65504.0
 NEAR_MAX = 0.9 * FP16_MAX
 
@@ -78,6 +79,9 @@ class DeadActivationObserver(Diagnostic):
         self._seen: dict[int, weakref.ref] = {}
         self._occurrence: dict[tuple[int, str], int] = {}
         self._streak: dict[tuple[int, str, int], tuple[int, int]] = {}   # (checks, first step)
+        # modules seen taking a functional ReLU's output in the first steps: the only
+        # ones looked at later (a model's structure does not change from step to step)
+        self._consumers: set[int] = set()
 
     def on_forward(self, call: CallRecord) -> None:
         """Queue a zero count of each ReLU output's sample (training forwards, checked steps)."""
@@ -107,15 +111,18 @@ class DeadActivationObserver(Diagnostic):
     def on_forward_pre(self, call: CallRecord) -> None:
         """Queue a zero count of a functional ReLU's output that this call consumes
         (training forwards, checked steps), named at the module it was applied to."""
-        if not call.grad_enabled or not call.inputs or \
-                not checked_step(call.step, self.ctx.stats_step):
-            return
+        early = call.step < EARLY_STEPS
+        if not (early or (id(call.module) in self._consumers and self.ctx.stats_step)) \
+                or not call.grad_enabled or not call.inputs:
+            return   # after the first steps only the modules that took a ReLU's output
         v = call.inputs[0][1]
         if not isinstance(v, torch.Tensor) or v.grad_fn is None:
             return
         fn = v.grad_fn
         if type(fn).__name__ not in _RELU_FNS or v.numel() < MIN_ELEMENTS:
             return
+        if early and len(self._consumers) < MAX_CONSUMERS:
+            self._consumers.add(id(call.module))
         seen = self._seen.get(id(v))
         if seen is not None and seen() is v:
             return    # a ReLU module's output, or one seen at another consumer
