@@ -74,6 +74,30 @@ def unwrap_methods(originals: list[tuple[Any, str, Any, Any]]) -> None:
     originals.clear()
 
 
+class MethodListeners:
+    """The listeners of one method, wrapped on its class (``wrap_method``) while any
+    listens: ``listen(fn)`` wraps it at the first, ``unlisten(fn)`` puts it back after
+    the last. ``fn(instance)`` runs before each call."""
+
+    def __init__(self, cls: Any, name: str, check: str) -> None:
+        self.cls, self.name, self.check = cls, name, check
+        self.listeners: list[Callable[[Any], None]] = []
+        self._originals: list[tuple[Any, str, Any, Any]] = []
+
+    def listen(self, fn: Callable[[Any], None]) -> None:
+        """Call ``fn(instance)`` before every call of the method."""
+        if fn not in self.listeners:
+            self.listeners.append(fn)
+        wrap_method(self.cls, self.name, self.listeners, self.check, self._originals)
+
+    def unlisten(self, fn: Callable[[Any], None]) -> None:
+        """Stop calling ``fn``; put the method back once no one listens."""
+        if fn in self.listeners:
+            self.listeners.remove(fn)
+        if not self.listeners:
+            unwrap_methods(self._originals)
+
+
 def hooked_saved(node: Any, attr: str) -> bool:
     """Whether reading ``node.<attr>`` (a ``_saved_*`` attribute) would run a
     saved-tensor unpack hook: the tensor was packed under ``saved_tensors_hooks``
@@ -230,6 +254,11 @@ class ZeroGradListener(Diagnostic):
 
     def _zero_grad_called(self, obj: Any, set_to_none: bool) -> None:
         """``obj`` (an optimizer or a module) was zeroed."""
+
+
+def first_trainable(module: nn.Module) -> torch.Tensor | None:
+    """The first parameter of ``module`` that requires grad, or None."""
+    return next((p for p in module.parameters() if p.requires_grad), None)
 
 
 def root_module(ctx: WatchContext, root: int) -> nn.Module | None:

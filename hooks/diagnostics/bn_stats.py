@@ -18,15 +18,14 @@ counted. Nothing here reads a tensor.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 from torch import nn
 
-from tensorscope.hooks.diagnostics.base import unwrap_methods, wrap_method
+from tensorscope.hooks.diagnostics.base import MethodListeners
 
-_NORM_BASE: Any = getattr(nn.modules.batchnorm, "_NormBase", None)
-_listeners: list[Callable[[Any], None]] = []
-_original: list[tuple[Any, str, Any, Any]] = []
+_RESETS = MethodListeners(getattr(nn.modules.batchnorm, "_NormBase", None),
+                          "reset_running_stats", "BatchNorm statistics reset")
 
 
 class StatsResets:
@@ -38,17 +37,11 @@ class StatsResets:
 
     def attach(self) -> None:
         """Hear every ``reset_running_stats()`` (training thread)."""
-        if self._called not in _listeners:
-            _listeners.append(self._called)
-        wrap_method(_NORM_BASE, "reset_running_stats", _listeners,
-                    "BatchNorm statistics reset", _original)
+        _RESETS.listen(self._called)
 
     def detach(self) -> None:
         """Stop hearing them; put the method back once no watch listens."""
-        if self._called in _listeners:
-            _listeners.remove(self._called)
-        if not _listeners:
-            unwrap_methods(_original)
+        _RESETS.unlisten(self._called)
         self._reset.clear()
 
     def _called(self, module: Any) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from tensorscope.hooks.diagnostics.base import first_trainable
 from tensorscope.hooks.diagnostics.clipping import clip_writes
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use, live_scalers, unscaled_for
 
@@ -41,7 +42,7 @@ class GradRescaleWatch:
         if self._failed or (self._model is not None and self._model() is model):
             return
         self.close()
-        param = next((p for p in model.parameters() if p.requires_grad), None)
+        param = first_trainable(model)
         register = getattr(param, "register_post_accumulate_grad_hook", None)
         if register is None:
             return

@@ -24,7 +24,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, module_label
+from tensorscope.hooks.diagnostics.base import Diagnostic, first_trainable, module_label
 
 RUN = 3            # consecutive backwards adding into gradients a manual update used
 MAX_ROOTS = 8      # roots looked at
@@ -53,7 +53,7 @@ class ManualUpdateObserver(Diagnostic):
             last = self._last.get(rid)
             p = last[0]() if last is not None else None
             if p is None:
-                p = next((q for q in roots[rid].parameters() if q.requires_grad), None)
+                p = first_trainable(roots[rid])
                 if p is None:
                     self._done.add(rid)   # nothing trainable (a loss module called alone)
                     continue

@@ -114,7 +114,6 @@ class ModeObserver(Diagnostic):
         self._trained: set[int] = set()            # roots an optimizer stepped
         self._opt_roots: dict[int, tuple[int, set[int]]] = {}   # id(opt): (n params, roots)
         self._nograd_runs: dict[int, int] = {}     # root: no_grad forwards since trained
-        self._loops: set[int] = set()   # roots with a run of no_grad forwards, not yet judged
         self._suspects: dict[int, list[tuple[str, int, str]]] = {}   # root: (path, step, text)
         self._sampled: set[int] = set()            # roots whose one-off was followed by training
         # the running forward with gradients of each root: its train-mode Dropout/BatchNorm
@@ -205,9 +204,9 @@ class ModeObserver(Diagnostic):
                 self._grad_mixed.discard(call.root)
                 self._recalibrating.discard(call.root)
             if not call.grad_enabled and (call.root in self._trained or not self._trained):
-                runs = self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
-                if runs >= 2:   # a loop of evaluation forwards, unless they feed training
-                    self._loops.add(call.root)   # (judged at step end)
+                # two or more: a loop of evaluation forwards, unless they feed a
+                # training step (judged at step end, ``_judge_loops``)
+                self._nograd_runs[call.root] = self._nograd_runs.get(call.root, 0) + 1
         if self._one_suspects and not call.training:
             self._eval_after_one(call)
         if call.training == call.grad_enabled:   # training with gradients, or eval without
@@ -372,7 +371,6 @@ class ModeObserver(Diagnostic):
         for rid in hit[1]:
             self._trained.add(rid)
             self._nograd_runs[rid] = 0
-            self._loops.discard(rid)
             if self._suspects.pop(rid, None):
                 self._sampled.add(rid)
 
@@ -443,7 +441,7 @@ class ModeObserver(Diagnostic):
         step with a loss was an evaluation."""
         self._pending.clear()
         self._train_mode_roots.clear()
-        if self._loops:
+        if any(n >= 2 for n in self._nograd_runs.values()):
             self._judge_loops(record)
         if self._suspects and record.kind == "inference" and record.summary.loss is not None:
             for rid in {c.root for c in record.calls if c.is_root} & self._suspects.keys():
@@ -453,12 +451,11 @@ class ModeObserver(Diagnostic):
         """Runs of no_grad forwards: in a training step they fed it (a WGAN critic's
         fakes drawn n_critic times, MixMatch's label guesses over K augmentations); in
         an inference step, once a model has trained, they are an evaluation loop."""
-        roots = {c.root for c in record.calls if c.is_root} & self._loops
+        runs = self._nograd_runs
+        roots = {c.root for c in record.calls if c.is_root and runs.get(c.root, 0) >= 2}
         if record.kind == "train":
             for rid in roots:
-                self._loops.discard(rid)
-                self._nograd_runs[rid] = 0
+                runs[rid] = 0
         elif record.kind == "inference" and self._trained:
             for rid in roots:
-                self._loops.discard(rid)
                 self._report_suspects(rid)

@@ -33,39 +33,18 @@ not).
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from tensorscope.hooks.diagnostics.base import Diagnostic, module_label, unwrap_methods, \
-    wrap_method
+from tensorscope.hooks.diagnostics.base import Diagnostic, MethodListeners, module_label
 from tensorscope.hooks.diagnostics.scaler import grad_scaler_in_use
 
 _BASE: Any = getattr(torch.optim.lr_scheduler, "LRScheduler", None)
 COLLAPSED = 1e-4          # a rate at this fraction of its peak or less: decayed away
 COLLAPSED_STEPS = 8       # consecutive optimizer steps at such a rate
 COLLAPSED_SHARE = 0.25    # ... and at least this share of the optimizer's steps
-_listeners: list[Callable[[Any], None]] = []
-_original: list[tuple[Any, str, Any, Any]] = []   # what wrap_method wrapped
-
-
-def _install() -> None:
-    wrap_method(_BASE, "step", _listeners, "lr_scheduler.step()", _original)
-
-
-def _listen(fn: Callable[[Any], None]) -> None:
-    """Call ``fn(scheduler)`` before every ``LRScheduler.step()`` while attached."""
-    if fn not in _listeners:
-        _listeners.append(fn)
-    _install()
-
-
-def _unlisten(fn: Callable[[Any], None]) -> None:
-    """Stop calling ``fn``; put ``LRScheduler.step`` back once no one listens."""
-    if fn in _listeners:
-        _listeners.remove(fn)
-    if not _listeners:
-        unwrap_methods(_original)
+_STEPS = MethodListeners(_BASE, "step", "lr_scheduler.step()")
 
 
 def decay_cause(opt_index: int, group: int, start: float, lr: float) -> str:
@@ -100,11 +79,11 @@ class SchedulerListener(Diagnostic):
     def on_attach(self, ctx: Any) -> None:
         """Keep the context; listen to the schedulers."""
         super().on_attach(ctx)
-        _listen(self._scheduler_step)
+        _STEPS.listen(self._scheduler_step)
 
     def on_detach(self) -> None:
         """Stop listening."""
-        _unlisten(self._scheduler_step)
+        _STEPS.unlisten(self._scheduler_step)
 
     def _scheduler_step(self, sched: Any) -> None:
         """A scheduler's ``step()`` is about to run (training thread)."""

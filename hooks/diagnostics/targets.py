@@ -898,11 +898,7 @@ def _from_layer(node: Any) -> bool:
     fn = _first_input(node)
     if fn_name(fn) == "LogSoftmaxBackward0":
         fn = _first_input(fn)
-    above = None   # the view right above the layer: its saved input sizes are the layer's
-    for _ in range(6):
-        if fn_name(fn) not in PASS_THROUGH_FNS:
-            break
-        above, fn = fn, _first_input(fn)
+    fn, above = _under_views(fn)
     if fn_name(fn) not in _LAYER_FNS:
         return False
     # a layer with one output per row (a pointwise scorer: [B * G, 1] or [B, G, 1]) whose
@@ -981,11 +977,18 @@ def _prod(dims: list[int]) -> int:
 
 def _skip_views(fn: Any) -> Any:
     """The first node at or under ``fn`` that is not a view, reshape or cast."""
+    return _under_views(fn)[0]
+
+
+def _under_views(fn: Any) -> tuple[Any, Any]:
+    """``_skip_views(fn)``, and the view node right above it (None when ``fn`` is no
+    view): its saved input sizes are the shape of the node's output."""
+    above = None
     for _ in range(6):
         if fn_name(fn) not in PASS_THROUGH_FNS:
             break
-        fn = _first_input(fn)
-    return fn
+        above, fn = fn, _first_input(fn)
+    return fn, above
 
 
 def _first_input(node: Any) -> Any:

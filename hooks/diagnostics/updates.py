@@ -313,7 +313,9 @@ class UpdateRatioObserver(Diagnostic):
     def _half_cause(self, at: Counter[int | str]) -> str:
         """The cause and fix when the weights that barely moved are stored in float16 or
         bfloat16 (``model.half()`` trained as it is); "" otherwise."""
-        if not any(h for (rid, _), h in self._halves.items() if at.get(rid)):
+        roots = self.ctx.roots
+        if not any(p.dtype in _HALF_TYPES for rid in at if isinstance(rid, int)
+                   and 0 <= rid < len(roots) for p in roots[rid].parameters() if p.requires_grad):
             return ""
         return ("The weights are stored in float16/bfloat16 (model.half() or .bfloat16() "
                 "trained as it is): an update smaller than about a thousandth of a weight "
